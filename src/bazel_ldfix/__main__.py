@@ -1,0 +1,5 @@
+import sys
+
+from bazel_ldfix.cli import main
+
+sys.exit(main())

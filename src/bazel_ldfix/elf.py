@@ -1,0 +1,262 @@
+"""Read what the dynamic loader reads of an ELF file, and nothing more.
+
+This is the project's only ELF reader. It reads the ELF header, the program headers, the
+PT_DYNAMIC segment and the handful of strings the dynamic entries point at, with ``pread`` on
+one file descriptor: a 100 MB shared library costs a few small reads. It works from the
+segments, not the section table, because the loader does: a stripped section table is valid
+and the loader never looks at it.
+
+``struct`` is used rather than pyelftools because importing pyelftools alone takes about
+50 ms, most of a command's budget; pyelftools remains the oracle the tests compare against.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+from dataclasses import dataclass
+
+from bazel_ldfix.errors import BadInputError, NotElfError
+
+ELFMAG = b"\x7fELF"
+ELFCLASS32, ELFCLASS64 = 1, 2
+ELFDATA2LSB, ELFDATA2MSB = 1, 2
+EV_CURRENT = 1
+ET_EXEC, ET_DYN = 2, 3
+PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 14, 15, 29
+DT_STRSZ, DT_FLAGS_1 = 10, 0x6FFFFFFB
+DT_VERDEF, DT_VERDEFNUM = 0x6FFFFFFC, 0x6FFFFFFD
+DF_1_NODEFLIB = 0x800
+EM_NAMES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm",
+            62: "x86-64", 183: "aarch64", 243: "riscv", 258: "loongarch"}
+ET_NAMES = {0: "none", 1: "relocatable", 2: "executable", 3: "shared object", 4: "core"}
+
+# Sizes of the ELF header and one program header, by class.
+_EHDR_SIZE = {ELFCLASS32: 52, ELFCLASS64: 64}
+_PHDR_SIZE = {ELFCLASS32: 32, ELFCLASS64: 56}
+_MAX_DYNAMIC = 1 << 20  # a PT_DYNAMIC larger than this is corrupt, not large
+
+
+@dataclass(frozen=True)
+class ElfHeader:
+    """The fields of the ELF header the loader checks before it maps a file."""
+
+    ident: bytes  # e_ident, 16 bytes
+    type: int
+    machine: int
+    version: int
+    phoff: int
+    phentsize: int
+    phnum: int
+
+    @property
+    def elf_class(self) -> int:
+        return self.ident[4]
+
+    @property
+    def data(self) -> int:
+        return self.ident[5]
+
+    @property
+    def osabi(self) -> int:
+        return self.ident[7]
+
+    @property
+    def abiversion(self) -> int:
+        return self.ident[8]
+
+    @property
+    def byteorder(self) -> str:
+        return "<" if self.data == ELFDATA2LSB else ">"
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    """An ELF object as the dynamic loader sees it."""
+
+    path: str
+    header: ElfHeader
+    interp: str | None
+    has_dynamic: bool
+    needed: tuple[str, ...]
+    soname: str | None
+    rpath: str | None
+    runpath: str | None
+    flags_1: int
+
+    @property
+    def elf_class(self) -> int:
+        return self.header.elf_class
+
+    @property
+    def machine(self) -> int:
+        return self.header.machine
+
+    @property
+    def nodeflib(self) -> bool:
+        return bool(self.flags_1 & DF_1_NODEFLIB)
+
+    def describe(self) -> str:
+        """``ELF 64-bit LSB shared object, x86-64`` in the manner of file(1)."""
+        bits = "64" if self.elf_class == ELFCLASS64 else "32"
+        order = "LSB" if self.header.data == ELFDATA2LSB else "MSB"
+        kind = ET_NAMES.get(self.header.type, f"type {self.header.type}")
+        return f"ELF {bits}-bit {order} {kind}, {machine_name(self.machine)}"
+
+
+def machine_name(machine: int) -> str:
+    return EM_NAMES.get(machine, f"machine {machine}")
+
+
+class _Reader:
+    """pread on one descriptor, raising glibc's words when the file ends early."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.path = path
+
+    def read(self, offset: int, size: int) -> bytes:
+        data = os.pread(self.fd, size, offset)
+        if len(data) < size:
+            raise NotElfError(f"{self.path}: file too short")
+        return data
+
+    def cstring(self, offset: int) -> str:
+        chunks = []
+        while True:
+            chunk = os.pread(self.fd, 256, offset)
+            if not chunk:
+                raise NotElfError(f"{self.path}: string table runs past the end of the file")
+            end = chunk.find(b"\0")
+            if end >= 0:
+                chunks.append(chunk[:end])
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks).decode("utf-8", "surrogateescape")
+
+
+def open_elf(path: str) -> int:
+    """Open ``path`` read-only, mapping OS errors to :class:`BadInputError`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInputError(f"{path}: {exc.strerror or exc}") from None
+    return fd
+
+
+def parse_header(data: bytes, path: str) -> ElfHeader:
+    """Decode an ELF header from the first bytes of a file.
+
+    Raises :class:`NotElfError` with glibc's own words for the two cases glibc names: fewer
+    bytes than a header (``file too short``) and a wrong magic (``invalid ELF header``).
+    """
+    if len(data) >= 4 and data[:4] != ELFMAG:
+        raise NotElfError(f"{path}: invalid ELF header")
+    if len(data) < 16 or data[4] not in _EHDR_SIZE or len(data) < _EHDR_SIZE[data[4]]:
+        raise NotElfError(f"{path}: file too short")
+    ident = data[:16]
+    order = "<" if ident[5] == ELFDATA2LSB else ">"
+    if ident[4] == ELFCLASS64:
+        e_type, e_machine, e_version, _entry, e_phoff = struct.unpack_from(order + "HHIQQ", data, 16)
+        e_phentsize, e_phnum = struct.unpack_from(order + "HH", data, 54)
+    else:
+        e_type, e_machine, e_version, _entry, e_phoff = struct.unpack_from(order + "HHIII", data, 16)
+        e_phentsize, e_phnum = struct.unpack_from(order + "HH", data, 42)
+    return ElfHeader(ident, e_type, e_machine, e_version, e_phoff, e_phentsize, e_phnum)
+
+
+def read_header(path: str) -> ElfHeader:
+    """Only the ELF header of ``path`` (one small read)."""
+    fd = open_elf(path)
+    try:
+        return parse_header(_read_start(fd, path), path)
+    finally:
+        os.close(fd)
+
+
+def _read_start(fd: int, path: str) -> bytes:
+    try:
+        return os.pread(fd, 64, 0)
+    except OSError as exc:
+        # EISDIR: a directory opens fine but cannot be read.
+        reason = "is a directory" if exc.errno == errno.EISDIR else exc.strerror
+        raise BadInputError(f"{path}: {reason}") from None
+
+
+def read_elf(path: str) -> ElfInfo:
+    """The header, PT_INTERP and dynamic entries of ``path``.
+
+    Raises :class:`NotElfError` for files that are not ELF or are cut short and
+    :class:`BadInputError` for files that cannot be opened or read.
+    """
+    fd = open_elf(path)
+    try:
+        header = parse_header(_read_start(fd, path), path)
+        return _read_dynamic(_Reader(fd, path), header)
+    finally:
+        os.close(fd)
+
+
+def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
+    is64 = header.elf_class == ELFCLASS64
+    order = header.byteorder
+    phsize = _PHDR_SIZE[header.elf_class]
+    if header.phnum and header.phentsize < phsize:
+        raise NotElfError(f"{reader.path}: ELF file's phentsize not the expected size")
+    table = reader.read(header.phoff, header.phentsize * header.phnum) if header.phnum else b""
+    # (p_type, p_offset, p_vaddr, p_filesz, p_memsz) for every program header.
+    phdrs = []
+    for index in range(header.phnum):
+        at = index * header.phentsize
+        if is64:
+            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
+                order + "IIQQQQQ", table, at)
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
+                order + "IIIIII", table, at)
+        phdrs.append((p_type, p_offset, p_vaddr, p_filesz, p_memsz))
+
+    interp = None
+    dynamic = None
+    for p_type, p_offset, _vaddr, p_filesz, _memsz in phdrs:
+        if p_type == PT_INTERP and interp is None:
+            interp = reader.cstring(p_offset)
+        elif p_type == PT_DYNAMIC and dynamic is None:
+            if p_filesz > _MAX_DYNAMIC:
+                raise NotElfError(f"{reader.path}: PT_DYNAMIC segment is implausibly large")
+            dynamic = reader.read(p_offset, p_filesz)
+    if dynamic is None:
+        return ElfInfo(reader.path, header, interp, False, (), None, None, None, 0)
+
+    entry = struct.Struct(order + ("qQ" if is64 else "iI"))
+    tags: list[tuple[int, int]] = []
+    for tag, value in entry.iter_unpack(dynamic[: len(dynamic) - len(dynamic) % entry.size]):
+        if tag == DT_NULL:
+            break
+        tags.append((tag, value))
+
+    strtab = next((v for t, v in tags if t == DT_STRTAB), None)
+
+    def string(value: int) -> str:
+        if strtab is None:
+            raise NotElfError(f"{reader.path}: dynamic section has no DT_STRTAB")
+        return reader.cstring(_file_offset(phdrs, strtab, reader.path) + value)
+
+    needed = tuple(string(v) for t, v in tags if t == DT_NEEDED)
+    first = {t: v for t, v in reversed(tags)}  # the loader keeps the first of each tag
+    soname = string(first[DT_SONAME]) if DT_SONAME in first else None
+    rpath = string(first[DT_RPATH]) if DT_RPATH in first else None
+    runpath = string(first[DT_RUNPATH]) if DT_RUNPATH in first else None
+    return ElfInfo(reader.path, header, interp, True, needed, soname, rpath, runpath,
+                   first.get(DT_FLAGS_1, 0))
+
+
+def _file_offset(phdrs: list[tuple[int, int, int, int, int]], vaddr: int, path: str) -> int:
+    """Map a virtual address to a file offset through the PT_LOAD segments."""
+    for p_type, p_offset, p_vaddr, p_filesz, _memsz in phdrs:
+        if p_type == PT_LOAD and p_vaddr <= vaddr < p_vaddr + p_filesz:
+            return vaddr - p_vaddr + p_offset
+    raise NotElfError(f"{path}: DT_STRTAB address {vaddr:#x} is outside every PT_LOAD segment")

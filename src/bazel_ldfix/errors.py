@@ -1,0 +1,69 @@
+"""One error hierarchy; each class carries the process exit code it maps to.
+
+``cli.main`` catches :class:`LdfixError` once and prints ``error: <message>`` on stderr.
+Any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class LdfixError(Exception):
+    """Root of every error this project reports to a user."""
+
+    exit_code = 2
+
+
+class BadInputError(LdfixError):
+    """A file, directory or value given by the user cannot be used."""
+
+
+class NotElfError(BadInputError):
+    """A file that should be an ELF object is not one (or is truncated)."""
+
+
+class PathListError(BadInputError):
+    """A directory cannot be put into a colon-separated search list."""
+
+
+class BazelError(LdfixError):
+    """Bazel could not be run, or a query step of it failed."""
+
+    exit_code = 66
+
+    def __init__(
+        self, message: str, cmd: Sequence[str] = (), returncode: int | None = None,
+        stderr: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.cmd = tuple(cmd)
+        self.returncode = returncode
+        self.stderr = stderr
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.returncode is not None:
+            text += f" (exit code {self.returncode})"
+        tail = [line for line in self.stderr.splitlines() if line.strip()][-8:]
+        if tail:
+            text += "\n" + "\n".join(f"    {line}" for line in tail)
+        return text
+
+
+class BazelNotFoundError(BazelError):
+    """The bazel executable does not exist or cannot be started."""
+
+    exit_code = 65
+
+
+class NotAWorkspaceError(BazelError):
+    """The current directory is not inside a Bazel workspace."""
+
+    exit_code = 64
+
+
+class NoTestsError(LdfixError):
+    """The target patterns select no test."""
+
+    exit_code = 67

@@ -1,0 +1,87 @@
+"""The real loader in trace mode: what glibc itself loads for a file.
+
+``LD_TRACE_LOADED_OBJECTS=1 ld.so FILE`` maps every dependency, prints one line per object
+and exits without running anything; a missing library shows as ``name => not found`` instead
+of stopping the load. ``--inhibit-cache`` takes /etc/ld.so.cache out of the search, so a
+library that only the cache can reach shows as missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from bazel_ldfix.errors import BadInputError
+
+_LINE = re.compile(r"^\t(?P<name>.+?)(?: => (?P<path>.*?))?(?: \((?P<addr>0x[0-9a-f]+)\))?$")
+_FATAL = re.compile(r"error while loading shared libraries: (?P<name>[^:]+): (?P<message>.*)$")
+
+
+@dataclass(frozen=True)
+class TracedObject:
+    name: str
+    path: str | None    # None: not found
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What the loader printed: objects in load order, and the error that stopped it."""
+
+    file: str
+    objects: tuple[TracedObject, ...]
+    error: str | None
+    returncode: int
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(o.name for o in self.objects if o.path is None))
+
+
+def run_trace(interp: str, file: str, *, library_path: str | None, inhibit_cache: bool,
+              cwd: str | None = None, env: Mapping[str, str] | None = None) -> Trace:
+    """Run ``interp`` on ``file``'s real path in trace mode and parse its listing.
+
+    The real path matters: run through a symlink, the loader would take the program's
+    $ORIGIN from the link's directory, unlike a real start via /proc/self/exe.
+    """
+    real = os.path.realpath(file)
+    cmd = [interp]
+    if inhibit_cache:
+        cmd.append("--inhibit-cache")
+    if library_path is not None:
+        cmd += ["--library-path", library_path]
+    cmd.append(real)
+    run_env = {k: v for k, v in (env or {}).items()
+               if not k.startswith("LD_") or k in ("LD_HWCAP_MASK",)}
+    run_env["LD_TRACE_LOADED_OBJECTS"] = "1"
+    try:
+        proc = subprocess.run(cmd, env=run_env, cwd=cwd, capture_output=True, timeout=120,
+                              check=False)
+    except OSError as exc:
+        raise BadInputError(f"cannot run the program interpreter {interp}: {exc.strerror}") from None
+    return parse_trace(file, proc.stdout.decode("utf-8", "surrogateescape"),
+                       proc.stderr.decode("utf-8", "surrogateescape"), proc.returncode)
+
+
+def parse_trace(file: str, stdout: str, stderr: str, returncode: int) -> Trace:
+    objects = []
+    for line in stdout.splitlines():
+        match = _LINE.match(line)
+        if not match:
+            continue
+        name, path = match.group("name"), match.group("path")
+        if path is None:
+            objects.append(TracedObject(name, name))
+        elif path == "not found":
+            objects.append(TracedObject(name, None))
+        else:
+            objects.append(TracedObject(name, path))
+    error = None
+    for line in stderr.splitlines():
+        fatal = _FATAL.search(line)
+        if fatal:
+            error = f"{fatal.group('name')}: {fatal.group('message')}"
+    return Trace(file, tuple(objects), error, returncode)
