@@ -1,0 +1,1129 @@
+"""glibc's ``/etc/ld.so.cache``: parse it, answer lookups the way ld.so 2.36 does, and build
+an equivalent table for a sysroot that has no cache.
+
+Why this exists: once RPATH, LD_LIBRARY_PATH and RUNPATH have failed, the loader asks the
+cache. The cache's answer is not simply "the first file with that name". The loader
+binary-searches a table that ldconfig sorted with a version-aware comparison, filters the
+rows by ABI flags, ranks glibc-hwcaps rows by subdirectory priority, and honours legacy
+hwcap bits. To explain or predict what a test will load, we repeat that lookup step by step.
+
+Behaviour follows glibc 2.36: elf/dl-cache.c (``search_cache``, ``_dl_cache_libcmp``,
+``_dl_load_cache_lookup``), sysdeps/generic/dl-cache.h plus the per-architecture
+dl-cache.h files (``_dl_cache_check_flags``, cache extensions), sysdeps/generic/ldconfig.h
+(``FLAG_*``), elf/cache.c (sort order and file layout) and elf/ldconfig.c (which files
+become rows). The code here is our own; only the file format and the rules come from glibc.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import glob
+import os
+import platform
+import re
+import stat
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from bazel_ldfix.errors import BadInputError
+
+__all__ = [
+    "DEBIAN_X86_64_TRUSTED_DIRS",
+    "DL_CACHE_HWCAP_EXTENSION",
+    "ELFCLASS32",
+    "ELFCLASS64",
+    "EM_386",
+    "EM_AARCH64",
+    "EM_ARM",
+    "EM_IA_64",
+    "EM_LOONGARCH",
+    "EM_MIPS",
+    "EM_PPC",
+    "EM_PPC64",
+    "EM_RISCV",
+    "EM_S390",
+    "EM_SPARC",
+    "EM_SPARC32PLUS",
+    "EM_SPARCV9",
+    "EM_X86_64",
+    "FLAG_AARCH64_LIB64",
+    "FLAG_ARM_LIBHF",
+    "FLAG_ARM_LIBSF",
+    "FLAG_ELF",
+    "FLAG_ELF_LIBC6",
+    "FLAG_IA64_LIB64",
+    "FLAG_LARCH_FLOAT_ABI_DOUBLE",
+    "FLAG_LARCH_FLOAT_ABI_SOFT",
+    "FLAG_MIPS64_LIBN32",
+    "FLAG_MIPS64_LIBN32_NAN2008",
+    "FLAG_MIPS64_LIBN64",
+    "FLAG_MIPS64_LIBN64_NAN2008",
+    "FLAG_MIPS_LIB32_NAN2008",
+    "FLAG_POWERPC_LIB64",
+    "FLAG_RISCV_FLOAT_ABI_DOUBLE",
+    "FLAG_RISCV_FLOAT_ABI_SOFT",
+    "FLAG_S390_LIB64",
+    "FLAG_SPARC_LIB64",
+    "FLAG_X8664_LIB64",
+    "FLAG_X8664_LIBX32",
+    "NO_LEGACY_HWCAPS",
+    "CacheEntry",
+    "CacheFormat",
+    "FlagRule",
+    "LdCache",
+    "LegacyHwcaps",
+    "LoaderProfile",
+    "SearchDir",
+    "conf_dirs",
+    "expected_flags",
+    "host_flag_rule",
+    "libcmp",
+    "loader_flag_rule",
+    "parse_cache",
+    "parse_diagnostics",
+    "read_cache",
+    "scan_sysroot",
+    "search_dirs",
+]
+
+# --- flags (sysdeps/generic/ldconfig.h) --------------------------------------------------
+# The low byte is the library type. The high byte says which ABI variant the object needs.
+FLAG_ELF = 0x0001
+FLAG_ELF_LIBC6 = 0x0003
+FLAG_SPARC_LIB64 = 0x0100
+FLAG_IA64_LIB64 = 0x0200
+FLAG_X8664_LIB64 = 0x0300
+FLAG_S390_LIB64 = 0x0400
+FLAG_POWERPC_LIB64 = 0x0500
+FLAG_MIPS64_LIBN32 = 0x0600
+FLAG_MIPS64_LIBN64 = 0x0700
+FLAG_X8664_LIBX32 = 0x0800
+FLAG_ARM_LIBHF = 0x0900
+FLAG_AARCH64_LIB64 = 0x0A00
+FLAG_ARM_LIBSF = 0x0B00
+FLAG_MIPS_LIB32_NAN2008 = 0x0C00
+FLAG_MIPS64_LIBN32_NAN2008 = 0x0D00
+FLAG_MIPS64_LIBN64_NAN2008 = 0x0E00
+FLAG_RISCV_FLOAT_ABI_SOFT = 0x0F00
+FLAG_RISCV_FLOAT_ABI_DOUBLE = 0x1000
+FLAG_LARCH_FLOAT_ABI_SOFT = 0x1100
+FLAG_LARCH_FLOAT_ABI_DOUBLE = 0x1200
+
+# --- hwcap field of a new-format entry (sysdeps/generic/dl-cache.h) ----------------------
+# When only this bit is set in the upper half (besides the ISA-level bits), the lower 32 bits
+# are an index into the glibc-hwcaps extension section and the entry is a "named" hwcaps row.
+DL_CACHE_HWCAP_EXTENSION = 1 << 62
+_ISA_LEVEL_MASK = (1 << 10) - 1
+_TLS_HWCAP = 1 << 63  # always acceptable: "tls" subdirectories were universal
+_U64 = (1 << 64) - 1
+
+# Debian 12's ldconfig (checked with ``ldconfig -v``) adds exactly these after ld.so.conf.
+# It adds no lib64 variants. Other distributions pass their own list.
+DEBIAN_X86_64_TRUSTED_DIRS: tuple[str, ...] = (
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib",
+    "/usr/lib",
+)
+
+_NEW_MAGIC = b"glibc-ld.so.cache1.1"
+_OLD_MAGIC = b"ld.so-1.7.0"
+_NEW_HEADER_SIZE = 48  # struct cache_file_new
+_NEW_ENTRY_SIZE = 24  # struct file_entry_new
+_OLD_HEADER_SIZE = 16  # struct cache_file: 11-byte magic, padding, uint32 nlibs
+_OLD_ENTRY_SIZE = 12  # struct file_entry
+_EXT_MAGIC = 0xEAA42174  # (uint32_t) -358342284
+_EXT_TAG_GLIBC_HWCAPS = 1
+_EXT_TAG_GENERATOR = 0
+
+
+class CacheFormat(enum.Enum):
+    """Which layout the table came from. Lookup differs only for ``OLD``, whose rows lack hwcaps."""
+
+    NEW = "glibc-ld.so.cache1.1"
+    OLD = "ld.so-1.7.0"
+    OLD_WITH_NEW = "ld.so-1.7.0 + glibc-ld.so.cache1.1"
+    SCANNED = "scanned (no cache file)"
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One row of the cache, with the raw ``hwcap`` word kept because the lookup rules use it."""
+
+    soname: str
+    path: str
+    flags: int
+    hwcaps: str | None
+    hwcap: int = 0
+
+    @property
+    def is_hwcaps_extension(self) -> bool:
+        """True for a glibc-hwcaps row. The loader ranks these rows ahead of the plain ones."""
+        return ((self.hwcap >> 32) & ~_ISA_LEVEL_MASK) == (DL_CACHE_HWCAP_EXTENSION >> 32)
+
+    @property
+    def isa_level(self) -> int:
+        """x86 ISA level ldconfig stored for a glibc-hwcaps row (0 = baseline or unknown)."""
+        return (self.hwcap >> 32) & _ISA_LEVEL_MASK if self.is_hwcaps_extension else 0
+
+
+@dataclass(frozen=True)
+class FlagRule:
+    """``_dl_cache_check_flags`` for one loader, plus its ``_DL_CACHE_DEFAULT_ID``.
+
+    The default matters because the loader stops scanning equal keys at a plain row whose
+    flags equal it exactly. In the old format, a row that is merely acceptable does not stop
+    the scan, so a later acceptable row replaces it.
+    """
+
+    default: int
+    also: tuple[int, ...] = ()
+
+    def __call__(self, flags: int) -> bool:
+        return flags == self.default or flags in self.also
+
+
+_GENERIC_RULE = FlagRule(FLAG_ELF_LIBC6, (FLAG_ELF,))
+
+
+@dataclass(frozen=True)
+class LegacyHwcaps:
+    """Legacy (pre-glibc-hwcaps) hwcap bits that a 2.36 loader accepts on a plain row.
+
+    ``hwcap`` is ``dl_hwcap & glibc.cpu.hwcap_mask``. ``platform_mask`` is the architecture's
+    ``_DL_HWCAP_PLATFORM``. ``platform`` is the bit number of AT_PLATFORM, or None when
+    the loader does not know the platform (it reports ``dl_string_platform=-1``).
+    glibc 2.37 removed these bits. 2.36 still honours ``tls/``, ``x86_64/`` and similar.
+    """
+
+    hwcap: int = 0
+    platform_mask: int = 0
+    platform: int | None = None
+
+    def __call__(self, hwcap: int) -> bool:
+        allowed = self.hwcap | self.platform_mask | _TLS_HWCAP
+        if hwcap & ~allowed & _U64:
+            return False
+        bits = hwcap & self.platform_mask
+        if self.platform_mask and bits:
+            wanted = -1 if self.platform is None else 1 << self.platform
+            if bits != wanted:
+                return False
+        return True
+
+
+NO_LEGACY_HWCAPS = LegacyHwcaps()
+
+
+def libcmp(left: bytes, right: bytes) -> int:
+    """``_dl_cache_libcmp``: sign says how ``left`` orders against ``right``.
+
+    Runs of digits compare by numeric value, so ``libfoo.so.10`` sorts after ``libfoo.so.9``.
+    A digit sorts after any non-digit. Other bytes compare as x86's signed ``char``.
+    ldconfig sorts the table in *descending* order of this comparison, and the loader's
+    binary search relies on that order.
+    """
+
+    def signed(byte: int) -> int:
+        return byte - 256 if byte >= 128 else byte
+
+    i = j = 0
+    n, m = len(left), len(right)
+    while i < n:
+        a = left[i]
+        b = right[j] if j < m else 0
+        if 0x30 <= a <= 0x39:
+            if not 0x30 <= b <= 0x39:
+                return 1
+            start = i
+            while i < n and 0x30 <= left[i] <= 0x39:
+                i += 1
+            value_left = int(left[start:i])
+            start = j
+            while j < m and 0x30 <= right[j] <= 0x39:
+                j += 1
+            value_right = int(right[start:j])
+            if value_left != value_right:
+                return value_left - value_right
+        elif 0x30 <= b <= 0x39:
+            return -1
+        elif a != b:
+            return signed(a) - signed(b)
+        else:
+            i += 1
+            j += 1
+    return -signed(right[j]) if j < m else 0
+
+
+def _hwcaps_priorities(section: Sequence[bytes | None], active: Sequence[str]) -> tuple[int, ...]:
+    """Priority of each extension-section name. 0 means unusable; lower is preferred.
+
+    The loader merges the section (sorted by ldconfig) with the active subdirectory names,
+    which it also sorts by name, with priority = 1-based position in preference order. A name
+    the merge does not pair up, for example because the section is out of order, gets 0. We
+    repeat the merge instead of using a dict lookup so that such files behave as they do in
+    ld.so.
+    """
+    ranked = sorted((os.fsencode(name), priority) for priority, name in enumerate(active, 1))
+    result: list[int] = []
+    i = j = 0
+    while i < len(section) and j < len(ranked):
+        name = section[i]
+        if name is None:
+            result.append(0)
+            i += 1
+        elif name == ranked[j][0]:
+            result.append(ranked[j][1])
+            i += 1
+            j += 1
+        elif name < ranked[j][0]:
+            result.append(0)
+            i += 1
+        else:
+            j += 1
+    result.extend(0 for _ in range(len(section) - i))
+    return tuple(result)
+
+
+def _isa_compatible(hwcap: int, isa_1: int) -> bool:
+    level = (hwcap >> 32) & _ISA_LEVEL_MASK
+    if level >= 32:  # ldconfig never writes this; in C the shift would be undefined
+        return False
+    need = 1 << level
+    return (need & isa_1) == need
+
+
+@dataclass(frozen=True)
+class LdCache:
+    """A parsed (or synthesized) cache. ``entries`` keeps file order, which lookup depends on."""
+
+    path: str
+    entries: tuple[CacheEntry, ...]
+    format: CacheFormat = CacheFormat.NEW
+    hwcaps_subdirs: tuple[str | None, ...] = ()
+    generator: str | None = None
+    _keys: tuple[bytes, ...] = field(init=False, repr=False, compare=False)
+    _section: tuple[bytes | None, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_keys", tuple(os.fsencode(e.soname) for e in self.entries))
+        object.__setattr__(
+            self,
+            "_section",
+            tuple(None if s is None else os.fsencode(s) for s in self.hwcaps_subdirs),
+        )
+
+    def lookup(
+        self,
+        soname: str,
+        *,
+        flags_ok: Callable[[int], bool] | int | None = None,
+        hwcaps_active: Sequence[str] = (),
+        isa_1: int | None = None,
+        legacy_hwcaps: Callable[[int], bool] | None = None,
+    ) -> str | None:
+        """What ``_dl_load_cache_lookup`` returns for ``soname``, or None.
+
+        ``flags_ok``: an int means exactly those flags, as on x86_64 (0x0303). A
+        :class:`FlagRule` also supplies the early-stop default. A plain callable only filters.
+        None means this interpreter's platform (:func:`host_flag_rule`).
+        ``hwcaps_active``: usable glibc-hwcaps subdirectories, most preferred first, as
+        ``ld.so --list-diagnostics`` reports them (see :func:`parse_diagnostics`). Rows for
+        any other subdirectory are never chosen.
+        ``isa_1``: x86 only, the CPU's GNU_PROPERTY_X86_ISA_1 bits (baseline=1, v2=2, v3=4,
+        v4=8), which hwcaps rows must satisfy. None skips the check, as glibc does on other
+        architectures.
+        ``legacy_hwcaps``: which legacy hwcap words a plain row may carry. The default,
+        :data:`NO_LEGACY_HWCAPS`, accepts only hwcap 0 or ``tls``.
+
+        Like ld.so, this does not check that the file exists. If it does not, the loader
+        falls back to the default directories.
+        """
+        rule = _as_flag_rule(flags_ok)
+        name = os.fsencode(soname).split(b"\0", 1)[0]  # C sees the string up to a NUL
+        keys = self._keys
+        left, right = 0, len(keys) - 1
+        while left <= right:
+            middle = (left + right) // 2
+            cmp = libcmp(name, keys[middle])
+            if cmp == 0:
+                return self._pick(
+                    name, middle, right, rule, hwcaps_active, isa_1,
+                    NO_LEGACY_HWCAPS if legacy_hwcaps is None else legacy_hwcaps,
+                )
+            if cmp < 0:  # the table is sorted in descending order
+                left = middle + 1
+            else:
+                right = middle - 1
+        return None
+
+    def _pick(
+        self,
+        name: bytes,
+        found: int,
+        right: int,
+        rule: FlagRule | Callable[[int], bool],
+        hwcaps_active: Sequence[str],
+        isa_1: int | None,
+        legacy_ok: Callable[[int], bool],
+    ) -> str | None:
+        """The scan over the run of equal keys in ``search_cache``, step for step."""
+        keys, entries = self._keys, self.entries
+        default = rule.default if isinstance(rule, FlagRule) else None
+        wide = self.format is not CacheFormat.OLD
+        first = found
+        while first > 0 and libcmp(name, keys[first - 1]) == 0:
+            first -= 1
+        priorities: tuple[int, ...] | None = None
+        best: str | None = None
+        best_priority = 0
+        for index in range(first, right + 1):
+            if index > found and libcmp(name, keys[index]) != 0:
+                break
+            entry = entries[index]
+            if not rule(entry.flags):
+                continue
+            named = False
+            if wide:
+                named = entry.is_hwcaps_extension
+                if named and isa_1 is not None and not _isa_compatible(entry.hwcap, isa_1):
+                    continue
+                if not named and best is not None:
+                    break  # hwcaps rows come first; a plain row ends the search
+                if not named and not legacy_ok(entry.hwcap):
+                    continue
+                if named:
+                    if priorities is None:
+                        priorities = _hwcaps_priorities(self._section, hwcaps_active)
+                    slot = entry.hwcap & 0xFFFFFFFF
+                    priority = priorities[slot] if slot < len(priorities) else 0
+                    if priority == 0 or (best is not None and priority >= best_priority):
+                        continue
+                    best_priority = priority
+            best = entry.path
+            if not named and entry.flags == default:
+                break
+        return best
+
+    def directories(self) -> tuple[str, ...]:
+        """Distinct directories the rows point into, in row order (for staleness reports)."""
+        seen: dict[str, None] = {}
+        for entry in self.entries:
+            seen.setdefault(os.path.dirname(entry.path), None)
+        return tuple(seen)
+
+
+def _as_flag_rule(flags_ok: Callable[[int], bool] | int | None) -> Callable[[int], bool]:
+    if flags_ok is None:
+        return host_flag_rule()
+    if isinstance(flags_ok, int):
+        return FlagRule(flags_ok)
+    return flags_ok
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+class _Malformed(Exception):
+    """Internal: why the bytes are not a usable cache. Re-raised as BadInputError with the path."""
+
+
+def read_cache(path: str | os.PathLike[str]) -> LdCache:
+    """Read and parse a cache file (it is small, so one ``read()``)."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as handle:
+            data = handle.read()
+    except OSError as err:
+        raise BadInputError(
+            f"cannot read ld.so cache {name}: {err.strerror or err}"
+        ) from None
+    return parse_cache(data, name)
+
+
+def parse_cache(data: bytes, path: str = "<bytes>") -> LdCache:
+    """Parse cache bytes. Accepts the new format (what ldconfig 2.36 writes), the old
+    format alone, and the old format with the new one appended.
+
+    For the combined format the loader uses only the new part, so we return only the new
+    part. Anything the loader would reject, or any string that runs off the end of the file,
+    raises :class:`BadInputError`.
+    """
+    try:
+        if data.startswith(_NEW_MAGIC):
+            return _parse_new(data, 0, path, CacheFormat.NEW)
+        if data.startswith(_OLD_MAGIC):
+            return _parse_old(data, path)
+    except _Malformed as err:
+        raise BadInputError(f"malformed ld.so cache {path}: {err}") from None
+    if not data:
+        raise BadInputError(f"malformed ld.so cache {path}: the file is empty")
+    raise BadInputError(f"not an ld.so cache: {path} (unknown magic {data[:20]!r})")
+
+
+def _cstr(data: bytes, offset: int) -> bytes:
+    if not 0 <= offset < len(data):
+        raise _Malformed(f"string offset {offset} is outside the file")
+    end = data.find(b"\0", offset)
+    if end < 0:
+        raise _Malformed(f"string at offset {offset} is not NUL-terminated")
+    return data[offset:end]
+
+
+def _new_byte_order(data: bytes, base: int) -> str:
+    endian = data[base + 28] & 3  # cache_file_new.flags
+    if endian == 1:
+        raise _Malformed("ldconfig marked the cache as invalid (endianness flag 1)")
+    if endian == 2:
+        return "<"
+    if endian == 3:
+        return ">"
+    # Older ldconfig left the byte as 0, so guess: use whichever order gives a count that fits.
+    (count,) = struct.unpack_from("<I", data, base + 20)
+    fits = (len(data) - base - _NEW_HEADER_SIZE) // _NEW_ENTRY_SIZE >= count
+    return "<" if fits else ">"
+
+
+def _parse_new(data: bytes, base: int, path: str, fmt: CacheFormat) -> LdCache:
+    size = len(data)
+    # ld.so wants more than a bare header in a new-only file, but a bare header is enough
+    # for the part embedded after an old-format table.
+    if size - base < _NEW_HEADER_SIZE or (base == 0 and size == _NEW_HEADER_SIZE):
+        raise _Malformed("file is too short for the glibc-ld.so.cache1.1 header")
+    order = _new_byte_order(data, base)
+    nlibs, _len_strings = struct.unpack_from(order + "II", data, base + 20)
+    (extension_offset,) = struct.unpack_from(order + "I", data, base + 32)
+    if (size - base - _NEW_HEADER_SIZE) // _NEW_ENTRY_SIZE < nlibs:
+        raise _Malformed(f"truncated: header promises {nlibs} entries")
+    section, generator = _parse_extensions(data, order, extension_offset)
+    names = tuple(None if s is None else os.fsdecode(s) for s in section)
+    entries = []
+    row = struct.Struct(order + "iIIIQ")
+    for i in range(nlibs):
+        flags, key, value, _osversion, hwcap = row.unpack_from(
+            data, base + _NEW_HEADER_SIZE + i * _NEW_ENTRY_SIZE
+        )
+        entry = CacheEntry(
+            soname=os.fsdecode(_cstr(data, base + key)),
+            path=os.fsdecode(_cstr(data, base + value)),
+            flags=flags,
+            hwcaps=None,
+            hwcap=hwcap,
+        )
+        if entry.is_hwcaps_extension:
+            slot = hwcap & 0xFFFFFFFF
+            if slot < len(names):
+                entry = CacheEntry(entry.soname, entry.path, flags, names[slot], hwcap)
+        entries.append(entry)
+    return LdCache(path, tuple(entries), fmt, names, generator)
+
+
+def _parse_extensions(
+    data: bytes, order: str, offset: int
+) -> tuple[tuple[bytes | None, ...], str | None]:
+    """The glibc-hwcaps name table and the generator string from the extension directory.
+
+    Offsets count from the start of the file, as in ``cache_extension_load``. Like the loader,
+    we drop a hwcaps section that is empty or misaligned. Other structural damage is an error,
+    because ``ldconfig -p`` also refuses such a file.
+    """
+    size = len(data)
+    if offset == 0:
+        return (), None
+    if offset % 4 or offset + 8 > size:
+        raise _Malformed(f"extension directory offset {offset} is misaligned or past the end")
+    magic, count = struct.unpack_from(order + "II", data, offset)
+    if magic != _EXT_MAGIC:
+        raise _Malformed("extension directory has a bad magic number")
+    if offset + 8 + 16 * count > size:
+        raise _Malformed("extension directory runs past the end of the file")
+    hwcaps_at: tuple[int, int] | None = None
+    generator: str | None = None
+    for i in range(count):
+        tag, _flags, start, length = struct.unpack_from(order + "IIII", data, offset + 8 + 16 * i)
+        if start + length > size:
+            raise _Malformed(f"extension section {i} runs past the end of the file")
+        if tag == _EXT_TAG_GENERATOR:
+            generator = data[start : start + length].decode("utf-8", "replace")
+        elif tag == _EXT_TAG_GLIBC_HWCAPS:
+            hwcaps_at = (start, length)  # the last one wins, as in cache_extension_load
+    section: tuple[bytes | None, ...] = ()
+    if hwcaps_at is not None:
+        start, length = hwcaps_at
+        if length and not start % 4 and not length % 4:
+            indices = struct.unpack_from(f"{order}{length // 4}I", data, start)
+            section = tuple(_cstr(data, index) if index < size else None for index in indices)
+    return section, generator
+
+
+def _parse_old(data: bytes, path: str) -> LdCache:
+    size = len(data)
+    if size <= _OLD_HEADER_SIZE:
+        raise _Malformed("file is too short for the ld.so-1.7.0 header")
+    room = (size - _OLD_HEADER_SIZE) // _OLD_ENTRY_SIZE
+    order = "<"
+    (nlibs,) = struct.unpack_from(order + "I", data, 12)
+    if nlibs > room:
+        order = ">"
+        (nlibs,) = struct.unpack_from(order + "I", data, 12)
+        if nlibs > room:
+            raise _Malformed("truncated: old-format header promises more entries than fit")
+    end = _OLD_HEADER_SIZE + nlibs * _OLD_ENTRY_SIZE
+    # ldconfig pads the old table to an 8-byte boundary (alignof cache_file_new on 64-bit).
+    # On 32-bit hosts the boundary is 4, so try that too.
+    for align in (8, 4):
+        start = (end + align - 1) & ~(align - 1)
+        if data.startswith(_NEW_MAGIC, start) and size - start >= _NEW_HEADER_SIZE:
+            return _parse_new(data, start, path, CacheFormat.OLD_WITH_NEW)
+    entries = []
+    for i in range(nlibs):
+        flags, key, value = struct.unpack_from(
+            order + "iII", data, _OLD_HEADER_SIZE + i * _OLD_ENTRY_SIZE
+        )
+        entries.append(
+            CacheEntry(
+                soname=os.fsdecode(_cstr(data, end + key)),
+                path=os.fsdecode(_cstr(data, end + value)),
+                flags=flags,
+                hwcaps=None,
+            )
+        )
+    return LdCache(path, tuple(entries), CacheFormat.OLD)
+
+
+# --- flags per architecture ---------------------------------------------------------------
+
+ELFCLASS32 = 1
+ELFCLASS64 = 2
+EM_SPARC = 2
+EM_386 = 3
+EM_MIPS = 8
+EM_SPARC32PLUS = 18
+EM_PPC = 20
+EM_PPC64 = 21
+EM_S390 = 22
+EM_ARM = 40
+EM_SPARCV9 = 43
+EM_IA_64 = 50
+EM_X86_64 = 62
+EM_AARCH64 = 183
+EM_RISCV = 243
+EM_LOONGARCH = 258
+
+_EF_ARM_ABI_FLOAT_SOFT = 0x200
+_EF_ARM_ABI_FLOAT_HARD = 0x400
+_EF_MIPS_ABI2 = 0x20
+_EF_MIPS_NAN2008 = 0x400
+_EF_RISCV_FLOAT_ABI = 0x6
+_EF_RISCV_FLOAT_ABI_DOUBLE = 0x4
+_EF_LARCH_ABI_MODIFIER_MASK = 0x7
+_EF_LARCH_ABI_DOUBLE_FLOAT = 0x3
+_EF_LARCH_ABI_SOFT_FLOAT = 0x1
+
+
+def expected_flags(elf_class: int, machine: int, e_flags: int = 0) -> int:
+    """The flags ldconfig records for a shared object with this ELF class, e_machine and
+    e_flags (e.g. x86_64 -> 0x0303, i386 -> 0x0003, aarch64 -> 0x0a03).
+
+    Architectures without their own ldconfig rule get the generic ``FLAG_ELF_LIBC6``.
+    """
+    arch = _arch_flag(elf_class, machine, e_flags)
+    return FLAG_ELF_LIBC6 | arch if arch is not None else FLAG_ELF_LIBC6
+
+
+def _arch_flag(elf_class: int, machine: int, e_flags: int) -> int | None:
+    """High-byte ``FLAG_*`` for an object, or None where glibc uses the generic rule."""
+    wide = elf_class == ELFCLASS64
+    if machine == EM_X86_64:
+        return FLAG_X8664_LIB64 if wide else FLAG_X8664_LIBX32
+    if machine == EM_AARCH64 and wide:
+        return FLAG_AARCH64_LIB64
+    if machine == EM_PPC64 and wide:
+        return FLAG_POWERPC_LIB64
+    if machine == EM_S390 and wide:
+        return FLAG_S390_LIB64
+    if machine == EM_SPARCV9 and wide:
+        return FLAG_SPARC_LIB64
+    if machine == EM_IA_64 and wide:
+        return FLAG_IA64_LIB64
+    if machine == EM_ARM:
+        if e_flags & _EF_ARM_ABI_FLOAT_HARD:
+            return FLAG_ARM_LIBHF
+        if e_flags & _EF_ARM_ABI_FLOAT_SOFT:
+            return FLAG_ARM_LIBSF
+        return None
+    if machine == EM_MIPS:
+        nan2008 = bool(e_flags & _EF_MIPS_NAN2008)
+        if wide:
+            return FLAG_MIPS64_LIBN64_NAN2008 if nan2008 else FLAG_MIPS64_LIBN64
+        if e_flags & _EF_MIPS_ABI2:
+            return FLAG_MIPS64_LIBN32_NAN2008 if nan2008 else FLAG_MIPS64_LIBN32
+        return FLAG_MIPS_LIB32_NAN2008 if nan2008 else None
+    if machine == EM_RISCV:
+        double = (e_flags & _EF_RISCV_FLOAT_ABI) == _EF_RISCV_FLOAT_ABI_DOUBLE
+        return FLAG_RISCV_FLOAT_ABI_DOUBLE if double else FLAG_RISCV_FLOAT_ABI_SOFT
+    if machine == EM_LOONGARCH:
+        modifier = e_flags & _EF_LARCH_ABI_MODIFIER_MASK
+        if modifier == _EF_LARCH_ABI_DOUBLE_FLOAT:
+            return FLAG_LARCH_FLOAT_ABI_DOUBLE
+        if modifier == _EF_LARCH_ABI_SOFT_FLOAT:
+            return FLAG_LARCH_FLOAT_ABI_SOFT
+        return None
+    return None
+
+
+def loader_flag_rule(elf_class: int, machine: int, e_flags: int = 0) -> FlagRule:
+    """``_dl_cache_check_flags`` for the loader of an object with this class and machine.
+
+    Most 64-bit ports accept only their exact ID. The generic rule (i386, ppc32, s390,
+    sparc32, mips o32 and any port without its own dl-cache.h) accepts 1 or 3. ARM also
+    accepts unmarked objects (3) next to its float-ABI ID; an ARM object with no float-ABI
+    bit is treated as hard-float.
+    """
+    if machine == EM_ARM:
+        soft = bool(e_flags & _EF_ARM_ABI_FLOAT_SOFT)
+        float_abi = FLAG_ARM_LIBSF if soft else FLAG_ARM_LIBHF
+        return FlagRule(FLAG_ELF_LIBC6, (FLAG_ELF_LIBC6 | float_abi,))
+    arch = _arch_flag(elf_class, machine, e_flags)
+    return _GENERIC_RULE if arch is None else FlagRule(FLAG_ELF_LIBC6 | arch)
+
+
+_HOST_MACHINES: tuple[tuple[str, int, int, int, int, int], ...] = (
+    # uname -m pattern, 64-bit (class, machine, e_flags), 32-bit (class, machine, e_flags)
+    (r"x86_64|amd64", ELFCLASS64, EM_X86_64, 0, ELFCLASS32, EM_386),
+    (r"i[3-6]86|x86", ELFCLASS32, EM_386, 0, ELFCLASS32, EM_386),
+    (r"aarch64|arm64", ELFCLASS64, EM_AARCH64, 0, ELFCLASS32, EM_ARM),
+    (r"arm.*", ELFCLASS32, EM_ARM, _EF_ARM_ABI_FLOAT_HARD, ELFCLASS32, EM_ARM),
+    (r"ppc64.*", ELFCLASS64, EM_PPC64, 0, ELFCLASS32, EM_PPC),
+    (r"ppc|powerpc", ELFCLASS32, EM_PPC, 0, ELFCLASS32, EM_PPC),
+    (r"s390x?", ELFCLASS64, EM_S390, 0, ELFCLASS32, EM_S390),
+    (r"riscv.*", ELFCLASS64, EM_RISCV, _EF_RISCV_FLOAT_ABI_DOUBLE, ELFCLASS32, EM_RISCV),
+    (r"loongarch.*", ELFCLASS64, EM_LOONGARCH, _EF_LARCH_ABI_DOUBLE_FLOAT, ELFCLASS32, 0),
+    (r"sparc.*", ELFCLASS64, EM_SPARCV9, 0, ELFCLASS32, EM_SPARC),
+    (r"mips.*", ELFCLASS64, EM_MIPS, 0, ELFCLASS32, EM_MIPS),
+)
+
+
+@functools.cache
+def host_flag_rule() -> FlagRule:
+    """The flag rule of the loader that runs this interpreter (by ``uname -m`` and pointer
+    size). This is the default when :meth:`LdCache.lookup` gets no ``flags_ok``."""
+    machine = platform.machine().lower()
+    wide = struct.calcsize("P") == 8
+    for pattern, c64, m64, f64, c32, m32 in _HOST_MACHINES:
+        if re.fullmatch(pattern, machine):
+            if wide:
+                return loader_flag_rule(c64, m64, f64)
+            return loader_flag_rule(c32, m32, f64 if m32 == m64 else 0)
+    return _GENERIC_RULE
+
+
+# --- the running loader ---------------------------------------------------------------------
+
+_LOADER_NAMES: tuple[tuple[str, int, int, int], ...] = (
+    ("ld-linux-x86-64.so.2", ELFCLASS64, EM_X86_64, 0),
+    ("ld-linux-x32.so.2", ELFCLASS32, EM_X86_64, 0),
+    ("ld-linux.so.2", ELFCLASS32, EM_386, 0),
+    ("ld-linux-aarch64.so.1", ELFCLASS64, EM_AARCH64, 0),
+    ("ld-linux-armhf.so.3", ELFCLASS32, EM_ARM, _EF_ARM_ABI_FLOAT_HARD),
+    ("ld-linux.so.3", ELFCLASS32, EM_ARM, _EF_ARM_ABI_FLOAT_SOFT),
+    ("ld64.so.2", ELFCLASS64, EM_PPC64, 0),
+    ("ld-linux-riscv64-lp64d.so.1", ELFCLASS64, EM_RISCV, _EF_RISCV_FLOAT_ABI_DOUBLE),
+    ("ld-linux-riscv64-lp64.so.1", ELFCLASS64, EM_RISCV, 0),
+    ("ld-linux-loongarch-lp64d.so.1", ELFCLASS64, EM_LOONGARCH, _EF_LARCH_ABI_DOUBLE_FLOAT),
+)
+
+
+@dataclass(frozen=True)
+class LoaderProfile:
+    """Everything :meth:`LdCache.lookup` needs to answer like one particular ld.so."""
+
+    hwcaps_active: tuple[str, ...] = ()
+    isa_1: int | None = None
+    legacy: LegacyHwcaps = NO_LEGACY_HWCAPS
+    flags_ok: FlagRule = field(default_factory=lambda: host_flag_rule())
+    version: str | None = None
+
+    def lookup(self, cache: LdCache, soname: str) -> str | None:
+        """``cache.lookup`` with this loader's parameters."""
+        return cache.lookup(
+            soname,
+            flags_ok=self.flags_ok,
+            hwcaps_active=self.hwcaps_active,
+            isa_1=self.isa_1,
+            legacy_hwcaps=self.legacy,
+        )
+
+
+_DIAG_LINE = re.compile(r'^([A-Za-z0-9_.\[\]]+)=(?:"(.*)"|(\S+))$')
+
+
+def parse_diagnostics(text: str) -> LoaderProfile:
+    """Build a :class:`LoaderProfile` from ``ld.so --list-diagnostics`` output (glibc >= 2.33).
+
+    ``dl_hwcaps_subdirs`` lists the subdirectories in preference order. Bit *i* of
+    ``dl_hwcaps_subdirs_active`` enables element *i*. The legacy hwcap mask is taken as
+    ``dl_hwcap & dl_hwcap_important``, the default of the ``glibc.cpu.hwcap_mask`` tunable.
+    A ``GLIBC_TUNABLES`` override does not show in this output.
+    """
+    strings: dict[str, str] = {}
+    numbers: dict[str, int] = {}
+    for line in text.splitlines():
+        match = _DIAG_LINE.match(line.strip())
+        if not match:
+            continue
+        key, quoted, bare = match.groups()
+        if quoted is not None:
+            strings[key] = quoted
+        else:
+            try:
+                numbers[key] = int(bare, 0)
+            except ValueError:
+                strings[key] = bare
+    subdirs = [s for s in strings.get("dl_hwcaps_subdirs", "").split(":") if s]
+    mask = numbers.get("dl_hwcaps_subdirs_active", 0)
+    active = tuple(name for i, name in enumerate(subdirs) if mask >> i & 1)
+    machine = strings.get("uname.machine", "")
+    x86 = bool(re.fullmatch(r"x86_64|i[3-6]86", machine))
+    raw_platform = numbers.get("dl_string_platform", _U64) & _U64
+    legacy = LegacyHwcaps(
+        hwcap=numbers.get("dl_hwcap", 0) & numbers.get("dl_hwcap_important", 0),
+        platform_mask=(0xF << 48) if x86 else 0,
+        platform=None if raw_platform == _U64 else raw_platform,
+    )
+    rule = host_flag_rule()
+    ld_name = strings.get("dso.ld", "")
+    for name, elf_class, elf_machine, elf_flags in _LOADER_NAMES:
+        if ld_name == name:
+            rule = loader_flag_rule(elf_class, elf_machine, elf_flags)
+            break
+    else:
+        if ld_name == "ld64.so.1":
+            rule = loader_flag_rule(
+                ELFCLASS64, EM_S390 if machine.startswith("s390") else EM_PPC64, 0
+            )
+    return LoaderProfile(
+        hwcaps_active=active,
+        isa_1=numbers.get("x86.cpu_features.isa_1"),
+        legacy=legacy,
+        flags_ok=rule,
+        version=strings.get("version.version"),
+    )
+
+
+# --- ld.so.conf and the ldconfig directory scan (sysroot fallback) ------------------------
+
+_C_SPACE = " \t\n\v\f\r"
+_MAX_SYMLINKS = 40
+_MAX_INCLUDE_DEPTH = 32
+
+
+def _resolve_in_root(root: str, path: str) -> str | None:
+    """Host path of ``path`` as seen from inside ``root``, like ldconfig's ``chroot_canon``.
+
+    Symlinks are followed, absolute targets are re-rooted, and ``..`` stops at the root. This
+    matters because an absolute link in a sysroot (``lib64 -> /usr/lib64``) must not resolve
+    against the host. Returns None when a directory on the way is missing or the links loop.
+    A missing last component is kept, so the caller's stat or open reports it.
+    """
+    base = os.path.abspath(root)
+    pending = [part for part in reversed(path.split("/")) if part]
+    done: list[str] = []
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        host = os.path.join(base, *done, part)
+        try:
+            info = os.lstat(host)
+        except OSError:
+            if pending:
+                return None
+            done.append(part)
+            break
+        if stat.S_ISLNK(info.st_mode):
+            hops += 1
+            if hops > _MAX_SYMLINKS:
+                return None
+            try:
+                target = os.readlink(host)
+            except OSError:
+                return None
+            if target.startswith("/"):
+                done = []
+            pending.extend(p for p in reversed(target.split("/")) if p)
+            continue
+        done.append(part)
+    return os.path.join(base, *done)
+
+
+def _has_magic(text: str) -> bool:
+    return any(c in text for c in "*?[")
+
+
+def _glob_in_root(root: str, pattern: str) -> list[str]:
+    """In-root paths matching ``pattern``, sorted bytewise (ldconfig sets LC_COLLATE=C)."""
+    directory, _, base = pattern.rpartition("/")
+    found: list[str] = []
+    if _has_magic(directory):
+        prefix = os.path.abspath(root).rstrip("/")
+        for match in glob.glob(glob.escape(prefix) + "/" + pattern.lstrip("/")):
+            found.append("/" + os.path.relpath(match, prefix or "/"))
+    else:
+        host_dir = _resolve_in_root(root, directory or "/")
+        if host_dir is None:
+            return []
+        for match in glob.glob(os.path.join(glob.escape(host_dir), base)):
+            found.append(f"{directory}/{os.path.basename(match)}")
+    return sorted(found, key=os.fsencode)
+
+
+def _conf_lines(root: str, conf: str, depth: int, seen: set[str]) -> Iterator[str]:
+    """Directory lines of one config file, with ``include`` expanded in place, in order."""
+    if depth > _MAX_INCLUDE_DEPTH or conf in seen:
+        return
+    seen.add(conf)
+    host = _resolve_in_root(root, conf)
+    if host is None:
+        return
+    try:
+        with open(host, "rb") as handle:
+            text = os.fsdecode(handle.read())
+    except OSError:
+        return  # ldconfig skips a missing or unreadable config file (with a warning at most)
+    for raw in text.split("\n"):
+        line = raw.split("#", 1)[0].lstrip(_C_SPACE)
+        if not line:
+            continue
+        if line.startswith("include") and line[7:8] in (" ", "\t"):
+            for word in re.split(r"[ \t]", line[8:]):
+                if not word:
+                    continue
+                pattern = word
+                if not pattern.startswith("/"):
+                    pattern = f"{os.path.dirname(conf) or ''}/{pattern}"
+                for included in _glob_in_root(root, pattern):
+                    yield from _conf_lines(root, included, depth + 1, seen)
+        elif line[:5].lower() == "hwcap" and line[5:6] in (" ", "\t"):
+            continue  # ignored by ldconfig since 2.33
+        else:
+            directory = line.split("=", 1)[0]  # "dir=libc6": the library-type suffix is dropped
+            end = len(directory) - 1
+            while end > 0 and directory[end] in _C_SPACE:
+                end -= 1
+            while end > 0 and directory[end] == "/":
+                end -= 1
+            directory = directory[: end + 1]
+            if directory:
+                yield directory
+
+
+def conf_dirs(root: str = "/", conf: str = "etc/ld.so.conf") -> tuple[str, ...]:
+    """Directories named by ld.so.conf under ``root``, in ldconfig's order, without repeats.
+
+    ``conf`` is a path inside ``root``. Each result is the path as written in the file,
+    that is, as seen from inside ``root``; join it with ``root`` to reach it from outside.
+    ``include`` globs are expanded (relative ones against the including file's directory),
+    and comments, ``hwcap`` lines and ``=libtype`` suffixes are dropped. Directories that do
+    not exist are kept, since callers use this list to tell a stale cache. ldconfig itself
+    also drops directories that are missing or that alias an earlier one (see
+    :func:`search_dirs`). Trusted system directories are not included.
+    """
+    seen: dict[str, None] = {}
+    for directory in _conf_lines(root, "/" + conf.lstrip("/"), 0, set()):
+        seen.setdefault(directory, None)
+    return tuple(seen)
+
+
+@dataclass(frozen=True)
+class SearchDir:
+    """A directory ldconfig scans. ``hwcaps`` names the glibc-hwcaps subdirectory it is, if any."""
+
+    path: str
+    hwcaps: str | None = None
+
+
+def search_dirs(
+    root: str = "/",
+    conf: str = "etc/ld.so.conf",
+    trusted_dirs: Sequence[str] = DEBIAN_X86_64_TRUSTED_DIRS,
+) -> tuple[SearchDir, ...]:
+    """The directories ``ldconfig -r root`` scans, in order.
+
+    These are the ld.so.conf directories, then ``trusted_dirs``. A directory that does not
+    exist, or that is the same inode as an earlier one, is skipped. Right after each kept
+    directory come its ``glibc-hwcaps/<name>`` subdirectories, sorted by name. ldconfig uses
+    readdir order there, but rows are sorted by hwcaps name, so the table comes out the
+    same either way. Legacy hwcap subdirectories
+    (``tls``, ``x86_64``, ...) are not scanned; glibc 2.37 dropped them and current
+    distributions ship none.
+    """
+    result: list[SearchDir] = []
+    seen: set[tuple[int, int]] = set()
+
+    def add(directory: str, hwcaps: str | None) -> bool:
+        host = _resolve_in_root(root, directory)
+        if host is None:
+            return False
+        try:
+            info = os.stat(host)
+        except OSError:
+            return False
+        ident = (info.st_dev, info.st_ino)
+        if ident in seen:
+            return False
+        seen.add(ident)
+        result.append(SearchDir(directory, hwcaps))
+        return True
+
+    for directory in (*conf_dirs(root, conf), *trusted_dirs):
+        if not add(directory, None):
+            continue
+        hwcaps_root = _resolve_in_root(root, f"{directory}/glibc-hwcaps")
+        try:
+            names = sorted(os.listdir(hwcaps_root)) if hwcaps_root else []
+        except OSError:
+            names = []
+        for name in names:
+            if name.startswith(".") or ":" in name:
+                continue
+            sub = f"{directory}/glibc-hwcaps/{name}"
+            host = _resolve_in_root(root, sub)
+            if host is not None and os.path.isdir(host):
+                add(sub, name)
+    return tuple(result)
+
+
+def _is_dso_name(name: str) -> bool:
+    """ldconfig's file-name filter (``_dl_is_dso``) plus its skip list for temporary files."""
+    looks_like = (
+        (name.startswith(("lib", "ld-")) and ".so" in name)
+        or name.startswith(("ld.so.", "ld64.so."))
+    )
+    temporary = (
+        name.endswith((".#prelink#", ".dpkg-new", ".dpkg-tmp"))
+        or ".#prelink#." in name
+        or ";" in name
+    )
+    return looks_like and not temporary
+
+
+@dataclass(frozen=True)
+class _Found:
+    name: str
+    soname: str
+    is_link: bool
+
+
+def _scan_dir(
+    root: str, directory: SearchDir, soname_of: Callable[[str], str | None]
+) -> list[tuple[str, str]]:
+    """(soname, recorded path) pairs that ldconfig's ``search_dir`` adds for one directory."""
+    host_dir = _resolve_in_root(root, directory.path)
+    try:
+        names = sorted(os.listdir(host_dir)) if host_dir else []
+    except OSError:
+        return []
+    libs: dict[str, _Found] = {}
+    for name in names:
+        if not _is_dso_name(name):
+            continue
+        inner = f"{directory.path}/{name}"
+        try:
+            is_link = stat.S_ISLNK(os.lstat(os.path.join(host_dir or "", name)).st_mode)
+        except OSError:
+            continue
+        target = _resolve_in_root(root, inner)
+        try:
+            if target is None or not stat.S_ISREG(os.stat(target).st_mode):
+                continue
+        except OSError:
+            continue
+        soname = soname_of(target)
+        if soname is None:
+            continue
+        soname = soname or name  # no DT_SONAME: ldconfig keys the file by its own name
+        if is_link and name != soname and not (
+            name.endswith(".so") and soname.startswith(name)
+        ):
+            is_link = False  # a link that is neither the soname nor the dev link is a file
+        if is_link:
+            soname = name
+        previous = libs.get(soname)
+        # Prefer a real file over a link; between equals, the "newer" name by libcmp wins.
+        if (
+            previous is None
+            or (not is_link and previous.is_link)
+            or (
+                is_link == previous.is_link
+                and libcmp(os.fsencode(previous.name), os.fsencode(name)) < 0
+            )
+        ):
+            libs[soname] = _Found(name, soname, is_link)
+    return [
+        (lib.soname, f"{directory.path}/{lib.name if directory.hwcaps else lib.soname}")
+        for lib in libs.values()
+    ]
+
+
+def _ldconfig_order(a: tuple[bytes, CacheEntry], b: tuple[bytes, CacheEntry]) -> int:
+    """elf/cache.c ``compare``: key descending, flags descending, then hwcaps rows first,
+    by subdirectory name. Ties keep insertion (directory) order because the sort is stable."""
+    res = libcmp(b[0], a[0])
+    if res:
+        return res
+    if a[1].flags != b[1].flags:
+        return -1 if a[1].flags > b[1].flags else 1
+    ha, hb = a[1].hwcaps, b[1].hwcaps
+    if (ha is None) != (hb is None):
+        return -1 if ha is not None else 1
+    if ha is not None and hb is not None and ha != hb:
+        return -1 if os.fsencode(ha) < os.fsencode(hb) else 1
+    return 0
+
+
+def scan_sysroot(
+    root: str,
+    *,
+    soname_of: Callable[[str], str | None],
+    conf: str = "etc/ld.so.conf",
+    trusted_dirs: Sequence[str] = DEBIAN_X86_64_TRUSTED_DIRS,
+    flags: int = FLAG_ELF_LIBC6 | FLAG_X8664_LIB64,
+) -> LdCache:
+    """The table ``ldconfig -r root`` would write, for a sysroot that has no cache.
+
+    ``soname_of(host_path)`` is the ELF reader hook, kept out of this module. It returns the
+    object's DT_SONAME, "" for a shared object without one (ldconfig then keys it by file
+    name), or None for a file ldconfig would not record. That includes objects of another
+    ELF class or machine: every row gets ``flags``, and the loader would reject a
+    foreign-ABI row anyway. Rows for plain directories point at ``dir/SONAME``, the soname
+    link, whether or not it exists yet. Rows in glibc-hwcaps subdirectories point at the
+    file itself, as ldconfig records them.
+    """
+    directories = search_dirs(root, conf, trusted_dirs)
+    rows: list[tuple[bytes, CacheEntry]] = []
+    for directory in directories:
+        for soname, path in _scan_dir(root, directory, soname_of):
+            rows.append((os.fsencode(soname), CacheEntry(soname, path, flags, directory.hwcaps)))
+    rows.sort(key=functools.cmp_to_key(_ldconfig_order))
+    names = sorted({e.hwcaps for _, e in rows if e.hwcaps is not None}, key=os.fsencode)
+    slot = {name: i for i, name in enumerate(names)}
+    entries = tuple(
+        entry
+        if entry.hwcaps is None
+        else CacheEntry(
+            entry.soname, entry.path, entry.flags, entry.hwcaps,
+            DL_CACHE_HWCAP_EXTENSION | slot[entry.hwcaps],
+        )
+        for _, entry in rows
+    )
+    return LdCache(
+        os.path.join(root, "etc/ld.so.cache"), entries, CacheFormat.SCANNED, tuple(names)
+    )
