@@ -47,7 +47,8 @@ def probe(interp: str, env: Mapping[str, str] | None = None) -> Host:
         proc = subprocess.run(cmd, env=probe_env, capture_output=True, text=True, timeout=30,
                               check=False)
     except OSError as exc:
-        raise BadInputError(f"cannot run the program interpreter {interp}: {exc.strerror}") from None
+        raise BadInputError(
+            f"cannot run the program interpreter {interp}: {exc.strerror}") from None
     return parse_probe(interp, proc.stdout + proc.stderr)
 
 
@@ -63,15 +64,15 @@ def parse_probe(interp: str, debug_output: str) -> Host:
     lib, platform = first.group(1), first.group(2)
     prefix = f"{_PROBE}/{lib}/@/{platform}/@"
     subdirs = tuple(entry[len(prefix) + 1:] if entry != prefix else "" for entry in entries)
-    system_dirs: list[str] = []
-    for entry in sys_line.group(1).split(":"):
-        for sub in subdirs:
-            if sub and entry.endswith("/" + sub):
-                break
-        else:
-            system_dirs.append(entry)
+    # Every system directory is printed once per subdirectory; "dir/sub" is a subdirectory
+    # entry only if "dir" is listed too (a system directory may itself end in "x86_64").
+    system_entries = sys_line.group(1).split(":")
+    listed = set(system_entries)
+    system_dirs = [entry for entry in system_entries
+                   if not any(sub and entry.endswith("/" + sub)
+                              and entry[:-len(sub) - 1] in listed for sub in subdirs)]
     hwcaps = tuple(s.split("/", 1)[1] for s in subdirs if s.startswith("glibc-hwcaps/"))
-    return Host(interp, lib, platform, subdirs, tuple(system_dirs), hwcaps)
+    return Host(interp, lib, platform, subdirs, tuple(dict.fromkeys(system_dirs)), hwcaps)
 
 
 def default_interp(elf_class: int, machine: int) -> str:

@@ -1,10 +1,11 @@
 """glibc's dynamic loader, simulated: which file each DT_NEEDED name loads, and why.
 
-The specification is glibc's elf/dl-load.c (``_dl_map_object``, ``open_path``,
-``open_verify``, ``fillin_rpath``, ``_dl_dst_substitute``) and elf/dl-deps.c
-(``_dl_map_object_deps``). Each step below names the part of glibc it follows. Paths are kept
-as the loader builds them (directory string + subdirectory + name, never normalised), so that
-they compare equal to what ``ld.so --list`` prints.
+The specification is glibc 2.36's elf/dl-load.c (``_dl_map_object``, ``open_path``,
+``open_verify``, ``fillin_rpath``, ``_dl_dst_substitute``, ``_dl_map_object_from_fd``),
+elf/dl-deps.c (``_dl_map_object_deps``) and the listing part of elf/rtld.c. Each step below
+names the part of glibc it follows. Paths are kept as the loader builds them (directory string
++ subdirectory + name, never normalised), so that they compare equal to what ``ld.so --list``
+prints; ``Resolution.libraries`` is in the order it prints them.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import enum
 import errno
 import os
 import re
-from collections.abc import Callable, Sequence
+import stat
+import struct
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import BadInputError, NotElfError
@@ -25,6 +29,12 @@ DF_1_PIE = 0x08000000
 # glibc's LIBC_ABI_MAX for EI_ABIVERSION under ELFOSABI_GNU (UNIQUE, IFUNC, ABSOLUTE).
 _LIBC_ABI_MAX = 4
 ELFOSABI_SYSV, ELFOSABI_GNU = 0, 3
+# open_verify reads this much of the file at once (struct filebuf, 64-bit).
+_FILEBUF_SIZE = 832
+# open_path goes on to the next directory only after these errors; any other one (ELOOP,
+# ENXIO, ...) in a directory that exists abandons the rest of that search list.
+_SEARCH_ON = (errno.ENOENT, errno.EACCES, errno.ENOTDIR)
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 CacheLookup = Callable[[str], "str | None"]
 
@@ -61,7 +71,7 @@ class Rejection:
 
 @dataclass(frozen=True)
 class Library:
-    """One DT_NEEDED name and what the loader made of it."""
+    """One object the loader lists, and how it got there."""
 
     name: str
     path: str | None                  # None: not found, or the load failed (see error)
@@ -81,7 +91,11 @@ class Library:
 
 @dataclass(frozen=True)
 class Resolution:
-    """The load of one file: every object in load (breadth-first) order."""
+    """The load of one file: every object in the order ``ld.so --list`` prints them.
+
+    A name the loader cannot find is listed once per object that needs it, as glibc does:
+    its "not found" entries are never reused by a later search.
+    """
 
     file: str
     info: elf.ElfInfo
@@ -92,7 +106,7 @@ class Resolution:
     def missing(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
         for lib in self.libraries:
-            if lib.path is None:
+            if lib.path is None and lib.error is None:
                 seen.setdefault(lib.name, None)
         return tuple(seen)
 
@@ -107,23 +121,183 @@ class Environment:
     root: str = "/"                          # resolve as if this were /
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """What the loader decides about one candidate file (``open_verify`` and the checks
+    ``_dl_map_object_from_fd`` makes before mapping it).
+
+    Exactly one of three outcomes: ``info`` is set (accepted); ``fatal`` is set (the whole
+    load stops, in glibc's words); or neither (the search goes on, ``reason`` says why).
+    """
+
+    info: elf.ElfInfo | None = None
+    reason: str | None = None
+    fatal: bool = False
+    names_request: bool = False       # glibc names the DT_NEEDED entry, not the file, in the error
+    exists: bool = True               # False: nothing to open at that path
+    open_errno: int = 0               # errno open_path sees afterwards (ENOENT after a skip)
+    file_id: tuple[int, int] | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.info is not None
+
+
+def verify(path: str, expect: elf.ElfHeader) -> Verdict:
+    """Would a loader running a program like ``expect`` take the file at ``path``?
+
+    Follows glibc's ``open_verify``: a file of the other ELF class or another machine is
+    skipped silently (the search goes on), while any other defect stops the whole load.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        code = exc.errno or errno.ENOENT
+        return Verdict(reason=_rtld_strerror(code), exists=code not in (
+            errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG), open_errno=code)
+    try:
+        return _verify_open(fd, path, expect)
+    finally:
+        os.close(fd)
+
+
+def _verify_open(fd: int, path: str, expect: elf.ElfHeader) -> Verdict:
+    is64 = expect.elf_class == elf.ELFCLASS64
+    ehdr_size, phent_size = (64, 56) if is64 else (52, 32)
+    head = b""
+    read_errno = 0
+    # open_verify reads until it has a whole ELF header; a directory opens but cannot be read.
+    while len(head) < ehdr_size:
+        try:
+            chunk = os.read(fd, _FILEBUF_SIZE - len(head))
+        except OSError as exc:
+            read_errno = exc.errno or 0
+            break
+        if not chunk:
+            break
+        head += chunk
+    if len(head) < ehdr_size:
+        return _fatal("cannot read file data" + _errno_suffix(read_errno) if read_errno
+                      else "file too short")
+    if head[:4] != elf.ELFMAG:
+        return _fatal("invalid ELF header")
+    if head[4] != expect.elf_class:
+        bits = 32 if head[4] == elf.ELFCLASS32 else 64
+        return Verdict(reason=f"wrong ELF class: ELFCLASS{bits}", open_errno=errno.ENOENT)
+    if head[5] != expect.data:
+        order = "little" if expect.data == elf.ELFDATA2LSB else "big"
+        return _fatal(f"ELF file data encoding not {order}-endian")
+    if head[6] != elf.EV_CURRENT:
+        return _fatal("ELF file version ident does not match current one")
+    if head[7] not in (ELFOSABI_SYSV, ELFOSABI_GNU):
+        return _fatal("ELF file OS ABI invalid")
+    if head[8] != 0 and not (head[7] == ELFOSABI_GNU and head[8] < _LIBC_ABI_MAX):
+        return _fatal("ELF file ABI version invalid")
+    if any(head[9:16]):
+        return _fatal("nonzero padding in e_ident")
+    header = elf.parse_header(head, path)
+    if header.version != elf.EV_CURRENT:
+        return _fatal("ELF file version does not match current one")
+    if header.machine != expect.machine:
+        return Verdict(reason=f"wrong machine: {elf.machine_name(header.machine)}",
+                       open_errno=errno.ENOENT)
+    if header.type not in (elf.ET_DYN, elf.ET_EXEC):
+        return _fatal("only ET_DYN and ET_EXEC can be loaded")
+    if header.phentsize != phent_size:
+        return _fatal("ELF file's phentsize not the expected size")
+    size = header.phnum * phent_size
+    if header.phoff + size <= len(head):
+        table = head[header.phoff:header.phoff + size]
+    else:
+        table = os.pread(fd, size, header.phoff)
+        if len(table) != size:
+            return _fatal("cannot read file data")
+    st = os.fstat(fd)
+    file_id = (st.st_dev, st.st_ino)
+    problem = _map_problem(header, table, st.st_size)
+    if problem is not None:
+        return Verdict(reason=problem, fatal=True, names_request=True, file_id=file_id)
+    try:
+        info = elf.read_elf(path)
+    except NotElfError as exc:
+        # The loader reads these through its mappings and may crash; ours are our words.
+        return Verdict(reason=str(exc).removeprefix(f"{path}: "), fatal=True,
+                       names_request=True, file_id=file_id)
+    except BadInputError as exc:
+        return Verdict(reason=str(exc).removeprefix(f"{path}: "), fatal=True, file_id=file_id)
+    if info.flags_1 & DF_1_PIE:
+        return Verdict(reason="cannot dynamically load position-independent executable",
+                       fatal=True, names_request=True, file_id=file_id)
+    return Verdict(info=info, file_id=file_id)
+
+
+def _map_problem(header: elf.ElfHeader, table: bytes, file_size: int) -> str | None:
+    """The program-header checks of _dl_map_object_from_fd, in its order."""
+    is64 = header.elf_class == elf.ELFCLASS64
+    fmt = header.byteorder + ("IIQQQQQQ" if is64 else "IIIIIIII")
+    loads = 0
+    has_dynamic = empty_dynamic = truncated = False
+    for index in range(header.phnum):
+        fields = struct.unpack_from(fmt, table, index * header.phentsize)
+        if is64:
+            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _align = fields
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _flags, _align = fields
+        if p_type == elf.PT_DYNAMIC:
+            # objcopy --only-keep-debug leaves a PT_DYNAMIC with no bytes in the file.
+            empty_dynamic = empty_dynamic or p_filesz == 0
+            has_dynamic = True
+        elif p_type == elf.PT_LOAD:
+            if (p_vaddr - p_offset) & (_PAGE_SIZE - 1):
+                return "ELF load command address/offset not page-aligned"
+            loads += 1
+            end_page = -(-file_size // _PAGE_SIZE) * _PAGE_SIZE
+            truncated = truncated or p_offset + p_filesz > end_page
+    if loads == 0:
+        return "object file has no loadable segments"
+    if header.type != elf.ET_DYN:
+        return "cannot dynamically load executable"
+    if not has_dynamic or empty_dynamic:
+        return "object file has no dynamic section"
+    if truncated:
+        # Not glibc's words: it maps the file and dies of SIGBUS when it touches the part
+        # that is not there.
+        return "file is truncated: a loadable segment ends past the end of the file"
+    return None
+
+
+def _fatal(reason: str) -> Verdict:
+    return Verdict(reason=reason, fatal=True)
+
+
+def _rtld_strerror(code: int) -> str:
+    """errno as ld.so itself prints it: its minimal strerror knows six messages."""
+    known = {errno.ENOMEM: "Cannot allocate memory", errno.EINVAL: "Invalid argument",
+             errno.ENOENT: "No such file or directory", errno.EPERM: "Operation not permitted",
+             errno.EIO: "Input/output error", errno.EACCES: "Permission denied"}
+    return known.get(code, f"Error {code}")
+
+
+def _errno_suffix(code: int) -> str:
+    return f": {_rtld_strerror(code)}" if code else ""
+
+
 class _LoadError(Exception):
     """The loader gives up on the whole load (glibc's ``_dl_signal_error``)."""
 
-    def __init__(self, name: str, message: str) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.name = name
         self.message = message
 
 
-@dataclass
+@dataclass(eq=False)
 class _Object:
-    """A link map: an object in the namespace (mutable while loading)."""
+    """A link map: an object in the namespace (mutable while loading; compared by identity)."""
 
     path: str                 # l_name, as built by the loader
     names: list[str]          # l_libname
     info: elf.ElfInfo | None
-    loader: _Object | None
+    loader: _Object | None    # l_loader: whose search paths found it
     origin: str | None
     file_id: tuple[int, int] | None
     via: Via | None
@@ -141,11 +315,23 @@ class _Object:
         return self.info is not None and self.info.soname == name
 
 
-@dataclass
-class _Candidate:
-    info: elf.ElfInfo | None = None
-    rejected: str | None = None       # skipped, the search goes on
-    fatal: str | None = None          # the load stops
+_Found = tuple[str, Verdict, Via]
+
+
+class _Namespace:
+    """The objects of one load, in glibc's chain order, and the directories known to exist."""
+
+    def __init__(self, main: _Object) -> None:
+        self.main = main
+        self.chain: list[_Object] = [main]       # l_next order, without the interpreter
+        self.rtld: _Object | None = None
+        self.searchlist: list[_Object] = []      # the main object's breadth-first scope
+        self.dir_exists: dict[str, bool] = {}    # open_path's r_dir_status, per dir + subdir
+        self.main_end = 0                        # len(chain) once the program's closure is in
+
+    def loaded(self) -> list[_Object]:
+        return [o for o in (*self.chain, *([self.rtld] if self.rtld else []))
+                if not o.faked and o.error is None]
 
 
 class Loader:
@@ -166,14 +352,15 @@ class Loader:
         info = elf.read_elf(path)
         self._expect = info.header
         real = os.path.realpath(path)
-        st = os.stat(real)
-        main = _Object(path, [path], info, None, os.path.dirname(real), (st.st_dev, st.st_ino),
-                       None, 0)
-        self.objects: list[_Object] = [main]
+        # The program has no file identity in the namespace (glibc leaves l_file_id zero for
+        # it), so a library that names the program's file is loaded, and refused, anew.
+        main = _Object(path, [path], info, None, os.path.dirname(real), None, None, 0)
+        self._ns = ns = _Namespace(main)
         self._add_fixed_objects(info)
         error = None
         try:
-            self._load_closure(main)
+            ns.searchlist = self._load_closure(main)
+            ns.main_end = len(ns.chain)
             for extra_path in extra:
                 dep = self._map(main, extra_path, depth=1)
                 self._load_closure(dep)
@@ -181,13 +368,15 @@ class Loader:
             error = exc.message
         return Resolution(path, info, tuple(self._libraries()), error)
 
-    # -- namespace set-up -------------------------------------------------------------------
+    # -- namespace set-up (rtld.c) ----------------------------------------------------------
 
     def _add_fixed_objects(self, info: elf.ElfInfo) -> None:
         """The vDSO and the loader itself are in the namespace before any search."""
         vdso = VDSO_NAMES.get(info.machine)
-        if vdso and info.interp:
-            self.objects.append(_Object(vdso, [vdso], None, None, None, None, Via.VDSO, 1))
+        if vdso:
+            self._ns.chain.append(_Object(vdso, [vdso], None, None, None, None, Via.VDSO, 1))
+        # The interpreter is known by the program's PT_INTERP string (or, for a library
+        # given as the file, the loader's own path) and by its SONAME.
         interp = info.interp or self.host.interp
         rtld_info = None
         file_id = None
@@ -198,29 +387,45 @@ class Loader:
             file_id = (st.st_dev, st.st_ino)
         except (BadInputError, OSError):
             pass
-        self.objects.append(_Object(interp, [interp], rtld_info, None, os.path.dirname(interp),
-                                    file_id, Via.INTERPRETER, 1))
+        self._ns.rtld = _Object(interp, [interp], rtld_info, None, os.path.dirname(interp),
+                                file_id, Via.INTERPRETER, 1)
+
+    def _listing(self) -> list[_Object]:
+        """The chain as ``ld.so --list`` walks it (rtld.c, after _dl_map_object_deps).
+
+        The interpreter is unlinked, then put back after the object that precedes it in the
+        program's breadth-first search list (not-found entries are not in that list); if no
+        object needs it, it is not listed. A program without DT_NEEDED lists nothing
+        ("statically linked").
+        """
+        ns = self._ns
+        chain = list(ns.chain)
+        visible = [o for o in ns.searchlist if not o.faked]
+        rtld = ns.rtld
+        if rtld is not None and rtld in visible and visible.index(rtld) > 0:
+            before = visible[visible.index(rtld) - 1]
+            chain.insert(chain.index(before) + 1, rtld)
+        assert ns.main.info is not None
+        if not ns.main.info.needed:
+            return [o for o in ns.chain[ns.main_end or len(ns.chain):] if o is not rtld]
+        return chain[1:]
 
     def _libraries(self) -> list[Library]:
         out = []
-        main = self.objects[0]
-        for obj in self.objects[1:]:
-            if obj.via in (Via.VDSO, Via.INTERPRETER) and not obj.needed_by:
-                # Listed by the loader but needed by nobody: still shown.
-                pass
+        for obj in self._listing():
             out.append(Library(
-                name=obj.names[0] if obj.via is not Via.INTERPRETER else
-                (obj.info.soname if obj.info and obj.info.soname else obj.names[0]),
+                name=obj.names[0],
                 path=None if obj.faked or obj.error else obj.path,
                 via=obj.via, needed_by=tuple(obj.needed_by), error=obj.error,
                 steps=obj.steps, rejected=obj.rejected, depth=obj.depth,
-                parent=obj.loader.path if obj.loader else (main.path if obj.needed_by else None),
+                parent=obj.loader.path if obj.loader else None,
                 info=obj.info))
         return out
 
     # -- breadth-first loading (dl-deps.c, _dl_map_object_deps) -----------------------------
 
-    def _load_closure(self, root: _Object) -> None:
+    def _load_closure(self, root: _Object) -> list[_Object]:
+        """Map every DT_NEEDED of every object, one object at a time; the search list."""
         queue = [root]
         queued = {id(root)}
         for obj in queue:
@@ -228,81 +433,91 @@ class Loader:
                 continue
             for needed in obj.info.needed:
                 name = self._expand_needed(obj, needed)
+                if name is None:
+                    continue
                 dep = self._map(obj, name, depth=obj.depth + 1)
                 if obj.path not in dep.needed_by:
                     dep.needed_by.append(obj.path)
                 if id(dep) not in queued:
                     queued.add(id(dep))
                     queue.append(dep)
+        return queue
 
-    def _expand_needed(self, obj: _Object, needed: str) -> str:
+    def _expand_needed(self, obj: _Object, needed: str) -> str | None:
+        # dl-deps.c expands DSTs with "fatal" off for DT_NEEDED: an entry whose token has no
+        # value is dropped without a word.
         if "$" not in needed:
             return needed
-        expanded = self._substitute(needed, obj.origin)
-        if not expanded:
-            raise _LoadError(needed, f"cannot load auxiliary `{needed}' because of empty "
-                                     "dynamic string token substitution")
-        return expanded
+        return self._substitute(needed, obj.origin) or None
 
     # -- one name (dl-load.c, _dl_map_object) ----------------------------------------------
 
     def _map(self, loader: _Object, name: str, depth: int) -> _Object:
-        # 1. An object already loaded under this name (or SONAME) is reused; so is the
-        #    "not found" placeholder of trace mode, which is listed once.
-        for obj in self.objects:
-            if obj.error is None and obj.matches(name):
+        ns = self._ns
+        # 1. An object already loaded under this name (or SONAME) is reused. "Not found"
+        #    placeholders are not (_dl_map_object skips l_faked), so a missing name is
+        #    searched, and listed, once per object that needs it.
+        for obj in ns.loaded():
+            if obj.matches(name):
                 if name not in obj.names:
                     obj.names.append(name)
                 return obj
 
         steps: list[SearchStep] = []
         rejected: list[Rejection] = []
-        found: tuple[str, elf.ElfInfo, Via] | None = None
+        found: _Found | None
         if "/" in name:
-            # 2. A name with a slash is a path, opened as it is.
-            candidate = self._verify(self._rooted(name))
+            # 2. A name with a slash is a path, opened as it is (DSTs already expanded).
             steps.append(SearchStep(Via.PATH, (os.path.dirname(name),)))
-            found = self._accept(name, name, candidate, Via.PATH, rejected)
+            path = self._rooted(name)
+            found = self._take(path, verify(self._host_path(path), self._expect), Via.PATH,
+                               rejected)
         else:
             found = self._search(loader, name, steps, rejected)
 
         if found is None:
             obj = _Object(name, [name], None, loader, None, None, None, depth, faked=True,
                           steps=tuple(steps), rejected=tuple(rejected))
-            self.objects.append(obj)
+            ns.chain.append(obj)
             return obj
-        realname, info, via = found
-        st = os.stat(self._rooted(realname) if not os.path.isabs(realname) else realname)
-        file_id = (st.st_dev, st.st_ino)
-        # 3. The same file under another name is the same object (_dl_map_object_from_fd).
-        for obj in self.objects:
-            if obj.file_id == file_id and not obj.faked:
+        realname, verdict, via = found
+        if verdict.fatal and not verdict.names_request:
+            # open_verify's errors stop the load at once and name the file it opened.
+            self._fail(name, realname, realname, verdict.reason or "")
+        # 3. The same file under another name is the same object (_dl_map_object_from_fd
+        #    compares device and inode before it maps anything).
+        for obj in ns.loaded():
+            if obj.file_id is not None and obj.file_id == verdict.file_id:
                 if name not in obj.names:
                     obj.names.append(name)
                 return obj
-        self._check_loadable(name, realname, info)
-        obj = _Object(realname, [name], info, loader, self._origin_of(realname), file_id, via,
-                      depth, steps=tuple(steps), rejected=tuple(rejected))
-        self.objects.append(obj)
+        if verdict.fatal:
+            # Only the checks made while mapping are left; glibc names the request in them.
+            self._fail(name, realname, name, verdict.reason or "")
+        obj = _Object(realname, [name], verdict.info, loader, self._origin_of(realname),
+                      verdict.file_id, via, depth, steps=tuple(steps),
+                      rejected=tuple(rejected))
+        ns.chain.append(obj)
         return obj
 
-    def _check_loadable(self, name: str, realname: str, info: elf.ElfInfo) -> None:
-        """Failures of _dl_map_object_from_fd once a file has been chosen."""
-        if info.header.type == elf.ET_EXEC:
-            self._fail(name, realname, "cannot dynamically load executable")
-        if info.flags_1 & DF_1_PIE:
-            self._fail(name, realname, "cannot dynamically load position-independent executable")
-        if not info.has_dynamic:
-            self._fail(name, realname, "object file has no dynamic section")
-
-    def _fail(self, name: str, realname: str, message: str) -> None:
+    def _fail(self, name: str, realname: str, objname: str, message: str) -> NoReturn:
         obj = _Object(realname, [name], None, None, None, None, None, 0, error=message)
-        self.objects.append(obj)
-        raise _LoadError(name, f"{name}: {message}")
+        self._ns.chain.append(obj)
+        raise _LoadError(f"{objname}: {message}")
+
+    def _take(self, realname: str, verdict: Verdict, via: Via,
+              rejected: list[Rejection]) -> _Found | None:
+        """The realname and verdict if the search ends here (a usable file, or a fatal one)."""
+        if verdict.fatal or verdict.accepted:
+            return realname, verdict, via
+        if verdict.exists and verdict.reason is not None:
+            rejected.append(Rejection(realname, verdict.reason))
+        return None
 
     def _search(self, loader: _Object, name: str, steps: list[SearchStep],
-                rejected: list[Rejection]) -> tuple[str, elf.ElfInfo, Via] | None:
-        main = self.objects[0]
+                rejected: list[Rejection]) -> _Found | None:
+        ns = self._ns
+        main = ns.main
         assert loader.info is not None
         # a. DT_RPATH of the requester and of its loaders up to the program, unless the
         #    requester has a DT_RUNPATH. An object with DT_RUNPATH has no DT_RPATH at all
@@ -315,24 +530,25 @@ class Loader:
                 obj = obj.loader
             if main not in chain:
                 chain.append(main)  # "try the DT_RPATH of the executable itself"
+            any_rpath = False
             for obj in chain:
-                if obj.info is None or obj.info.rpath is None or obj.info.runpath is not None:
-                    continue
-                dirs = self._decompose(obj.info.rpath, obj.origin, allow_empty=False)
+                if obj.info is None or not obj.info.rpath or obj.info.runpath is not None:
+                    continue  # decompose_rpath ignores an empty DT_RPATH string
+                any_rpath = True
+                dirs = self._decompose(obj.info.rpath.split(":"), obj.origin)
                 steps.append(SearchStep(Via.RPATH, dirs))
                 hit = self._open_path(name, dirs, Via.RPATH, rejected)
                 if hit:
                     return hit
-            if not any(o.info is not None and o.info.rpath and o.info.runpath is None
-                       for o in chain):
+            if not any_rpath:
                 steps.append(SearchStep(Via.RPATH, (), "no DT_RPATH on the loading chain"))
         else:
             steps.append(SearchStep(Via.RPATH, (), "the requesting object has a DT_RUNPATH"))
 
-        # b. LD_LIBRARY_PATH, with the program's $ORIGIN (dl-load.c, _dl_init_paths).
+        # b. LD_LIBRARY_PATH, split on ':' and ';', each element expanded with the program's
+        #    $ORIGIN (_dl_init_paths, fillin_rpath).
         if self.env.library_path:
-            expanded = self._substitute(self.env.library_path, main.origin, whole=True)
-            dirs = self._decompose_elements(pathlist.split(expanded), None, origin_done=True)
+            dirs = self._decompose(pathlist.split(self.env.library_path), main.origin)
             steps.append(SearchStep(Via.LD_LIBRARY_PATH, dirs))
             hit = self._open_path(name, dirs, Via.LD_LIBRARY_PATH, rejected)
             if hit:
@@ -341,8 +557,8 @@ class Loader:
             steps.append(SearchStep(Via.LD_LIBRARY_PATH, (), "not set"))
 
         # c. The requester's own DT_RUNPATH (never its loaders').
-        if loader.info.runpath is not None:
-            dirs = self._decompose(loader.info.runpath, loader.origin, allow_empty=False)
+        if loader.info.runpath:
+            dirs = self._decompose(loader.info.runpath.split(":"), loader.origin)
             steps.append(SearchStep(Via.RUNPATH, dirs))
             hit = self._open_path(name, dirs, Via.RUNPATH, rejected)
             if hit:
@@ -364,8 +580,8 @@ class Loader:
                 cached = None
             if cached is not None:
                 steps.append(SearchStep(Via.CACHE, (os.path.dirname(cached),)))
-                hit = self._accept(cached, cached, self._verify(self._rooted(cached)),
-                                   Via.CACHE, rejected)
+                verdict = verify(self._rooted(cached), self._expect)
+                hit = self._take(cached, verdict, Via.CACHE, rejected)
                 if hit:
                     return hit
             elif not nodeflib:
@@ -381,128 +597,47 @@ class Loader:
 
     # -- directories (fillin_rpath, open_path) ---------------------------------------------
 
-    def _decompose(self, value: str, origin: str | None, *, allow_empty: bool) -> tuple[str, ...]:
-        return self._decompose_elements(tuple(value.split(":")), origin)
-
-    def _decompose_elements(self, elements: Sequence[str], origin: str | None, *,
-                            origin_done: bool = False) -> tuple[str, ...]:
-        dirs: list[str] = []
-        for element in elements:
-            if element:
-                uses_origin = _mentions(element, "ORIGIN")
-                expanded = element if origin_done else self._substitute(element, origin)
-                if not expanded:
-                    continue  # an unknown $ORIGIN or an empty result drops the element
-                if not uses_origin:
-                    expanded = self._rooted(expanded)
-                while len(expanded) > 1 and expanded.endswith("/"):
-                    expanded = expanded[:-1]
-            else:
-                expanded = ""  # an empty element is the current directory
-            if expanded not in dirs:
-                dirs.append(expanded)
-        return tuple(dirs)
+    def _decompose(self, elements: Sequence[str], origin: str | None) -> tuple[str, ...]:
+        values = {"ORIGIN": origin, "LIB": self.host.lib, "PLATFORM": self.host.platform}
+        return decompose(elements, values, self._rooted)
 
     def _open_path(self, name: str, dirs: Sequence[str], via: Via,
-                   rejected: list[Rejection]) -> tuple[str, elf.ElfInfo, Via] | None:
+                   rejected: list[Rejection]) -> _Found | None:
+        """Try ``name`` in every subdirectory of every directory, in order."""
+        last_errno = errno.ENOENT   # glibc's errno, as open_path reads it after a directory
         for directory in dirs:
+            here_any = False
             for sub in self.host.subdirs:
                 base = _join(directory, sub)
+                exists = self._ns.dir_exists.get(base)
+                if exists is False:
+                    continue  # known not to exist: not even tried
                 realname = base + name
-                candidate = self._verify(realname if os.path.isabs(realname)
-                                         else os.path.join(self.env.cwd, realname))
-                hit = self._accept(name, realname, candidate, via, rejected)
+                verdict = verify(self._host_path(realname), self._expect)
+                hit = self._take(realname, verdict, via, rejected)
                 if hit:
                     return hit
+                last_errno = verdict.open_errno or errno.ENOENT
+                if exists is None:
+                    # Relative directories are never marked missing: the cwd may change.
+                    exists = not base or not base.startswith("/") or _is_dir(base)
+                    if not exists:
+                        last_errno = errno.ENOENT
+                    self._ns.dir_exists[base] = exists
+                here_any = here_any or exists
+            if here_any and last_errno not in _SEARCH_ON:
+                return None  # e.g. ELOOP: the rest of this list is not searched
         return None
 
-    def _accept(self, name: str, realname: str, candidate: _Candidate | None, via: Via,
-                rejected: list[Rejection]) -> tuple[str, elf.ElfInfo, Via] | None:
-        if candidate is None:
-            return None
-        if candidate.fatal is not None:
-            self._fail(name, realname, candidate.fatal)
-        if candidate.rejected is not None:
-            rejected.append(Rejection(realname, candidate.rejected))
-            return None
-        assert candidate.info is not None
-        return realname, candidate.info, via
-
-    # -- one file (open_verify) -------------------------------------------------------------
-
-    def _verify(self, path: str) -> _Candidate | None:
-        """None when there is nothing to open; otherwise what glibc's open_verify decides."""
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP):
-                return None
-            return _Candidate(rejected=f"unreadable: {exc.strerror}")
-        try:
-            try:
-                head = os.pread(fd, 832, 0)
-            except OSError:
-                return _Candidate(fatal="cannot read file data")
-            expect = self._expect
-            ehdr_size = 64 if expect.elf_class == elf.ELFCLASS64 else 52
-            if len(head) < ehdr_size:
-                return _Candidate(fatal="file too short")
-            if head[:4] != elf.ELFMAG:
-                return _Candidate(fatal="invalid ELF header")
-            if head[4] != expect.elf_class:
-                return _Candidate(rejected=f"wrong ELF class: ELFCLASS{32 if head[4] == 1 else 64}")
-            if head[5] != expect.data:
-                order = "little" if expect.data == elf.ELFDATA2LSB else "big"
-                return _Candidate(fatal=f"ELF file data encoding not {order}-endian")
-            if head[6] != elf.EV_CURRENT:
-                return _Candidate(fatal="ELF file version ident does not match current one")
-            if head[7] not in (ELFOSABI_SYSV, ELFOSABI_GNU):
-                return _Candidate(fatal="ELF file OS ABI invalid")
-            if head[8] != 0 and not (head[7] == ELFOSABI_GNU and head[8] < _LIBC_ABI_MAX):
-                return _Candidate(fatal="ELF file ABI version invalid")
-            if any(head[9:16]):
-                return _Candidate(fatal="nonzero padding in e_ident")
-            header = elf.parse_header(head, path)
-            if header.version != elf.EV_CURRENT:
-                return _Candidate(fatal="ELF file version does not match current one")
-            if header.machine != expect.machine:
-                return _Candidate(rejected=f"wrong machine: {elf.machine_name(header.machine)}")
-            if header.type not in (elf.ET_DYN, elf.ET_EXEC):
-                return _Candidate(fatal="only ET_DYN and ET_EXEC can be loaded")
-            if header.phentsize != (56 if expect.elf_class == elf.ELFCLASS64 else 32):
-                return _Candidate(fatal="ELF file's phentsize not the expected size")
-        finally:
-            os.close(fd)
-        try:
-            return _Candidate(info=elf.read_elf(path))
-        except NotElfError as exc:
-            return _Candidate(fatal=str(exc).rsplit(": ", 1)[-1])
-        except BadInputError as exc:
-            return _Candidate(rejected=str(exc).rsplit(": ", 1)[-1])
+    def _host_path(self, realname: str) -> str:
+        """Where the loader, started in env.cwd, would open ``realname``."""
+        return realname if realname.startswith("/") else os.path.join(self.env.cwd, realname)
 
     # -- dynamic string tokens (_dl_dst_substitute) ------------------------------------------
 
-    def _substitute(self, text: str, origin: str | None, *, whole: bool = False) -> str:
-        """Expand $ORIGIN, $LIB and $PLATFORM; "" when an element's $ORIGIN is unknown.
-
-        With ``whole`` (LD_LIBRARY_PATH), the value is expanded before it is split.
-        """
+    def _substitute(self, text: str, origin: str | None) -> str:
         values = {"ORIGIN": origin, "LIB": self.host.lib, "PLATFORM": self.host.platform}
-        unknown = False
-
-        def replace(match: re.Match[str]) -> str:
-            nonlocal unknown
-            key = match.group(1) or match.group(2)
-            value = values[key]
-            if value is None:
-                unknown = True
-                return ""
-            return value
-
-        result = _DST.sub(replace, text)
-        if unknown and not whole:
-            return ""
-        return result
+        return substitute(text, values)
 
     def _origin_of(self, realname: str) -> str:
         """The directory part of the name the object was opened under (_dl_new_object)."""
@@ -521,8 +656,60 @@ class Loader:
 _DST = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))")
 
 
+def substitute(text: str, values: Mapping[str, str | None]) -> str:
+    """_dl_dst_substitute on one path element: "" when a token present has no value.
+
+    ``$`` followed by anything else (``$HOME``, ``$ORIGINAL``) is kept as it is.
+    """
+    unknown = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal unknown
+        value = values.get(match.group(1) or match.group(2))
+        if value is None:
+            unknown = True
+            return ""
+        return value
+
+    result = _DST.sub(replace, text)
+    return "" if unknown else result
+
+
+def decompose(elements: Sequence[str], values: Mapping[str, str | None],
+              rooted: Callable[[str], str] = str) -> tuple[str, ...]:
+    """fillin_rpath: the directories a search list names, as the loader spells them.
+
+    Each element has its tokens expanded (``values``); an element whose token has no value,
+    or that expands to nothing, is dropped; an empty element is the current directory ("").
+    Trailing slashes go (but "/" stays) and a directory already listed is not listed again.
+    ``rooted`` maps absolute paths that do not come from $ORIGIN into a sysroot.
+    """
+    dirs: list[str] = []
+    for element in elements:
+        if element:
+            expanded = substitute(element, values) if "$" in element else element
+            if not expanded:
+                continue
+            if not _mentions(element, "ORIGIN"):
+                expanded = rooted(expanded)
+            while len(expanded) > 1 and expanded.endswith("/"):
+                expanded = expanded[:-1]
+        else:
+            expanded = ""
+        if expanded not in dirs:
+            dirs.append(expanded)
+    return tuple(dirs)
+
+
 def _mentions(text: str, token: str) -> bool:
     return any((m.group(1) or m.group(2)) == token for m in _DST.finditer(text))
+
+
+def _is_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _join(directory: str, sub: str) -> str:

@@ -16,8 +16,11 @@ from dataclasses import dataclass
 
 from bazel_ldfix.errors import BadInputError
 
+# "\tNAME => PATH (0xADDR)", "\tPATH (0xADDR)" (name and path equal), "\tNAME => not found".
 _LINE = re.compile(r"^\t(?P<name>.+?)(?: => (?P<path>.*?))?(?: \((?P<addr>0x[0-9a-f]+)\))?$")
-_FATAL = re.compile(r"error while loading shared libraries: (?P<name>[^:]+): (?P<message>.*)$")
+_FATAL = "error while loading shared libraries: "
+# Printed instead of a listing when the file has no DT_NEEDED at all (rtld.c).
+_STATIC = "\tstatically linked"
 
 
 @dataclass(frozen=True)
@@ -32,12 +35,18 @@ class Trace:
 
     file: str
     objects: tuple[TracedObject, ...]
-    error: str | None
+    error: str | None          # "OBJECT: MESSAGE", as after "error while loading ...: "
     returncode: int
+    static: bool = False       # "statically linked": no DT_NEEDED, nothing listed
 
     @property
     def missing(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(o.name for o in self.objects if o.path is None))
+
+    @property
+    def signal(self) -> int | None:
+        """The signal that killed the loader (SIGBUS on a truncated library), if any."""
+        return -self.returncode if self.returncode < 0 else None
 
 
 def run_trace(interp: str, file: str, *, library_path: str | None, inhibit_cache: bool,
@@ -61,14 +70,19 @@ def run_trace(interp: str, file: str, *, library_path: str | None, inhibit_cache
         proc = subprocess.run(cmd, env=run_env, cwd=cwd, capture_output=True, timeout=120,
                               check=False)
     except OSError as exc:
-        raise BadInputError(f"cannot run the program interpreter {interp}: {exc.strerror}") from None
+        raise BadInputError(
+            f"cannot run the program interpreter {interp}: {exc.strerror}") from None
     return parse_trace(file, proc.stdout.decode("utf-8", "surrogateescape"),
                        proc.stderr.decode("utf-8", "surrogateescape"), proc.returncode)
 
 
 def parse_trace(file: str, stdout: str, stderr: str, returncode: int) -> Trace:
     objects = []
+    static = False
     for line in stdout.splitlines():
+        if line == _STATIC:
+            static = True
+            continue
         match = _LINE.match(line)
         if not match:
             continue
@@ -81,7 +95,7 @@ def parse_trace(file: str, stdout: str, stderr: str, returncode: int) -> Trace:
             objects.append(TracedObject(name, path))
     error = None
     for line in stderr.splitlines():
-        fatal = _FATAL.search(line)
-        if fatal:
-            error = f"{fatal.group('name')}: {fatal.group('message')}"
-    return Trace(file, tuple(objects), error, returncode)
+        at = line.find(_FATAL)
+        if at >= 0:
+            error = line[at + len(_FATAL):]
+    return Trace(file, tuple(objects), error, returncode, static)
