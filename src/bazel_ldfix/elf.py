@@ -160,10 +160,12 @@ def parse_header(data: bytes, path: str) -> ElfHeader:
     ident = data[:16]
     order = "<" if ident[5] == ELFDATA2LSB else ">"
     if ident[4] == ELFCLASS64:
-        e_type, e_machine, e_version, _entry, e_phoff = struct.unpack_from(order + "HHIQQ", data, 16)
+        e_type, e_machine, e_version, _entry, e_phoff = struct.unpack_from(
+            order + "HHIQQ", data, 16)
         e_phentsize, e_phnum = struct.unpack_from(order + "HH", data, 54)
     else:
-        e_type, e_machine, e_version, _entry, e_phoff = struct.unpack_from(order + "HHIII", data, 16)
+        e_type, e_machine, e_version, _entry, e_phoff = struct.unpack_from(
+            order + "HHIII", data, 16)
         e_phentsize, e_phnum = struct.unpack_from(order + "HH", data, 42)
     return ElfHeader(ident, e_type, e_machine, e_version, e_phoff, e_phentsize, e_phnum)
 
@@ -224,7 +226,8 @@ def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
     for p_type, p_offset, _vaddr, p_filesz, _memsz in phdrs:
         if p_type == PT_INTERP and interp is None:
             interp = reader.cstring(p_offset)
-        elif p_type == PT_DYNAMIC and dynamic is None:
+        elif p_type == PT_DYNAMIC:
+            # The loader keeps the last PT_DYNAMIC it sees (rtld.c, _dl_map_object_from_fd).
             if p_filesz > _MAX_DYNAMIC:
                 raise NotElfError(f"{reader.path}: PT_DYNAMIC segment is implausibly large")
             dynamic = reader.read(p_offset, p_filesz)
@@ -238,7 +241,8 @@ def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
             break
         tags.append((tag, value))
 
-    strtab = next((v for t, v in tags if t == DT_STRTAB), None)
+    last = dict(tags)  # a repeated tag: the loader keeps the last (get-dynamic-info.h)
+    strtab = last.get(DT_STRTAB)
 
     def string(value: int) -> str:
         if strtab is None:
@@ -246,12 +250,11 @@ def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
         return reader.cstring(_file_offset(phdrs, strtab, reader.path) + value)
 
     needed = tuple(string(v) for t, v in tags if t == DT_NEEDED)
-    first = {t: v for t, v in reversed(tags)}  # the loader keeps the first of each tag
-    soname = string(first[DT_SONAME]) if DT_SONAME in first else None
-    rpath = string(first[DT_RPATH]) if DT_RPATH in first else None
-    runpath = string(first[DT_RUNPATH]) if DT_RUNPATH in first else None
+    soname = string(last[DT_SONAME]) if DT_SONAME in last else None
+    rpath = string(last[DT_RPATH]) if DT_RPATH in last else None
+    runpath = string(last[DT_RUNPATH]) if DT_RUNPATH in last else None
     return ElfInfo(reader.path, header, interp, True, needed, soname, rpath, runpath,
-                   first.get(DT_FLAGS_1, 0))
+                   last.get(DT_FLAGS_1, 0))
 
 
 def _file_offset(phdrs: list[tuple[int, int, int, int, int]], vaddr: int, path: str) -> int:
