@@ -1,0 +1,304 @@
+"""Running Bazel, and reading what it says about the tests it would run.
+
+The test executables come from the Build Event Protocol of one ``bazel test`` step that
+builds everything the user's command builds but runs no test (a test tag filter that no
+test matches). That works from Bazel 4 to 8, builds with exactly the user's options and rc
+files (so the real ``bazel test`` that follows reuses every output), and its
+``structuredCommandLine`` event carries the canonical command line, with the options that
+came from rc files, which decides the environment the tests get.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from urllib.parse import unquote, urlparse
+
+from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
+
+NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
+# What Bazel says about the tag filter of the build step, which would only mislead.
+_BUILD_STEP_NOISE = ("All specified test targets were excluded by filters",
+                     "No test targets were found, yet testing was requested",
+                     "and 0 test targets...")
+
+
+@dataclass(frozen=True)
+class Bazel:
+    """How to start Bazel the way the user does."""
+
+    executable: str
+    cwd: str
+    env: Mapping[str, str]
+    startup: tuple[str, ...] = ()
+
+    def argv(self, command: str, args: Sequence[str]) -> list[str]:
+        return [self.executable, *self.startup, command, *args]
+
+    def capture(self, command: str, args: Sequence[str]) -> str:
+        """Run a query-like command; its stdout, or BazelError with its stderr."""
+        cmd = self.argv(command, args)
+        proc = self._run(cmd, capture=True)
+        if proc.returncode != 0:
+            raise _failure(cmd, proc.returncode, proc.stderr)
+        return proc.stdout
+
+    def stream(self, command: str, args: Sequence[str], *,
+               hide: Sequence[str] = ()) -> int:
+        """Run with Bazel's output going to ours as it comes; its exit code.
+
+        With ``hide``, Bazel's stdout and stderr both go to our stderr, line by line,
+        except lines containing one of those strings. SIGINT and SIGTERM sent to this
+        process are passed on to Bazel (which then stops cleanly); from a terminal,
+        Ctrl-C reaches both of us anyway.
+        """
+        cmd = self.argv(command, args)
+        try:
+            child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env),
+                                     stdout=subprocess.PIPE if hide else None,
+                                     stderr=subprocess.STDOUT if hide else None)
+        except OSError as exc:
+            raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
+                                     cmd) from None
+
+        def forward(signum: int, _frame: FrameType | None) -> None:
+            child.send_signal(signum)
+
+        old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            if child.stdout is not None:
+                for raw in child.stdout:
+                    if not any(h.encode() in raw for h in hide):
+                        sys.stderr.buffer.write(raw)
+                        sys.stderr.buffer.flush()
+            return child.wait()
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+
+    def _run(self, cmd: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(cmd, cwd=self.cwd, env=dict(self.env), text=True,
+                                  capture_output=capture, check=False)
+        except OSError as exc:
+            raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
+                                     cmd) from None
+
+
+def _failure(cmd: Sequence[str], returncode: int, stderr: str) -> BazelError:
+    if "only supported from within a workspace" in stderr or "not within a workspace" in stderr \
+            or "within a Bazel workspace" in stderr:
+        return NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "
+                                  "above the current directory)", cmd)
+    return BazelError(f"`{' '.join(cmd)}` failed", cmd, returncode, stderr)
+
+
+def output_base(bazel: Bazel) -> str:
+    """``bazel info output_base`` (depends on startup options only)."""
+    value = bazel.capture("info", ["output_base"]).strip()
+    if not value:
+        raise BazelError("`bazel info output_base` printed nothing",
+                         bazel.argv("info", ["output_base"]))
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class TestTarget:
+    label: str
+    executable: str
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BuildEvents:
+    """What one build step said about itself."""
+
+    tests: tuple[TestTarget, ...]
+    options: tuple[Option, ...]     # canonical command options, rc files included, in order
+    version: str | None
+    workspace: str | None
+    exit_code: int | None
+
+
+def parse_bep(lines: Iterable[str]) -> BuildEvents:
+    """Read a ``--build_event_json_file``: test targets, their executables, the options."""
+    kinds: dict[str, str] = {}
+    is_test: set[str] = set()
+    outputs: dict[str, list[str]] = {}
+    tags: dict[str, tuple[str, ...]] = {}
+    sets: dict[str, tuple[list[str], list[str]]] = {}
+    options: list[Option] = []
+    version = workspace = None
+    exit_code = None
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a truncated last line when Bazel was interrupted
+        ident = event.get("id", {})
+        if "started" in event:
+            version = event["started"].get("buildToolVersion") or None
+            workspace = event["started"].get("workspaceDirectory") or None
+        if "targetConfigured" in ident and "configured" in event:
+            label = ident["targetConfigured"]["label"]
+            kinds[label] = event["configured"].get("targetKind", "")
+            if event["configured"].get("testSize") or kinds[label].endswith("_test rule"):
+                is_test.add(label)
+        if "targetCompleted" in ident and "completed" in event:
+            label = ident["targetCompleted"]["label"]
+            done = event["completed"]
+            if done.get("success"):
+                files = [f["uri"] for f in done.get("importantOutput", []) if "uri" in f]
+                for group in done.get("outputGroup", []):
+                    if group.get("name") == "default":
+                        files += [f"set:{s['id']}" for s in group.get("fileSets", [])]
+                outputs[label] = files
+                tags[label] = tuple(done.get("tag", []))
+        if "namedSet" in ident and "namedSetOfFiles" in event:
+            named = event["namedSetOfFiles"]
+            sets[ident["namedSet"]["id"]] = (
+                [f["uri"] for f in named.get("files", []) if "uri" in f],
+                [s["id"] for s in named.get("fileSets", [])])
+        if ident.get("structuredCommandLine", {}).get("commandLineLabel") == "canonical":
+            for section in event["structuredCommandLine"].get("sections", []):
+                if section.get("sectionLabel") == "command options":
+                    for opt in section.get("optionList", {}).get("option", []):
+                        options.append(Option(opt.get("optionName", ""),
+                                              opt.get("optionValue", "")))
+        if "buildFinished" in event:
+            exit_code = event["buildFinished"].get("exitCode", {}).get("code", 0)
+
+    tests = []
+    for label in sorted(is_test):
+        files = _expand(outputs.get(label, []), sets)
+        executable = _executable(label, files)
+        if executable:
+            tests.append(TestTarget(label, executable, tags.get(label, ())))
+    return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code)
+
+
+def _expand(files: list[str], sets: Mapping[str, tuple[list[str], list[str]]]) -> list[str]:
+    out: list[str] = []
+    pending = list(files)
+    seen: set[str] = set()
+    while pending:
+        item = pending.pop(0)
+        if not item.startswith("set:"):
+            out.append(item)
+            continue
+        key = item[4:]
+        if key in seen or key not in sets:
+            continue
+        seen.add(key)
+        uris, children = sets[key]
+        pending += uris + [f"set:{c}" for c in children]
+    return [_path(u) for u in dict.fromkeys(out)]
+
+
+def _path(uri: str) -> str:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def _executable(label: str, files: Sequence[str]) -> str | None:
+    """The output named after the target (a test's executable), else the first file."""
+    name = label.rsplit(":", 1)[-1]
+    for path in files:
+        if os.path.basename(path) == name.rsplit("/", 1)[-1] and os.path.isfile(path):
+            return path
+    return None
+
+
+def build_tests(bazel: Bazel, args: Sequence[str]) -> tuple[BuildEvents, int]:
+    """Build what ``bazel test ARGS`` would build, run no test; the events and exit code.
+
+    Bazel's own progress goes to stderr as usual, so build failures are seen as they happen.
+    """
+    with tempfile.TemporaryDirectory(prefix="bazel-ldfix-") as tmp:
+        bep = os.path.join(tmp, "events.json")
+        own = [f"--build_event_json_file={bep}", f"--test_tag_filters={NO_TEST_TAG}",
+               "--nobuild_tests_only"]
+        code = bazel.stream("test", with_options(args, own), hide=_BUILD_STEP_NOISE)
+        try:
+            with open(bep, encoding="utf-8", errors="replace") as fh:
+                events = parse_bep(fh)
+        except FileNotFoundError:
+            events = BuildEvents((), (), None, None, None)
+    return events, code
+
+
+def with_options(args: Sequence[str], options: Sequence[str]) -> list[str]:
+    """Add options before a ``--``, after which Bazel reads only target patterns."""
+    if "--" in args:
+        at = list(args).index("--")
+        return [*args[:at], *options, *args[at:]]
+    return [*args, *options]
+
+
+def rule_env(bazel: Bazel, labels: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The ``env`` attribute of each test rule (``bazel query --output=xml``)."""
+    if not labels:
+        return {}
+    expr = " + ".join(labels)
+    xml = bazel.capture("query", ["--output=xml", expr])
+    return parse_rule_env(xml)
+
+
+def parse_rule_env(xml: str) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    root = ET.fromstring(xml)
+    for rule in root.iter("rule"):
+        env: dict[str, str] = {}
+        for node in rule:
+            if node.get("name") == "env":
+                for pair in node.iter("pair"):
+                    strings = [s.get("value", "") for s in pair.iter("string")]
+                    if len(strings) == 2:
+                        env[strings[0]] = strings[1]
+        out[rule.get("name", "")] = env
+    return out
+
+
+def test_env_setting(options: Sequence[Option], variable: str) -> tuple[bool, str | None]:
+    """The last ``--test_env`` for ``variable``: (given, value); value None = inherit."""
+    given, value = False, None
+    for opt in options:
+        if opt.name == "test_env":
+            name, eq, val = opt.value.partition("=")
+            if name == variable:
+                given, value = True, (val if eq else None)
+    return given, value
+
+
+def flag_value(options: Sequence[Option], name: str, default: bool) -> bool:
+    value = default
+    for opt in options:
+        if opt.name == name:
+            value = opt.value.lower() not in ("0", "false", "no")
+        elif opt.name == "no" + name:
+            value = False
+    return value
+
+
+def major_version(version: str | None) -> int | None:
+    if not version:
+        return None
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None

@@ -1,0 +1,216 @@
+"""Command-line interface: parse, call one library function, render.
+
+Library modules are imported inside the commands, so that ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
+
+if TYPE_CHECKING:
+    from bazel_ldfix import ldcache as ldcache_t
+    from bazel_ldfix.elf import ElfInfo
+    from bazel_ldfix.host import Host
+    from bazel_ldfix.loader import Environment, Loader
+    from bazel_ldfix.repair import Repair
+
+# Bazel's own exit code for "the build succeeded but no test was found".
+BAZEL_NO_TESTS = 4
+_PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
+                "help_option_names": ["-h", "--help"]}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="bazel-ldfix")
+def cli() -> None:
+    """Repair and explain Bazel tests that fail at load time."""
+
+
+def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+                        help="The bazel to run (default: $BAZEL, else bazel).")(func)
+    func = click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+                        help="A Bazel startup option, e.g. --output_user_root=DIR "
+                             "(repeatable).")(func)
+    func = click.option("--output-base", type=click.Path(file_okay=False), default=None,
+                        help="Use this output_base instead of asking Bazel.")(func)
+    func = click.option("--prepend", is_flag=True,
+                        help="Put the added directories before the existing entries.")(func)
+    return func
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@_bazel_options
+@click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
+              default="flags", show_default=True, help="How to print the result.")
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+        prepend: bool, fmt: str, bazel_args: tuple[str, ...]) -> None:
+    """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
+
+    Exit 0 when every missing library was located, 1 when some exist nowhere.
+    """
+    from bazel_ldfix import report
+
+    repair, code = _plan(bazel_path, startup, output_base, prepend, bazel_args)
+    if repair is None:
+        from bazel_ldfix.errors import BazelError
+        raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
+                         "see Bazel's output above")
+    render = {"flags": report.repair_flags, "shell": report.repair_shell,
+              "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
+    text = render(repair)
+    if fmt != "json":
+        click.echo(report.repair_summary(repair), err=True)
+    if text:
+        click.echo(text)
+    sys.exit(1 if repair.unresolved else 0)
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@_bazel_options
+@click.option("--dry-run", is_flag=True, help="Print the bazel command instead of running it.")
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+         prepend: bool, dry_run: bool, bazel_args: tuple[str, ...]) -> None:
+    """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
+
+    Exits with Bazel's own exit code.
+    """
+    from bazel_ldfix import report
+    from bazel_ldfix.bazel import with_options
+
+    try:
+        repair, code = _plan(bazel_path, startup, output_base, prepend, bazel_args)
+    except NoTestsError as exc:
+        click.echo(f"bazel-ldfix: {exc}", err=True)
+        sys.exit(BAZEL_NO_TESTS)
+    if repair is None:
+        sys.exit(code)  # the build failed; Bazel has said why
+    click.echo(report.repair_summary(repair), err=True)
+    bazel = _make_bazel(bazel_path, startup)
+    args = with_options(bazel_args, repair.flags)
+    if dry_run:
+        click.echo(shlex.join(bazel.argv("test", args)))
+        sys.exit(0)
+    sys.exit(bazel.stream("test", args))
+
+
+def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Any:
+    from bazel_ldfix.bazel import Bazel
+
+    executable = bazel_path or os.environ.get("BAZEL") or "bazel"
+    return Bazel(executable, os.getcwd(), dict(os.environ), tuple(startup))
+
+
+def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | None,
+          prepend: bool, bazel_args: Sequence[str]) -> tuple[Repair | None, int]:
+    from bazel_ldfix import bazel as bz
+    from bazel_ldfix import repair
+
+    runner = _make_bazel(bazel_path, startup)
+    base = output_base or bz.output_base(runner)
+    if not os.path.isdir(base):
+        raise BadInputError(f"output_base {base} does not exist")
+    events, code = bz.build_tests(runner, bazel_args)
+    if code not in (0, BAZEL_NO_TESTS):
+        return None, code
+    if not events.tests:
+        raise NoTestsError("the target patterns select no test: "
+                           + (" ".join(a for a in bazel_args if not a.startswith("-")) or "(none)"))
+    labels = [t.label for t in events.tests]
+    test_env = repair.test_environment(events.options, os.environ,
+                                       bz.rule_env(runner, labels), labels, events.version)
+    inputs = [repair.TestInput(t.label, t.executable) for t in events.tests]
+    return repair.plan(inputs, test_env, base, _loader_factory(), _cache_factory(),
+                       prepend=prepend, on_error=_warn_unreadable), code
+
+
+def _warn_unreadable(path: str, exc: OSError) -> None:
+    click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
+
+
+@functools.cache
+def _host(interp: str) -> Host:
+    from bazel_ldfix.host import probe
+
+    return probe(interp, os.environ)
+
+
+def _loader_factory() -> Callable[[ElfInfo, Environment], Loader]:
+    from bazel_ldfix.loader import Loader
+    from bazel_ldfix.repair import host_for
+
+    def make(info: ElfInfo, env: Environment) -> Loader:
+        return Loader(host_for(info, _host), env)
+
+    return make
+
+
+CacheFor = Callable[["ElfInfo"], "Callable[[str], str | None] | None"]
+
+
+def _cache_factory(path: str = "/etc/ld.so.cache") -> CacheFor:
+    """Cache lookups as the program's own loader makes them (hwcaps, ISA level, flags)."""
+    from bazel_ldfix import ldcache
+    from bazel_ldfix.host import default_interp
+
+    try:
+        cache = ldcache.read_cache(path)
+    except BadInputError:
+        cache = None
+
+    def for_program(info: ElfInfo) -> Callable[[str], str | None] | None:
+        if cache is None:
+            return None
+        profile = _profile(info.interp or default_interp(info.elf_class, info.machine))
+        return functools.partial(profile.lookup, cache)
+
+    return for_program
+
+
+@functools.cache
+def _profile(interp: str) -> ldcache_t.LoaderProfile:
+    import subprocess
+
+    from bazel_ldfix import ldcache
+
+    try:
+        out = subprocess.run([interp, "--list-diagnostics"], capture_output=True, text=True,
+                             check=False, timeout=30).stdout
+    except OSError as exc:
+        raise BadInputError(f"cannot run the program interpreter {interp}: {exc.strerror}") \
+            from None
+    return ldcache.parse_diagnostics(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: LdfixError becomes one line on stderr and its exit code."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="bazel-ldfix",
+                 standalone_mode=False)
+    except LdfixError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted!", err=True)
+        return 130
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BrokenPipeError:
+        return 0
+    return 0

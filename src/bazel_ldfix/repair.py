@@ -1,0 +1,277 @@
+"""The repair: what each test cannot load, where those files are, and the merged value.
+
+The value a test would otherwise see is the base, and it is kept whole: entries are only
+ever added (after the base, or before it with ``prepend``), never dropped or replaced.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from bazel_ldfix import bazel, elf, index, pathlist
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.host import Host
+from bazel_ldfix.loader import Environment, Loader, Resolution
+
+VARIABLE = "LD_LIBRARY_PATH"
+_MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
+
+
+@dataclass(frozen=True)
+class TestEnvironment:
+    """LD_LIBRARY_PATH as Bazel would hand it to the tests, before any repair."""
+
+    base: tuple[str, ...]               # entries every test keeps, in order
+    source: str                         # where the base comes from, in words
+    current: Mapping[str, str | None]   # label -> the value that test gets today
+
+
+def test_environment(options: Sequence[bazel.Option], client_env: Mapping[str, str],
+                     rule_envs: Mapping[str, Mapping[str, str]], labels: Sequence[str],
+                     version: str | None) -> TestEnvironment:
+    """Apply Bazel's rules for a test's LD_LIBRARY_PATH.
+
+    Measured on Bazel 4.2.3: the last ``--test_env=LD_LIBRARY_PATH=V`` wins over everything;
+    a bare ``--test_env=LD_LIBRARY_PATH`` passes the client's value when the client has one;
+    with ``--incompatible_strict_action_env`` off (the default before Bazel 9) the client's
+    value reaches the test as well. Each of these replaces the rule's ``env`` attribute,
+    which applies only when none of them sets the variable. Since the repair is a
+    ``--test_env``, the entries of every rule's value are kept in the base too.
+    """
+    given, value = bazel.test_env_setting(options, VARIABLE)
+    major = bazel.major_version(version)
+    strict = bazel.flag_value(options, "incompatible_strict_action_env",
+                              default=major is not None and major >= 9)
+    rule_values = [rule_envs.get(label, {}).get(VARIABLE) for label in labels]
+    client = client_env.get(VARIABLE)
+    if given and value is not None:
+        base_value: str | None = value
+        source = f"--test_env={VARIABLE}={value}"
+    elif given and client is not None:
+        base_value, source = client, f"the client's {VARIABLE} (bare --test_env={VARIABLE})"
+    elif not strict and client is not None:
+        base_value = client
+        source = f"the client's {VARIABLE} (--incompatible_strict_action_env is off)"
+    else:
+        base_value, source = None, "nothing"
+    if base_value is not None:
+        # A --test_env value or the client's value replaces the rule's env attribute.
+        current: dict[str, str | None] = {label: base_value for label in labels}
+    else:
+        current = dict(zip(labels, rule_values, strict=True))
+    entries: list[str] = list(pathlist.split(base_value))
+    for rv in rule_values:
+        entries += pathlist.split(rv)
+    if any(rv is not None for rv in rule_values):
+        source += ", plus the env attribute of the test rules"
+    return TestEnvironment(pathlist.merge(entries, ()), source, current)
+
+
+@dataclass(frozen=True)
+class Missing:
+    soname: str
+    needed_by: tuple[str, ...]
+    dir: str | None
+    passed_over: tuple[index.PassedOver, ...]
+
+
+@dataclass(frozen=True)
+class TestResult:
+    label: str
+    executable: str
+    missing_before: tuple[str, ...]
+    missing_after: tuple[str, ...]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Repair:
+    output_base: str
+    base: tuple[str, ...]
+    base_source: str
+    tests: tuple[TestResult, ...]
+    missing: tuple[Missing, ...]
+    added: tuple[str, ...]
+    ld_library_path: str | None    # the merged value; None when nothing needs adding
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        if self.ld_library_path is None:
+            return ()
+        return (f"--test_env={VARIABLE}={self.ld_library_path}",)
+
+    @property
+    def unresolved(self) -> tuple[str, ...]:
+        return tuple(m.soname for m in self.missing if m.dir is None)
+
+
+@dataclass(frozen=True)
+class TestInput:
+    label: str
+    executable: str
+
+
+def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
+         make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+         cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+         *, prepend: bool = False,
+         on_error: Callable[[str, OSError], None] | None = None) -> Repair:
+    """Find what the tests cannot load and the directories that fix it.
+
+    Each round resolves every test in the environment it would get with the directories
+    found so far; a library found in one round can reveal its own missing dependencies in
+    the next. The executables' closures go first, so that a dependency is reported as
+    needed by the library that really needs it; the other shared objects of the runfiles
+    (which a test may dlopen) follow.
+    """
+    subjects = [_Subject.of(t) for t in tests]
+    roots = [os.path.join(output_base, "external")]
+    scan = _Scan(subjects, make_loader, cache_for)
+    # A separate scan, so that "needed by" comes from the rounds below (closures first).
+    before = {s.label: missing for s, missing, _ in
+              _Scan(subjects, make_loader, cache_for).run(env.current, extras=True)}
+    choices: dict[str, index.Choice] = {}
+    added: list[str] = []
+
+    def current() -> Mapping[str, str | None]:
+        if not added:
+            return env.current
+        value = pathlist.join(pathlist.merge(env.base, added, prepend=prepend))
+        return {s.label: value for s in subjects}
+
+    for extras in (False, True):
+        for _ in range(_MAX_ROUNDS):
+            scan.run(current(), extras=extras)
+            new = [name for name in scan.needed_by if name not in choices]
+            if not new or scan.expect is None:
+                break
+            preferred = index.preferred_dirs(
+                sorted(scan.linked, key=lambda p: "/_solib_" not in p))
+            located = index.locate(new, roots, scan.expect, preferred, on_error)
+            choices.update(located)
+            added += [c.dir for c in located.values() if c.dir and c.dir not in added]
+            if not any(c.dir for c in located.values()):
+                break
+    after = {s.label: (missing, error) for s, missing, error in scan.run(current(), extras=True)}
+    merged = pathlist.join(pathlist.merge(env.base, added, prepend=prepend)) if added else None
+    missing_out = tuple(
+        Missing(name, tuple(scan.needed_by.get(name, ())), c.dir, c.passed_over)
+        for name, c in choices.items())
+    results_out = tuple(TestResult(s.label, s.executable, before[s.label], *after[s.label])
+                        for s in subjects)
+    return Repair(output_base, env.base, env.source, results_out, missing_out, tuple(added),
+                  merged)
+
+
+class _Scan:
+    """Resolves every test, collecting missing names (and who needs them) across runs."""
+
+    def __init__(self, subjects: Sequence[_Subject],
+                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None]) -> None:
+        self.subjects = subjects
+        self.make_loader = make_loader
+        self.cache_for = cache_for
+        self.needed_by: dict[str, list[str]] = {}
+        self.linked: dict[str, None] = {}
+        self.expect: elf.ElfHeader | None = None
+
+    def run(self, values: Mapping[str, str | None], *, extras: bool
+            ) -> list[tuple[_Subject, tuple[str, ...], str | None]]:
+        out = []
+        for subject in self.subjects:
+            missing: dict[str, None] = {}
+            error = None
+            for res in subject.resolve(self.make_loader, self.cache_for,
+                                       values.get(subject.label), extras=extras):
+                self.expect = self.expect or res.info.header
+                error = error or res.error
+                for lib in res.libraries:
+                    if lib.path is not None:
+                        self.linked.setdefault(lib.path, None)
+                    elif lib.error is None:
+                        missing.setdefault(lib.name, None)
+                        bucket = self.needed_by.setdefault(lib.name, [])
+                        bucket += [p for p in lib.needed_by if p not in bucket]
+            out.append((subject, tuple(missing), error))
+        return out
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """One test: its executable (when it is ELF) and the shared objects in its runfiles."""
+
+    label: str
+    executable: str
+    info: elf.ElfInfo | None
+    extras: tuple[str, ...]
+    cwd: str
+
+    @classmethod
+    def of(cls, test: TestInput) -> _Subject:
+        try:
+            info: elf.ElfInfo | None = elf.read_elf(test.executable)
+        except BadInputError:
+            info = None  # a script (sh_test, py_test): only its runfiles are examined
+        runfiles = test.executable + ".runfiles"
+        extras = tuple(sorted(_runfiles_libraries(runfiles, info)))
+        return cls(test.label, test.executable, info, extras, _test_cwd(test, runfiles))
+
+    def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                library_path: str | None, *, extras: bool) -> list[Resolution]:
+        if self.info is not None:
+            env = Environment(library_path, self.cwd, cache_for(self.info))
+            return [make_loader(self.info, env).resolve(
+                self.executable, self.extras if extras else ())]
+        out = []
+        for path in self.extras:
+            info = elf.read_elf(path)
+            env = Environment(library_path, self.cwd, cache_for(info))
+            out.append(make_loader(info, env).resolve(path))
+        return out
+
+
+def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None) -> list[str]:
+    """Shared objects in a runfiles tree that the loader would accept for this program."""
+    if not os.path.isdir(runfiles):
+        return []
+    out: list[str] = []
+    seen: set[str] = set()
+    for paths in index.walk(runfiles).values():
+        for path in paths:
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.add(real)
+            try:
+                header = elf.read_header(path)
+            except BadInputError:
+                continue
+            if header.type != elf.ET_DYN:
+                continue
+            if program is not None and index.check_candidate(path, program.header) is not None:
+                continue
+            out.append(path)
+    return out
+
+
+def _test_cwd(test: TestInput, runfiles: str) -> str:
+    """Bazel starts a test in ``<runfiles>/<workspace name>``."""
+    package_path = test.label.split("//", 1)[-1].replace(":", "/").lstrip("/")
+    try:
+        names = sorted(os.listdir(runfiles))
+    except OSError:
+        return os.path.dirname(test.executable)
+    for name in names:
+        if os.path.lexists(os.path.join(runfiles, name, package_path)):
+            return os.path.join(runfiles, name)
+    return runfiles
+
+
+def host_for(info: elf.ElfInfo, probe: Callable[[str], Host]) -> Host:
+    from bazel_ldfix.host import default_interp, real_interp
+    interp = info.interp or default_interp(info.elf_class, info.machine)
+    return probe(real_interp(interp))

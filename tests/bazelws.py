@@ -1,0 +1,103 @@
+"""Small real Bazel workspaces for end-to-end tests (Debian's Bazel 4.2.3, offline).
+
+Each workspace gets its own output_base under the test's temporary directory (a ``startup``
+line in its .bazelrc), shares Bazel's install base, and is shut down when the test ends.
+External "SDK" repositories are plain directories with gcc-built libraries, brought in with
+``new_local_repository`` (which Bazel exposes through symlinks, as real SDKs often are).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elfbuild import cc
+
+REPO = Path(__file__).resolve().parent.parent
+OFFLINE = REPO / "examples" / "offline"
+BAZEL = os.environ.get("BAZEL") or shutil.which("bazel")
+
+
+def offline_rc() -> str:
+    lines = []
+    for command in ("build", "query", "fetch", "sync"):
+        for repo in ("rules_cc", "rules_java", "remote_coverage_tools"):
+            lines.append(f"{command} --override_repository={repo}={OFFLINE / repo}")
+    return "\n".join(lines) + "\n"
+
+
+def sdk(root: Path, name: str, soversion: str, *, needs: Sequence[Path] = (),
+        src: str | None = None) -> Path:
+    """``root/lib/lib<name>.so.<soversion>`` plus the unversioned dev symlink and a BUILD."""
+    real = root / "lib" / f"lib{name}.so.{soversion}"
+    flags = ["-shared", f"-Wl,-soname,{real.name}"]
+    for dep in needs:
+        flags += ["-L", str(dep.parent), f"-l:{dep.name}"]
+    cc(real, *flags, src=src or f"int {name}_value(void){{return {soversion};}}")
+    (root / "lib" / f"lib{name}.so").symlink_to(real.name)
+    return real
+
+
+def import_repository(name: str, path: Path, library: str) -> str:
+    """A WORKSPACE stanza importing ``lib/lib<library>.so`` the way SDK BUILD files do."""
+    build = ('package(default_visibility = ["//visibility:public"])\n'
+             f'cc_import(name = "{library}", shared_library = "lib/lib{library}.so")\n')
+    return (f'new_local_repository(name = "{name}", path = "{path}", '
+            f"build_file_content = {json.dumps(build)})\n")
+
+
+@dataclass
+class Workspace:
+    root: Path
+    output_base: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def bazel(self, *args: str, env: Mapping[str, str] | None = None,
+              check: bool = False) -> subprocess.CompletedProcess[str]:
+        assert BAZEL
+        return subprocess.run([BAZEL, *args], cwd=self.root, env={**self.env, **(env or {})},
+                              capture_output=True, text=True, check=check)
+
+    def ldfix(self, *args: str, env: Mapping[str, str] | None = None,
+              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bazel_ldfix", *args],
+                              cwd=cwd or self.root, env={**self.env, **(env or {})},
+                              capture_output=True, text=True)
+
+    def test_log(self, package: str, name: str) -> str:
+        path = self.root / "bazel-testlogs" / package / name / "test.log"
+        return path.read_text(errors="replace")
+
+    def shutdown(self) -> None:
+        self.bazel("shutdown")
+
+
+def make_workspace(root: Path, files: Mapping[str, str], *, env: Mapping[str, str]) -> Workspace:
+    output_base = root.parent / (root.name + "-output-base")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "WORKSPACE").write_text('workspace(name = "ws")\n' + files.get("WORKSPACE", ""))
+    (root / ".bazelrc").write_text(
+        f"startup --output_base={output_base}\n"
+        "startup --max_idle_secs=300\n"
+        + offline_rc() + files.get(".bazelrc", ""))
+    for rel, text in files.items():
+        if rel in ("WORKSPACE", ".bazelrc"):
+            continue
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return Workspace(root, output_base, dict(env))
+
+
+def clean_env() -> dict[str, str]:
+    """The environment of a CI job: no LD_LIBRARY_PATH unless a test sets one."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"),
+                                                      env.get("PYTHONPATH")]))
+    return env

@@ -1,0 +1,191 @@
+"""End to end with a real Bazel: tests that die in the loader pass under bazel-ldfix.
+
+One workspace serves the module (a Bazel server start and the C++ toolchain set-up cost
+tens of seconds); each test runs its own Bazel commands against it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bazelws import BAZEL, Workspace, clean_env, import_repository, make_workspace, sdk
+from elfbuild import cc, patch_machine
+
+pytestmark = [pytest.mark.bazel,
+              pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
+
+LOADS_XY = """
+int xdemo_value(void); int ydemo_value(void);
+int main(void) { return xdemo_value() == 11 && ydemo_value() == 13 ? 0 : 1; }
+"""
+LOADS_X = """
+int xdemo_value(void);
+int main(void) { return xdemo_value() == 11 ? 0 : 1; }
+"""
+LOADS_XYZ = """
+int xdemo_value(void); int ydemo_value(void); int zdemo_value(void);
+int main(void) { return xdemo_value() + ydemo_value() + zdemo_value() == 27 ? 0 : 1; }
+"""
+LOADS_BUT_FAILS = """
+int xdemo_value(void);
+int main(void) { return xdemo_value() == 11 ? 1 : 0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    top = tmp_path_factory.mktemp("e2e")
+    ylib = sdk(top / "sdks" / "ysdk", "ydemo", "13")
+    sdk(top / "sdks" / "xsdk", "xdemo", "11", needs=[ylib])
+    # An aarch64 copy that a careless glob would pick first (sorted before "lib").
+    decoy = top / "sdks" / "ysdk" / "aarch64" / "libydemo.so.13"
+    decoy.parent.mkdir()
+    decoy.write_bytes(ylib.read_bytes())
+    patch_machine(decoy, 183)
+    # A library outside Bazel, reachable only through a value the user already has.
+    zlib = cc(top / "zdir" / "libzdemo.so.3", "-shared", "-Wl,-soname,libzdemo.so.3",
+              src="int zdemo_value(void){return 3;}")
+    deps = '["@xsdk//:xdemo", "@ysdk//:ydemo"]'
+    z_link = f'linkopts = ["-L{zlib.parent}", "-l:libzdemo.so.3"]'
+    files = {
+        "WORKSPACE": import_repository("xsdk", top / "sdks" / "xsdk", "xdemo")
+        + import_repository("ysdk", top / "sdks" / "ysdk", "ydemo"),
+        "t/BUILD": f"""
+cc_test(name = "needs_xy", srcs = ["xy.c"], deps = {deps})
+cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@xsdk//:xdemo"])
+cc_test(name = "needs_xyz", srcs = ["xyz.c"], deps = {deps}, {z_link})
+cc_test(name = "with_env", srcs = ["xyz.c"], deps = {deps}, {z_link},
+        env = {{"LD_LIBRARY_PATH": "{zlib.parent}"}})
+cc_test(name = "fails", srcs = ["fails.c"], deps = {deps})
+cc_test(name = "plain", srcs = ["plain.c"])
+cc_binary(name = "tool", srcs = ["plain.c"])
+""",
+        "t/xy.c": LOADS_XY, "t/x.c": LOADS_X, "t/xyz.c": LOADS_XYZ, "t/fails.c": LOADS_BUT_FAILS,
+        "t/plain.c": "int main(void) { return 0; }\n",
+    }
+    workspace = make_workspace(top / "ws", files, env=clean_env())
+    workspace.zdir = zlib.parent  # type: ignore[attr-defined]
+    yield workspace
+    workspace.shutdown()
+
+
+def test_plain_bazel_test_fails_in_the_loader_and_ldfix_test_passes(ws: Workspace) -> None:
+    plain = ws.bazel("test", "//t:needs_xy")
+    assert plain.returncode == 3, plain.stderr
+    assert "libxdemo.so.11: cannot open shared object file" in ws.test_log("t", "needs_xy")
+
+    fixed = ws.ldfix("test", "//t:needs_xy")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "//t:needs_xy" in fixed.stdout + fixed.stderr
+    assert "PASSED" in fixed.stdout + fixed.stderr
+
+
+def test_env_json_follows_dependencies_and_passes_over_the_wrong_machine(
+        ws: Workspace) -> None:
+    # needs_x links only libxdemo; libydemo.so.13 is needed by libxdemo.so.11 itself, so it
+    # shows up once that is found, and is not beside anything the test links: found by a
+    # walk through the symlinked repository, past an aarch64 copy.
+    result = ws.ldfix("env", "--format", "json", "//t:needs_x")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    output_base = ws.bazel("info", "output_base").stdout.strip()
+    assert doc["output_base"] == output_base
+    by_name = {m["soname"]: m for m in doc["missing"]}
+    assert set(by_name) == {"libxdemo.so.11", "libydemo.so.13"}
+    sdks = Path(ws.root).parent / "sdks"
+    x, y = by_name["libxdemo.so.11"], by_name["libydemo.so.13"]
+    assert Path(x["dir"], "libxdemo.so.11").resolve() == sdks / "xsdk/lib/libxdemo.so.11"
+    assert Path(y["dir"], "libydemo.so.13").resolve() == sdks / "ysdk/lib/libydemo.so.13"
+    assert y["dir"].startswith(os.path.join(output_base, "external", "ysdk"))
+    assert [p["reason"] for p in y["passed_over"]] == ["wrong machine: aarch64"]
+    assert all(name.endswith("/t/needs_x") for name in x["needed_by"])
+    assert y["needed_by"] == [str(Path(x["dir"]) / "libxdemo.so.11")]
+    assert doc["ld_library_path"] == f"{x['dir']}:{y['dir']}"
+    assert doc["flags"] == [f"--test_env=LD_LIBRARY_PATH={doc['ld_library_path']}"]
+    assert ws.ldfix("test", "//t:needs_x").returncode == 0
+
+
+def test_an_existing_test_env_value_is_kept(ws: Workspace) -> None:
+    zdir = str(ws.zdir)  # type: ignore[attr-defined]
+    result = ws.ldfix("test", f"--test_env=LD_LIBRARY_PATH={zdir}", "//t:needs_xyz")
+    assert result.returncode == 0, result.stderr
+    shown = ws.ldfix("env", "--format", "json", f"--test_env=LD_LIBRARY_PATH={zdir}",
+                     "//t:needs_xyz")
+    assert json.loads(shown.stdout)["ld_library_path"].split(":")[0] == zdir
+
+
+def test_the_clients_ld_library_path_is_kept(ws: Workspace) -> None:
+    zdir = str(ws.zdir)  # type: ignore[attr-defined]
+    plain = ws.bazel("test", "//t:needs_xyz", env={"LD_LIBRARY_PATH": zdir})
+    assert plain.returncode == 3
+    result = ws.ldfix("test", "//t:needs_xyz", env={"LD_LIBRARY_PATH": zdir})
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_rule_env_value_is_kept(ws: Workspace) -> None:
+    result = ws.ldfix("test", "//t:with_env")
+    assert result.returncode == 0, result.stderr
+
+
+def test_prepend_puts_new_directories_first(ws: Workspace) -> None:
+    zdir = str(ws.zdir)  # type: ignore[attr-defined]
+    shown = ws.ldfix("env", "--prepend", "--format", "json",
+                     f"--test_env=LD_LIBRARY_PATH={zdir}", "//t:needs_xyz")
+    assert json.loads(shown.stdout)["ld_library_path"].split(":")[-1] == zdir
+
+
+def test_nothing_is_added_when_nothing_is_missing(ws: Workspace) -> None:
+    result = ws.ldfix("env", "--format", "json", "//t:plain")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["missing"] == [] and doc["flags"] == [] and doc["ld_library_path"] is None
+    dry = ws.ldfix("test", "--dry-run", "//t:plain")
+    assert dry.returncode == 0
+    assert "--test_env" not in dry.stdout
+
+
+def test_bazels_exit_code_is_passed_through(ws: Workspace) -> None:
+    assert ws.ldfix("test", "//t:fails").returncode == 3
+    broken = ws.ldfix("test", "//t:no_such_target")
+    assert broken.returncode == 1
+    assert "Traceback" not in broken.stderr
+
+
+def test_options_before_a_double_dash_and_target_patterns_after_it(ws: Workspace) -> None:
+    dry = ws.ldfix("test", "--dry-run", "--", "--test_output=errors", "--", "//t:needs_xy")
+    assert dry.returncode == 0, dry.stderr
+    words = dry.stdout.split()
+    assert words.index("--") > max(i for i, w in enumerate(words) if w.startswith("--test_env"))
+
+
+def test_patterns_that_select_no_test(ws: Workspace) -> None:
+    env = ws.ldfix("env", "//t:tool")
+    assert env.returncode == 67
+    assert env.stderr.strip().splitlines()[-1].startswith("error: the target patterns select")
+    assert ws.ldfix("test", "//t:tool").returncode == 4
+
+
+def test_outside_a_workspace(ws: Workspace, tmp_path: Path) -> None:
+    result = ws.ldfix("env", "//...", cwd=tmp_path)
+    assert result.returncode == 64
+    assert result.stderr.strip().splitlines() == [
+        "error: not inside a Bazel workspace (no WORKSPACE or MODULE.bazel above the current "
+        "directory)"]
+
+
+def test_an_output_base_that_does_not_exist(ws: Workspace, tmp_path: Path) -> None:
+    result = ws.ldfix("env", "--output-base", str(tmp_path / "nope"), "//t:needs_xy")
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: output_base {tmp_path / 'nope'} does not exist"
+
+
+def test_given_output_base_skips_the_query(ws: Workspace) -> None:
+    output_base = ws.bazel("info", "output_base").stdout.strip()
+    result = ws.ldfix("env", "--output-base", output_base, "--format", "shell", "//t:needs_xy")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("export LD_LIBRARY_PATH=")
+    assert os.path.join(output_base, "external") in result.stdout

@@ -1,0 +1,45 @@
+"""Which LD_LIBRARY_PATH a test gets from Bazel, as measured on Bazel 4.2.3."""
+
+from __future__ import annotations
+
+from bazel_ldfix import repair
+from bazel_ldfix.bazel import Option
+
+LABELS = ["//p:plain", "//p:attr"]
+RULES = {"//p:attr": {"LD_LIBRARY_PATH": "/from/attr"}}
+
+
+def env(options: list[Option], client: dict[str, str]):  # type: ignore[no-untyped-def]
+    return repair.test_environment(options, client, RULES, LABELS, version=None)
+
+
+def test_without_anything_only_the_rule_attribute_applies() -> None:
+    result = env([], {})
+    assert dict(result.current) == {"//p:plain": None, "//p:attr": "/from/attr"}
+    assert result.base == ("/from/attr",)
+
+
+def test_the_last_test_env_value_replaces_the_rule_attribute() -> None:
+    opts = [Option("test_env", "LD_LIBRARY_PATH=/old"), Option("test_env", "LD_LIBRARY_PATH=/f")]
+    result = env(opts, {"LD_LIBRARY_PATH": "/client"})
+    assert dict(result.current) == {"//p:plain": "/f", "//p:attr": "/f"}
+    # The repair is itself a --test_env, so the attribute's entries are kept in the base.
+    assert result.base == ("/f", "/from/attr")
+
+
+def test_the_clients_value_reaches_tests_when_strict_action_env_is_off() -> None:
+    result = env([], {"LD_LIBRARY_PATH": "/client"})
+    assert dict(result.current) == {"//p:plain": "/client", "//p:attr": "/client"}
+    strict = env([Option("incompatible_strict_action_env", "1")], {"LD_LIBRARY_PATH": "/c"})
+    assert dict(strict.current) == {"//p:plain": None, "//p:attr": "/from/attr"}
+
+
+def test_a_bare_test_env_passes_the_clients_value_even_when_strict() -> None:
+    opts = [Option("incompatible_strict_action_env", "1"), Option("test_env", "LD_LIBRARY_PATH")]
+    assert dict(env(opts, {"LD_LIBRARY_PATH": "/c"}).current)["//p:plain"] == "/c"
+    assert dict(env(opts, {}).current) == {"//p:plain": None, "//p:attr": "/from/attr"}
+
+
+def test_strict_action_env_is_the_default_from_bazel_9() -> None:
+    result = repair.test_environment([], {"LD_LIBRARY_PATH": "/c"}, {}, ["//p:t"], version="9.0.0")
+    assert dict(result.current) == {"//p:t": None}
