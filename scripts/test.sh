@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every check of the project on a fresh Debian machine: installs Bazel
+# (Debian's bazel-bootstrap) when none is on PATH, the package and its test
+# tools into .venv, then ruff, mypy and the whole pytest suite.
+# Extra arguments go to pytest (e.g. `-m "not bazel"` for the quick part).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$root"
+
+if ! command -v bazel >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "test.sh: no bazel on PATH; installing Debian's bazel-bootstrap" >&2
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap >/dev/null
+fi
+if ! command -v cc >/dev/null 2>&1; then
+  echo "test.sh: the tests compile ELF files and need a C compiler (apt-get install gcc)" >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+
+.venv/bin/ruff check src tests tools benchmarks
+.venv/bin/mypy
+.venv/bin/pytest "$@"
