@@ -48,7 +48,7 @@ def test_a_wrong_machine_copy_is_passed_over_with_the_reason(tmp_path: Path) -> 
     choice = index.choose("libx.so.1", [str(arm), str(m32), str(good)], host_header())
     assert choice.dir == str(good.parent)
     assert {(p.path, p.reason) for p in choice.passed_over} == {
-        (str(arm), "wrong machine: aarch64"), (str(m32), "wrong ELF class: 32-bit")}
+        (str(arm), "wrong machine: aarch64"), (str(m32), "wrong ELF class: ELFCLASS32")}
 
 
 def test_the_directory_of_the_linked_library_is_preferred(tmp_path: Path) -> None:

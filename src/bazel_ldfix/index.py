@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
-from bazel_ldfix.errors import BadInputError, NotElfError
+from bazel_ldfix.errors import BadInputError
 
 
 @dataclass(frozen=True)
@@ -80,22 +80,19 @@ def walk(root: str, wanted: Callable[[str], bool] = looks_like_library,
 
 
 def check_candidate(path: str, expect: elf.ElfHeader) -> str | None:
-    """Why the loader would not take ``path`` for a program like ``expect`` (None: it would)."""
-    try:
-        header = elf.read_header(path)
-    except NotElfError as exc:
-        return f"not loadable: {str(exc).rsplit(': ', 1)[-1]}"
-    except BadInputError as exc:
-        return f"unreadable: {str(exc).rsplit(': ', 1)[-1]}"
-    if header.elf_class != expect.elf_class:
-        return f"wrong ELF class: {32 if header.elf_class == elf.ELFCLASS32 else 64}-bit"
-    if header.data != expect.data:
-        return "wrong byte order"
-    if header.machine != expect.machine:
-        return f"wrong machine: {elf.machine_name(header.machine)}"
-    if header.type != elf.ET_DYN:
-        return "not a shared object"
-    return None
+    """Why the loader would not take ``path`` for a program like ``expect`` (None: it would).
+
+    The loader's own decision (``loader.verify``), plus one rule of this search: only a
+    shared object is worth pointing LD_LIBRARY_PATH at.
+    """
+    from bazel_ldfix.loader import verify
+
+    verdict = verify(path, expect)
+    if verdict.info is not None:
+        return None if verdict.info.header.type == elf.ET_DYN else "not a shared object"
+    if verdict.fatal:
+        return f"not loadable: {verdict.reason}"
+    return verdict.reason or "not loadable"
 
 
 def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
