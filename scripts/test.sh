@@ -25,6 +25,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 
-.venv/bin/ruff check src tests tools benchmarks
+.venv/bin/ruff check
 .venv/bin/mypy
 .venv/bin/pytest "$@"
