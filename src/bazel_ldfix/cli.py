@@ -193,6 +193,114 @@ def _profile(interp: str) -> ldcache_t.LoaderProfile:
     return ldcache.parse_diagnostics(out)
 
 
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a tree.")
+@click.option("--library-path", metavar="P", default=None,
+              help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path).")
+@click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")
+@click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
+              help="Resolve as if DIR were / (a sysroot or container image).")
+def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
+            inhibit_cache: bool, root: str) -> None:
+    """Show how the loader finds each shared object FILES need, and why it misses any.
+
+    Exit 0 when everything resolves, 1 when something is missing, 2 for bad input.
+    """
+    from bazel_ldfix import report
+    from bazel_ldfix.resolve import resolve_file
+
+    options = _options(library_path, inhibit_cache, root)
+    results = []
+    bad = False
+    for path in files:
+        try:
+            results.append(resolve_file(path, options))
+        except BadInputError as exc:
+            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            bad = True
+    if results:
+        if as_json:
+            click.echo(report.resolutions_json(results))
+        else:
+            color = _color()
+            click.echo("\n".join(report.resolution_tree(r, color=color) for r in results))
+    sys.exit(2 if bad else 1 if any(r.missing or r.error for r in results) else 0)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--library-path", metavar="P", default=None,
+              help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path).")
+@click.option("--inhibit-cache/--use-cache", default=True, show_default=True,
+              help="Leave /etc/ld.so.cache out, so that it cannot hide a missing library.")
+@click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
+              help="Which of these directories are needed (repeatable).")
+def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
+          inhibit_cache: bool, matrix_dirs: tuple[str, ...]) -> None:
+    """Run the real loader on FILES (never the files themselves) and compare with the model.
+
+    Exit 0 when everything loads, 1 when something is missing, 2 for bad input, 3 when the
+    model disagrees with the loader.
+    """
+    from bazel_ldfix import check as checking
+    from bazel_ldfix import report
+
+    options = _options(library_path, inhibit_cache, "/")
+    bad = False
+    if matrix_dirs:
+        matrices = []
+        for path in files:
+            try:
+                matrices.append(checking.matrix(path, matrix_dirs, options))
+            except BadInputError as exc:
+                click.echo(f"error: {_explain_bad(exc)}", err=True)
+                bad = True
+        if matrices:
+            click.echo(report.matrix_json(matrices) if as_json
+                       else "\n".join(report.matrix_text(m) for m in matrices))
+        sys.exit(2 if bad else 0 if all(m.smallest is not None for m in matrices) else 1)
+    results = []
+    for path in files:
+        try:
+            results.append(checking.check_file(path, options))
+        except BadInputError as exc:
+            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            bad = True
+    if results:
+        color = _color()
+        click.echo(report.checks_json(results) if as_json
+                   else "\n".join(report.check_text(r, color=color) for r in results))
+    if bad:
+        sys.exit(2)
+    if any(r.disagreements for r in results):
+        sys.exit(3)
+    sys.exit(0 if all(r.loads for r in results) else 1)
+
+
+def _options(library_path: str | None, inhibit_cache: bool, root: str) -> Any:
+    from bazel_ldfix.resolve import Options
+
+    value = library_path if library_path is not None else os.environ.get("LD_LIBRARY_PATH")
+    return Options(value, inhibit_cache, os.path.abspath(root), os.getcwd())
+
+
+def _explain_bad(exc: BadInputError) -> str:
+    """glibc's terse words, with what they usually mean for a user's file."""
+    text = str(exc)
+    if text.endswith(": invalid ELF header"):
+        return text[: -len("invalid ELF header")] + (
+            "not an ELF file (a linker script, a Git LFS pointer or a text file?)")
+    if text.endswith(": file too short"):
+        return text + " (empty or truncated)"
+    return text
+
+
+def _color() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: LdfixError becomes one line on stderr and its exit code."""
     try:

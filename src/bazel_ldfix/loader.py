@@ -343,13 +343,14 @@ class Loader:
 
     # -- the public entry -------------------------------------------------------------------
 
-    def resolve(self, path: str, extra: Sequence[str] = ()) -> Resolution:
+    def resolve(self, path: str, extra: Sequence[str] = (),
+                info: elf.ElfInfo | None = None) -> Resolution:
         """Load ``path`` and its DT_NEEDED closure, then ``extra`` objects as if dlopen()ed by it.
 
         The program's own ``$ORIGIN`` is the directory of its real path: the kernel starts it
         through /proc/self/exe, which resolves the symlinks of a Bazel runfiles tree.
         """
-        info = elf.read_elf(path)
+        info = info or elf.read_elf(path)
         self._expect = info.header
         real = os.path.realpath(path)
         # The program has no file identity in the namespace (glibc leaves l_file_id zero for

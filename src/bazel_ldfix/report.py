@@ -7,11 +7,17 @@ import enum
 import json
 import os
 import shlex
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from bazel_ldfix.repair import VARIABLE, Repair
+if TYPE_CHECKING:
+    from bazel_ldfix.check import CheckResult, Matrix
+    from bazel_ldfix.loader import Library, Resolution
+    from bazel_ldfix.repair import Repair
 
 JSON_VERSION = 1
+VARIABLE = "LD_LIBRARY_PATH"  # what the repair sets (kept here so that resolve need not
+                              # import the Bazel side)
 
 
 def to_jsonable(value: Any) -> Any:
@@ -93,3 +99,165 @@ def repair_summary(repair: Repair) -> str:
     elif not repair.missing:
         lines.append("every test loads; nothing to add")
     return "\n".join(f"bazel-ldfix: {line}" for line in lines)
+
+
+# -- resolve ------------------------------------------------------------------------------
+
+RED, DIM, RESET = "\x1b[31m", "\x1b[2m", "\x1b[0m"
+
+
+def resolution_document(res: Resolution) -> dict[str, Any]:
+    return {
+        "version": JSON_VERSION,
+        "file": res.file,
+        "error": res.error,
+        "libraries": [
+            {"soname": lib.name, "path": lib.path,
+             "via": lib.via.value if lib.via else None,
+             "needed_by": list(lib.needed_by), "error": lib.error,
+             "tried": [] if lib.path else [
+                 {"via": s.via.value, "dirs": list(s.dirs), "skipped": s.skipped}
+                 for s in lib.steps],
+             "rejected": [{"path": r.path, "reason": r.reason} for r in lib.rejected]}
+            for lib in res.libraries],
+        "missing": list(res.missing),
+    }
+
+
+def resolutions_json(results: Sequence[Resolution]) -> str:
+    docs = [resolution_document(r) for r in results]
+    return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
+
+
+def resolution_tree(res: Resolution, *, color: bool) -> str:
+    """A tree like libtree's: under each object, what it needs; each object is expanded
+    where it first appears, later references say "see above"."""
+    red, dim, reset = (RED, DIM, RESET) if color else ("", "", "")
+    children: dict[str, list[Library]] = {}
+    unneeded: list[Library] = []
+    for lib in res.libraries:
+        for requester in lib.needed_by:
+            children.setdefault(requester, []).append(lib)
+        if not lib.needed_by:
+            unneeded.append(lib)
+    lines = [res.file]
+    if res.info.has_dynamic and not res.info.needed:
+        lines.append("  (no DT_NEEDED: needs no shared object)")
+    elif not res.info.has_dynamic:
+        lines.append("  statically linked")
+    shown: set[int] = set()
+
+    def walk(parent: str, prefix: str) -> None:
+        kids = children.get(parent, [])
+        for i, lib in enumerate(kids):
+            last = i == len(kids) - 1
+            branch, more = ("└── ", "    ") if last else ("├── ", "│   ")
+            if lib.path is None:
+                problem = lib.error or "not found"
+                lines.append(f"{prefix}{branch}{red}{lib.name} {problem}{reset}")
+                lines.extend(f"{prefix}{more}{dim}┊ {text}{reset}" for text in _explain(lib))
+                continue
+            via = f"[{lib.via.value}]" if lib.via else ""
+            again = id(lib) in shown
+            shown.add(id(lib))
+            lines.append(f"{prefix}{branch}{lib.name} {via} {lib.path}"
+                         + (f" {dim}(see above){reset}" if again else ""))
+            if not again and lib.path != parent:
+                walk(lib.path, prefix + more)
+
+    walk(res.file, "  ")
+    lines += [f"  {dim}{lib.name} [{lib.via.value if lib.via else ''}]{reset}"
+              for lib in unneeded]
+    if res.error:
+        lines.append(f"{red}the load stops: {res.error}{reset}")
+    return "\n".join(lines)
+
+
+def _explain(lib: Library) -> list[str]:
+    """Every search step in order, and why each candidate that exists was passed over."""
+    out = ["searched, in this order:"]
+    for n, step in enumerate(lib.steps, 1):
+        if step.skipped:
+            out.append(f"{n}. {step.via.value}: {step.skipped}")
+        else:
+            dirs = ", ".join(d or "(current directory)" for d in step.dirs)
+            out.append(f"{n}. {step.via.value}: {dirs}")
+    out += [f"rejected {r.path}: {r.reason}" for r in lib.rejected]
+    if lib.needed_by:
+        out.append(f"needed by {', '.join(lib.needed_by)}")
+    return out
+
+
+# -- check --------------------------------------------------------------------------------
+
+def check_document(result: CheckResult) -> dict[str, Any]:
+    return {
+        "version": JSON_VERSION,
+        "file": result.file,
+        "interpreter": result.interp,
+        "loads": result.loads,
+        "objects": [{"soname": o.name, "path": o.path} for o in result.trace.objects],
+        "missing": list(result.missing),
+        "error": result.trace.error,
+        "notes": [{"soname": n.soname, "note": n.what} for n in result.notes],
+        "disagreements": [{"soname": d.name, "model": d.model, "loader": d.loader,
+                           "what": d.what} for d in result.disagreements],
+    }
+
+
+def checks_json(results: Sequence[CheckResult]) -> str:
+    docs = [check_document(r) for r in results]
+    return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
+
+
+def check_text(result: CheckResult, *, color: bool) -> str:
+    red, reset = (RED, RESET) if color else ("", "")
+    lines = [f"{result.file} (the real loader, {result.interp}):"]
+    for obj in result.trace.objects:
+        if obj.path is None:
+            lines.append(f"  {red}{obj.name} => not found{reset}")
+        elif obj.path == obj.name:
+            lines.append(f"  {obj.name}")
+        else:
+            lines.append(f"  {obj.name} => {obj.path}")
+    if result.trace.static:
+        lines.append("  statically linked")
+    if result.trace.error:
+        lines.append(f"  {red}error while loading shared libraries: {result.trace.error}{reset}")
+    lines += [f"  note: {n.soname}: {n.what}" for n in result.notes]
+    if result.disagreements:
+        lines.append(f"{red}the model disagrees with the loader (a bug in bazel-ldfix, please "
+                     f"report it):{reset}")
+        lines += [f"  {d}" for d in result.disagreements]
+    else:
+        lines.append("the model agrees with the loader")
+    return "\n".join(lines)
+
+
+def matrix_text(m: Matrix) -> str:
+    width = max(len(r.label) for r in m.rows)
+    lines = [f"{m.file}:"]
+    for row in m.rows:
+        if row.error:
+            outcome = f"stops: {row.error}"
+        elif row.missing:
+            outcome = ", ".join(row.missing) + " missing"
+        else:
+            outcome = "all loaded"
+        lines.append(f"  {row.label.ljust(width)} -> {outcome}")
+    if m.smallest is None:
+        lines.append("  no set of these directories loads everything")
+    elif not m.smallest:
+        lines.append("  smallest set: none needed")
+    else:
+        lines.append(f"  smallest set: {':'.join(m.smallest)}")
+    return "\n".join(lines)
+
+
+def matrix_json(matrices: Sequence[Matrix]) -> str:
+    docs = [{"version": JSON_VERSION, "file": m.file,
+             "rows": [{"label": r.label, "dirs": list(r.dirs), "missing": list(r.missing),
+                       "error": r.error} for r in m.rows],
+             "smallest": list(m.smallest) if m.smallest is not None else None}
+            for m in matrices]
+    return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)

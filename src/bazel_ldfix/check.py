@@ -1,0 +1,139 @@
+"""``check``: the real loader's verdict on a file, set against the model's.
+
+The real loader runs in trace mode on the file's real path, by default with the cache
+inhibited, so that a library only /etc/ld.so.cache can reach shows as missing. Each missing
+library is then explained with what the cache and ld.so.conf say about it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bazel_ldfix import conformance, elf, ldcache, pathlist, trace
+from bazel_ldfix.resolve import Options, cache_of, interp_for, loader_for, profile_of
+
+_MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
+
+
+@dataclass(frozen=True)
+class Note:
+    """What the cache and ld.so.conf say about one missing library."""
+
+    soname: str
+    what: str
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    file: str
+    interp: str
+    trace: trace.Trace
+    disagreements: tuple[conformance.Disagreement, ...]
+    notes: tuple[Note, ...]
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return self.trace.missing
+
+    @property
+    def loads(self) -> bool:
+        return not self.trace.missing and self.trace.error is None \
+            and self.trace.signal is None
+
+
+def check_file(path: str, options: Options) -> CheckResult:
+    """Run the real loader on ``path`` and compare the model's load with it."""
+    info = elf.read_elf(path)
+    interp = interp_for(info)
+    real = trace.run_trace(interp, path, library_path=options.library_path,
+                           inhibit_cache=options.inhibit_cache, cwd=options.cwd)
+    model = loader_for(info, options).resolve(path, info=info)
+    notes = _notes(real.missing, info, options) if real.missing else ()
+    return CheckResult(path, interp, real, conformance.compare(model, real), notes)
+
+
+def _notes(missing: Sequence[str], info: elf.ElfInfo, options: Options) -> tuple[Note, ...]:
+    cache = cache_of(options.root)
+    if cache is None:
+        return ()
+    profile = profile_of(interp_for(info))
+    listed = {e.soname for e in cache.entries}
+    out = []
+    for name in missing:
+        hit = profile.lookup(cache, name)
+        if hit is not None and options.inhibit_cache:
+            out.append(Note(name, f"only /etc/ld.so.cache reaches it ({hit}); a test that "
+                                  "does not use this machine's cache will not find it"))
+            continue
+        if name in listed:
+            continue
+        for directory in ldcache.conf_dirs(options.root):
+            candidate = os.path.join(directory, name)
+            if os.path.exists(candidate):
+                out.append(Note(name, f"ldconfig is stale: {candidate} exists in an ld.so.conf "
+                                      "directory but the cache has no entry (run ldconfig)"))
+                break
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    label: str
+    dirs: tuple[str, ...]
+    missing: tuple[str, ...]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    file: str
+    rows: tuple[MatrixRow, ...]
+    smallest: tuple[str, ...] | None   # None: even all directories together do not suffice
+
+
+def matrix(path: str, dirs: Sequence[str], options: Options) -> Matrix:
+    """Which of ``dirs`` are needed: the real loader with none, each alone, all, then the
+    smallest set that loads everything (appended to the given library path)."""
+    info = elf.read_elf(path)
+    interp = interp_for(info)
+    base = pathlist.split(options.library_path)
+
+    def run(chosen: Sequence[str]) -> trace.Trace:
+        value = pathlist.join(pathlist.merge(base, chosen)) or None
+        return trace.run_trace(interp, path, library_path=value,
+                               inhibit_cache=options.inhibit_cache, cwd=options.cwd)
+
+    def row(label: str, chosen: Sequence[str]) -> MatrixRow:
+        result = run(chosen)
+        return MatrixRow(label, tuple(chosen), result.missing, result.error)
+
+    rows = [row("no dirs", [])]
+    rows += [row(f"{d} only", [d]) for d in dirs]
+    rows.append(row("all", list(dirs)))
+    smallest: tuple[str, ...] | None = None
+    if _ok(rows[-1]):
+        smallest = _smallest(list(dirs), lambda chosen: _ok(row("", chosen)))
+    return Matrix(path, tuple(rows), smallest)
+
+
+def _ok(row: MatrixRow) -> bool:
+    return not row.missing and row.error is None
+
+
+def _smallest(dirs: list[str], loads: Callable[[Sequence[str]], bool]) -> tuple[str, ...]:
+    """The fewest directories that load everything (in the given order); exact for a
+    dozen directories, greedy removal beyond that."""
+    if len(dirs) <= _MAX_EXACT_SUBSETS:
+        for size in range(len(dirs) + 1):
+            for chosen in itertools.combinations(dirs, size):
+                if loads(chosen):
+                    return tuple(chosen)
+    chosen_list = list(dirs)
+    for d in list(dirs):
+        trial = [x for x in chosen_list if x != d]
+        if loads(trial):
+            chosen_list = trial
+    return tuple(chosen_list)

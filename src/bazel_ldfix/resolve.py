@@ -1,0 +1,97 @@
+"""Resolving a file as this machine's loader would: the loader model wired to the host.
+
+This is where the model meets the system: which program interpreter applies, what it says
+about its search (``host.probe``), how it reads /etc/ld.so.cache (``ld.so
+--list-diagnostics``), or a sysroot's cache. Each is asked once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bazel_ldfix import elf, host, ldcache
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.loader import Environment, Loader, Resolution
+
+CacheLookup = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to search, beyond what the files say."""
+
+    library_path: str | None = None     # LD_LIBRARY_PATH (or --library-path)
+    inhibit_cache: bool = False
+    root: str = "/"
+    cwd: str = "/"
+
+
+def interp_for(info: elf.ElfInfo) -> str:
+    """The program interpreter that would load ``info`` (its PT_INTERP, else the usual one)."""
+    interp = info.interp or host.default_interp(info.elf_class, info.machine)
+    return host.real_interp(interp)
+
+
+@functools.cache
+def host_of(interp: str) -> host.Host:
+    return host.probe(interp)
+
+
+@functools.cache
+def profile_of(interp: str) -> ldcache.LoaderProfile:
+    """How the loader at ``interp`` reads the cache (hwcaps, ISA level, flags)."""
+    try:
+        out = subprocess.run([interp, "--list-diagnostics"], capture_output=True, text=True,
+                             check=False, timeout=30).stdout
+    except OSError as exc:
+        raise BadInputError(f"cannot run the program interpreter {interp}: {exc.strerror}") \
+            from None
+    return ldcache.parse_diagnostics(out)
+
+
+@functools.cache
+def cache_of(root: str) -> ldcache.LdCache | None:
+    """``root``'s /etc/ld.so.cache; for a sysroot without one, what ldconfig would write."""
+    path = os.path.join(root, "etc/ld.so.cache")
+    if os.path.exists(path):
+        return ldcache.read_cache(path)
+    if root == "/":
+        return None
+    return ldcache.scan_sysroot(root, soname_of=_soname_of)
+
+
+def _soname_of(path: str) -> str | None:
+    try:
+        info = elf.read_elf(path)
+    except BadInputError:
+        return None
+    if info.header.type != elf.ET_DYN:
+        return None
+    return info.soname or ""
+
+
+def cache_lookup(info: elf.ElfInfo, options: Options) -> CacheLookup | None:
+    if options.inhibit_cache:
+        return None
+    cache = cache_of(options.root)
+    if cache is None:
+        return None
+    return functools.partial(profile_of(interp_for(info)).lookup, cache)
+
+
+def loader_for(info: elf.ElfInfo, options: Options) -> Loader:
+    env = Environment(options.library_path, options.cwd, cache_lookup(info, options),
+                      options.root)
+    return Loader(host_of(interp_for(info)), env)
+
+
+def resolve_file(path: str, options: Options) -> Resolution:
+    """The model's load of ``path``; BadInputError for anything that is not a loadable ELF."""
+    if os.path.isdir(path):
+        raise BadInputError(f"{path}: is a directory")
+    info = elf.read_elf(path)
+    return loader_for(info, options).resolve(path, info=info)
