@@ -48,6 +48,10 @@ def check_file(path: str, options: Options) -> CheckResult:
     """Run the real loader on ``path`` and compare the model's load with it."""
     info = elf.read_elf(path)
     interp = interp_for(info)
+    if not info.has_dynamic:
+        # Nothing for a loader to do; ld.so, asked anyway, can crash on such a file.
+        static = trace.Trace(path, (), None, 0, static=True)
+        return CheckResult(path, interp, static, (), ())
     real = trace.run_trace(interp, path, library_path=options.library_path,
                            inhibit_cache=options.inhibit_cache, cwd=options.cwd)
     model = loader_for(info, options).resolve(path, info=info)
