@@ -5,7 +5,6 @@ Library modules are imported inside the commands, so that ``--help`` stays fast.
 
 from __future__ import annotations
 
-import functools
 import os
 import shlex
 import sys
@@ -17,9 +16,7 @@ import click
 from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
 
 if TYPE_CHECKING:
-    from bazel_ldfix import ldcache as ldcache_t
     from bazel_ldfix.elf import ElfInfo
-    from bazel_ldfix.host import Host
     from bazel_ldfix.loader import Environment, Loader
     from bazel_ldfix.repair import Repair
 
@@ -139,58 +136,20 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
     click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
 
 
-@functools.cache
-def _host(interp: str) -> Host:
-    from bazel_ldfix.host import probe
-
-    return probe(interp, os.environ)
-
-
 def _loader_factory() -> Callable[[ElfInfo, Environment], Loader]:
     from bazel_ldfix.loader import Loader
-    from bazel_ldfix.repair import host_for
+    from bazel_ldfix.resolve import host_of, interp_for
 
     def make(info: ElfInfo, env: Environment) -> Loader:
-        return Loader(host_for(info, _host), env)
+        return Loader(host_of(interp_for(info)), env)
 
     return make
 
 
-CacheFor = Callable[["ElfInfo"], "Callable[[str], str | None] | None"]
+def _cache_factory() -> Callable[[ElfInfo], Callable[[str], str | None] | None]:
+    from bazel_ldfix.resolve import Options, cache_lookup
 
-
-def _cache_factory(path: str = "/etc/ld.so.cache") -> CacheFor:
-    """Cache lookups as the program's own loader makes them (hwcaps, ISA level, flags)."""
-    from bazel_ldfix import ldcache
-    from bazel_ldfix.host import default_interp
-
-    try:
-        cache = ldcache.read_cache(path)
-    except BadInputError:
-        cache = None
-
-    def for_program(info: ElfInfo) -> Callable[[str], str | None] | None:
-        if cache is None:
-            return None
-        profile = _profile(info.interp or default_interp(info.elf_class, info.machine))
-        return functools.partial(profile.lookup, cache)
-
-    return for_program
-
-
-@functools.cache
-def _profile(interp: str) -> ldcache_t.LoaderProfile:
-    import subprocess
-
-    from bazel_ldfix import ldcache
-
-    try:
-        out = subprocess.run([interp, "--list-diagnostics"], capture_output=True, text=True,
-                             check=False, timeout=30).stdout
-    except OSError as exc:
-        raise BadInputError(f"cannot run the program interpreter {interp}: {exc.strerror}") \
-            from None
-    return ldcache.parse_diagnostics(out)
+    return lambda info: cache_lookup(info, Options())
 
 
 @cli.command()

@@ -38,18 +38,32 @@ class Host:
 
 def probe(interp: str, env: Mapping[str, str] | None = None) -> Host:
     """Ask the loader at ``interp`` how it searches; raises BadInputError if it cannot run."""
+    return ask(interp, env)[0]
+
+
+def ask(interp: str, env: Mapping[str, str] | None = None) -> tuple[Host, str]:
+    """The probe, and the loader's ``--list-diagnostics`` text (how it reads the cache).
+
+    The two runs are started together: each is a few milliseconds of a command that
+    should take tens.
+    """
     probe_env = {"LD_DEBUG": "libs", "LD_LIBRARY_PATH": f"{_PROBE}/$LIB/@/$PLATFORM/@"}
     for name in _PASS_THROUGH:
         if env and name in env:
             probe_env[name] = env[name]
-    cmd = [interp, "--inhibit-cache", "--preload", _PROBE_NAME, "--list", interp]
+    probe_cmd = [interp, "--inhibit-cache", "--preload", _PROBE_NAME, "--list", interp]
+    diag_env = {k: v for k, v in probe_env.items() if k in _PASS_THROUGH}
     try:
-        proc = subprocess.run(cmd, env=probe_env, capture_output=True, text=True, timeout=30,
-                              check=False)
+        probing = subprocess.Popen(probe_cmd, env=probe_env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+        diagnosing = subprocess.Popen([interp, "--list-diagnostics"], env=diag_env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     except OSError as exc:
         raise BadInputError(
             f"cannot run the program interpreter {interp}: {exc.strerror}") from None
-    return parse_probe(interp, proc.stdout + proc.stderr)
+    probe_out = probing.communicate(timeout=30)[0].decode("utf-8", "replace")
+    diag_out = diagnosing.communicate(timeout=30)[0].decode("utf-8", "replace")
+    return parse_probe(interp, probe_out), diag_out
 
 
 def parse_probe(interp: str, debug_output: str) -> Host:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from bazel_ldfix import bazel, elf, index, pathlist
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.host import Host
 from bazel_ldfix.loader import Environment, Loader, Resolution
 
 VARIABLE = "LD_LIBRARY_PATH"
@@ -269,9 +268,3 @@ def _test_cwd(test: TestInput, runfiles: str) -> str:
         if os.path.lexists(os.path.join(runfiles, name, package_path)):
             return os.path.join(runfiles, name)
     return runfiles
-
-
-def host_for(info: elf.ElfInfo, probe: Callable[[str], Host]) -> Host:
-    from bazel_ldfix.host import default_interp, real_interp
-    interp = info.interp or default_interp(info.elf_class, info.machine)
-    return probe(real_interp(interp))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,20 +36,19 @@ def interp_for(info: elf.ElfInfo) -> str:
 
 
 @functools.cache
+def _asked(interp: str) -> tuple[host.Host, ldcache.LoaderProfile]:
+    found, diagnostics = host.ask(interp)
+    return found, ldcache.parse_diagnostics(diagnostics)
+
+
 def host_of(interp: str) -> host.Host:
-    return host.probe(interp)
+    """How the loader at ``interp`` searches (asked once per process)."""
+    return _asked(interp)[0]
 
 
-@functools.cache
 def profile_of(interp: str) -> ldcache.LoaderProfile:
     """How the loader at ``interp`` reads the cache (hwcaps, ISA level, flags)."""
-    try:
-        out = subprocess.run([interp, "--list-diagnostics"], capture_output=True, text=True,
-                             check=False, timeout=30).stdout
-    except OSError as exc:
-        raise BadInputError(f"cannot run the program interpreter {interp}: {exc.strerror}") \
-            from None
-    return ldcache.parse_diagnostics(out)
+    return _asked(interp)[1]
 
 
 @functools.cache
