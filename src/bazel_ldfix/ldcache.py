@@ -20,7 +20,6 @@ import enum
 import functools
 import glob
 import os
-import platform
 import re
 import stat
 import struct
@@ -710,7 +709,7 @@ _HOST_MACHINES: tuple[tuple[str, int, int, int, int, int], ...] = (
 def host_flag_rule() -> FlagRule:
     """The flag rule of the loader that runs this interpreter (by ``uname -m`` and pointer
     size). This is the default when :meth:`LdCache.lookup` gets no ``flags_ok``."""
-    machine = platform.machine().lower()
+    machine = os.uname().machine.lower()
     wide = struct.calcsize("P") == 8
     for pattern, c64, m64, f64, c32, m32 in _HOST_MACHINES:
         if re.fullmatch(pattern, machine):
