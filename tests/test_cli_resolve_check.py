@@ -215,3 +215,39 @@ def test_check_names_libraries_only_the_cache_reaches_and_a_stale_ldconfig(
     assert notes["libcached.so.1"].startswith(f"only /etc/ld.so.cache reaches it ({cached})")
     assert notes["libstale.so.1"].startswith(f"ldconfig is stale: {stale} exists")
     assert doc["disagreements"] == []
+
+
+def _sysroot(root: Path) -> Path:
+    """A small sysroot: its own loader and libc, a system library, an ld.so.conf directory."""
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "ld.so.conf").write_text("/opt/sdk/lib\n")
+    for real, inside in [("/lib64/ld-linux-x86-64.so.2", "lib64/ld-linux-x86-64.so.2"),
+                         ("/lib/x86_64-linux-gnu/libc.so.6", "lib/x86_64-linux-gnu/libc.so.6")]:
+        (root / inside).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(real, root / inside)
+    sdk = lib(root / "opt" / "sdk" / "lib" / "libsdk.so.3")
+    system = lib(root / "usr" / "lib" / "x86_64-linux-gnu" / "libsys.so.1")
+    return program(root / "usr" / "bin" / "app", needs=[sdk, system])
+
+
+@pytest.mark.parametrize("with_cache", [False, True])
+def test_root_resolves_inside_a_sysroot(tmp_path: Path, with_cache: bool) -> None:
+    root = tmp_path / "root"
+    app = _sysroot(root)
+    if with_cache:
+        subprocess.run(["ldconfig", "-r", str(root)], check=True)
+        assert (root / "etc" / "ld.so.cache").exists()
+    result = run("resolve", "--json", "--root", str(root), str(app))
+    assert result.returncode == 0, result.stdout + result.stderr
+    by_name = {lib["soname"]: lib for lib in json.loads(result.stdout)["libraries"]}
+    assert by_name["libsdk.so.3"]["path"] == f"{root}/opt/sdk/lib/libsdk.so.3"
+    assert by_name["libsdk.so.3"]["via"] == "ld.so.cache"
+    assert by_name["libc.so.6"]["path"] == f"{root}/lib/x86_64-linux-gnu/libc.so.6"
+    # Without the cache only the sysroot's system directories are searched.
+    bare = run("resolve", "--json", "--inhibit-cache", "--root", str(root), str(app))
+    assert bare.returncode == 1
+    doc = json.loads(bare.stdout)
+    assert doc["missing"] == ["libsdk.so.3"]
+    system = next(lib for lib in doc["libraries"] if lib["soname"] == "libsys.so.1")
+    assert (system["path"], system["via"]) == (
+        f"{root}/usr/lib/x86_64-linux-gnu/libsys.so.1", "default")

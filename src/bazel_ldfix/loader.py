@@ -574,14 +574,18 @@ class Loader:
             steps.append(SearchStep(Via.CACHE, (), "not consulted (--inhibit-cache)"))
         else:
             cached = self.env.cache(name)
+            if cached is not None:
+                # A sysroot's cache names paths inside the root; report where they are.
+                cached = self._rooted(cached)
             if cached is not None and nodeflib and any(
-                    cached.startswith(d.rstrip("/") + "/") for d in self.host.system_dirs):
+                    cached.startswith(self._rooted(d).rstrip("/") + "/")
+                    for d in self.host.system_dirs):
                 steps.append(SearchStep(Via.CACHE, (os.path.dirname(cached),),
                                         f"{cached} ignored: DF_1_NODEFLIB"))
                 cached = None
             if cached is not None:
                 steps.append(SearchStep(Via.CACHE, (os.path.dirname(cached),)))
-                verdict = verify(self._rooted(cached), self._expect)
+                verdict = verify(cached, self._expect)
                 hit = self._take(cached, verdict, Via.CACHE, rejected)
                 if hit:
                     return hit
