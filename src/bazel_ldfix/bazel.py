@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlparse
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
+NO_TESTS_FOUND = 4  # Bazel's exit code when the build worked and no test was selected
 # What Bazel says about the tag filter of the build step, which would only mislead.
 _BUILD_STEP_NOISE = ("All specified test targets were excluded by filters",
                      "No test targets were found, yet testing was requested",

@@ -16,12 +16,10 @@ import click
 from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
 
 if TYPE_CHECKING:
-    from bazel_ldfix.elf import ElfInfo
-    from bazel_ldfix.loader import Environment, Loader
+    from bazel_ldfix.bazel import Bazel
     from bazel_ldfix.repair import Repair
+    from bazel_ldfix.resolve import Options
 
-# Bazel's own exit code for "the build succeeded but no test was found".
-BAZEL_NO_TESTS = 4
 _PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
                 "help_option_names": ["-h", "--help"]}
 
@@ -90,7 +88,7 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         repair, code = _plan(bazel_path, startup, output_base, prepend, bazel_args)
     except NoTestsError as exc:
         click.echo(f"bazel-ldfix: {exc}", err=True)
-        sys.exit(BAZEL_NO_TESTS)
+        sys.exit(4)  # Bazel's own code for "no test was selected"
     if repair is None:
         sys.exit(code)  # the build failed; Bazel has said why
     click.echo(report.repair_summary(repair), err=True)
@@ -102,7 +100,7 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     sys.exit(bazel.stream("test", args))
 
 
-def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Any:
+def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:
     from bazel_ldfix.bazel import Bazel
 
     executable = bazel_path or os.environ.get("BAZEL") or "bazel"
@@ -111,45 +109,14 @@ def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Any:
 
 def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | None,
           prepend: bool, bazel_args: Sequence[str]) -> tuple[Repair | None, int]:
-    from bazel_ldfix import bazel as bz
-    from bazel_ldfix import repair
+    from bazel_ldfix.repair import repair_tests
 
-    runner = _make_bazel(bazel_path, startup)
-    base = output_base or bz.output_base(runner)
-    if not os.path.isdir(base):
-        raise BadInputError(f"output_base {base} does not exist")
-    events, code = bz.build_tests(runner, bazel_args)
-    if code not in (0, BAZEL_NO_TESTS):
-        return None, code
-    if not events.tests:
-        raise NoTestsError("the target patterns select no test: "
-                           + (" ".join(a for a in bazel_args if not a.startswith("-")) or "(none)"))
-    labels = [t.label for t in events.tests]
-    test_env = repair.test_environment(events.options, os.environ,
-                                       bz.rule_env(runner, labels), labels, events.version)
-    inputs = [repair.TestInput(t.label, t.executable) for t in events.tests]
-    return repair.plan(inputs, test_env, base, _loader_factory(), _cache_factory(),
-                       prepend=prepend, on_error=_warn_unreadable), code
+    return repair_tests(_make_bazel(bazel_path, startup), bazel_args, os.environ,
+                        output_base=output_base, prepend=prepend, on_error=_warn_unreadable)
 
 
 def _warn_unreadable(path: str, exc: OSError) -> None:
     click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
-
-
-def _loader_factory() -> Callable[[ElfInfo, Environment], Loader]:
-    from bazel_ldfix.loader import Loader
-    from bazel_ldfix.resolve import host_of, interp_for
-
-    def make(info: ElfInfo, env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info)), env)
-
-    return make
-
-
-def _cache_factory() -> Callable[[ElfInfo], Callable[[str], str | None] | None]:
-    from bazel_ldfix.resolve import Options, cache_lookup
-
-    return lambda info: cache_lookup(info, Options())
 
 
 @cli.command()
@@ -238,7 +205,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     sys.exit(0 if all(r.loads for r in results) else 1)
 
 
-def _options(library_path: str | None, inhibit_cache: bool, root: str) -> Any:
+def _options(library_path: str | None, inhibit_cache: bool, root: str) -> Options:
     from bazel_ldfix.resolve import Options
 
     value = library_path if library_path is not None else os.environ.get("LD_LIBRARY_PATH")

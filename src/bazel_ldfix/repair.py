@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import bazel, elf, index, pathlist
-from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.errors import BadInputError, NoTestsError
 from bazel_ldfix.loader import Environment, Loader, Resolution
 
 VARIABLE = "LD_LIBRARY_PATH"
@@ -268,3 +268,35 @@ def _test_cwd(test: TestInput, runfiles: str) -> str:
         if os.path.lexists(os.path.join(runfiles, name, package_path)):
             return os.path.join(runfiles, name)
     return runfiles
+
+
+def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
+                 output_base: str | None = None, prepend: bool = False,
+                 on_error: Callable[[str, OSError], None] | None = None
+                 ) -> tuple[Repair | None, int]:
+    """The repair for ``bazel test ARGS``: (the repair, 0), or (None, Bazel's exit code)
+    when the build step fails. Raises NoTestsError when the patterns select no test."""
+    from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
+
+    base = output_base or bazel.output_base(runner)
+    if not os.path.isdir(base):
+        raise BadInputError(f"output_base {base} does not exist")
+    events, code = bazel.build_tests(runner, args)
+    if code not in (0, bazel.NO_TESTS_FOUND):
+        return None, code
+    if not events.tests:
+        patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
+        raise NoTestsError(f"the target patterns select no test: {patterns}")
+    labels = [t.label for t in events.tests]
+    env = test_environment(events.options, client_env, bazel.rule_env(runner, labels), labels,
+                           events.version)
+    inputs = [TestInput(t.label, t.executable) for t in events.tests]
+
+    def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
+        return Loader(host_of(interp_for(info)), loader_env)
+
+    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
+        return cache_lookup(info, Options())
+
+    return plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
+                on_error=on_error), 0
