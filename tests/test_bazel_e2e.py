@@ -62,6 +62,7 @@ cc_test(name = "with_env", srcs = ["xyz.c"], deps = {deps}, {z_link},
         env = {{"LD_LIBRARY_PATH": "{zlib.parent}"}})
 cc_test(name = "fails", srcs = ["fails.c"], deps = {deps})
 cc_test(name = "plain", srcs = ["plain.c"])
+cc_test(name = "gpu", srcs = ["xy.c"], deps = {deps}, tags = ["gpu"])
 cc_binary(name = "tool", srcs = ["plain.c"])
 """,
         "t/xy.c": LOADS_XY, "t/x.c": LOADS_X, "t/xyz.c": LOADS_XYZ, "t/fails.c": LOADS_BUT_FAILS,
@@ -165,7 +166,7 @@ def test_options_before_a_double_dash_and_target_patterns_after_it(ws: Workspace
 def test_patterns_that_select_no_test(ws: Workspace) -> None:
     env = ws.ldfix("env", "//t:tool")
     assert env.returncode == 67
-    assert env.stderr.strip().splitlines()[-1].startswith("error: the target patterns select")
+    assert env.stderr.strip().splitlines()[-1].startswith("error: the target patterns and test filters select no test")
     assert ws.ldfix("test", "//t:tool").returncode == 4
 
 
@@ -189,3 +190,14 @@ def test_given_output_base_skips_the_query(ws: Workspace) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("export LD_LIBRARY_PATH=")
     assert os.path.join(output_base, "external") in result.stdout
+
+
+def test_tests_the_users_filters_exclude_are_not_examined(ws: Workspace) -> None:
+    result = ws.ldfix("env", "--format", "json", "--test_tag_filters=-gpu", "//t:gpu",
+                      "//t:plain")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [t["label"] for t in doc["tests"]] == ["//t:plain"]
+    assert doc["missing"] == []
+    only_gpu = ws.ldfix("env", "--test_tag_filters=-gpu", "//t:gpu")
+    assert only_gpu.returncode == 67

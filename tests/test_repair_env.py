@@ -43,3 +43,25 @@ def test_a_bare_test_env_passes_the_clients_value_even_when_strict() -> None:
 def test_strict_action_env_is_the_default_from_bazel_9() -> None:
     result = repair.test_environment([], {"LD_LIBRARY_PATH": "/c"}, {}, ["//p:t"], version="9.0.0")
     assert dict(result.current) == {"//p:t": None}
+
+
+def test_the_users_test_filters_decide_which_tests_are_examined() -> None:
+    from bazel_ldfix import bazel
+
+    tests = [bazel.TestTarget("//p:gpu", "/x/gpu", "small"),
+             bazel.TestTarget("//p:cpu", "/x/cpu", "large"),
+             bazel.TestTarget("//p:plain", "/x/plain", "small")]
+    rules = {"//p:gpu": bazel.RuleInfo({}, ("gpu", "cuda")),
+             "//p:cpu": bazel.RuleInfo({}, ("cpu",)),
+             "//p:plain": bazel.RuleInfo({}, ())}
+
+    def labels(*options: Option) -> list[str]:
+        ours = Option("test_tag_filters", bazel.NO_TEST_TAG)  # the build step's, always last
+        return [t.label for t in bazel.selected(tests, rules, [*options, ours])]
+
+    assert labels() == ["//p:gpu", "//p:cpu", "//p:plain"]
+    assert labels(Option("test_tag_filters", "-gpu")) == ["//p:cpu", "//p:plain"]
+    assert labels(Option("test_tag_filters", "cpu,cuda")) == ["//p:gpu", "//p:cpu"]
+    assert labels(Option("test_tag_filters", "gpu"), Option("test_tag_filters", "")) == [
+        "//p:gpu", "//p:cpu", "//p:plain"]
+    assert labels(Option("test_size_filters", "-LARGE")) == ["//p:gpu", "//p:plain"]

@@ -121,7 +121,7 @@ class Option:
 class TestTarget:
     label: str
     executable: str
-    tags: tuple[str, ...] = ()
+    size: str = ""     # "small", "medium", ... as the BEP names it (lower case)
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     """Read a ``--build_event_json_file``: test targets, their executables, the options."""
     kinds: dict[str, str] = {}
     is_test: set[str] = set()
+    sizes: dict[str, str] = {}
     outputs: dict[str, list[str]] = {}
-    tags: dict[str, tuple[str, ...]] = {}
     sets: dict[str, tuple[list[str], list[str]]] = {}
     options: list[Option] = []
     version = workspace = None
@@ -162,6 +162,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
             kinds[label] = event["configured"].get("targetKind", "")
             if event["configured"].get("testSize") or kinds[label].endswith("_test rule"):
                 is_test.add(label)
+                sizes[label] = str(event["configured"].get("testSize", "")).lower()
         if "targetCompleted" in ident and "completed" in event:
             label = ident["targetCompleted"]["label"]
             done = event["completed"]
@@ -171,7 +172,6 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
                     if group.get("name") == "default":
                         files += [f"set:{s['id']}" for s in group.get("fileSets", [])]
                 outputs[label] = files
-                tags[label] = tuple(done.get("tag", []))
         if "namedSet" in ident and "namedSetOfFiles" in event:
             named = event["namedSetOfFiles"]
             sets[ident["namedSet"]["id"]] = (
@@ -191,7 +191,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         files = _expand(outputs.get(label, []), sets)
         executable = _executable(label, files)
         if executable:
-            tests.append(TestTarget(label, executable, tags.get(label, ())))
+            tests.append(TestTarget(label, executable, sizes.get(label, "")))
     return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code)
 
 
@@ -253,28 +253,72 @@ def with_options(args: Sequence[str], options: Sequence[str]) -> list[str]:
     return [*args, *options]
 
 
-def rule_env(bazel: Bazel, labels: Sequence[str]) -> dict[str, dict[str, str]]:
-    """The ``env`` attribute of each test rule (``bazel query --output=xml``)."""
+@dataclass(frozen=True)
+class RuleInfo:
+    """What the BEP does not say about a test rule: its ``env`` and ``tags`` attributes."""
+
+    env: Mapping[str, str]
+    tags: tuple[str, ...]
+
+
+def rule_info(bazel: Bazel, labels: Sequence[str]) -> dict[str, RuleInfo]:
+    """``env`` and ``tags`` of each rule (``bazel query --output=xml``)."""
     if not labels:
         return {}
-    expr = " + ".join(labels)
-    xml = bazel.capture("query", ["--output=xml", expr])
-    return parse_rule_env(xml)
+    return parse_rules(bazel.capture("query", ["--output=xml", " + ".join(labels)]))
 
 
-def parse_rule_env(xml: str) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {}
+def parse_rules(xml: str) -> dict[str, RuleInfo]:
+    out: dict[str, RuleInfo] = {}
     root = ET.fromstring(xml)
     for rule in root.iter("rule"):
         env: dict[str, str] = {}
+        tags: list[str] = []
         for node in rule:
             if node.get("name") == "env":
                 for pair in node.iter("pair"):
                     strings = [s.get("value", "") for s in pair.iter("string")]
                     if len(strings) == 2:
                         env[strings[0]] = strings[1]
-        out[rule.get("name", "")] = env
+            elif node.tag == "list" and node.get("name") == "tags":
+                tags += [s.get("value", "") for s in node.iter("string")]
+        out[rule.get("name", "")] = RuleInfo(env, tuple(tags))
     return out
+
+
+def selected(tests: Sequence[TestTarget], rules: Mapping[str, RuleInfo],
+             options: Sequence[Option]) -> tuple[TestTarget, ...]:
+    """The tests that ``bazel test`` will run, under the user's --test_tag_filters and
+    --test_size_filters (the build step replaced the tag filter with its own, last)."""
+    tag_filters = [o.value for o in options if o.name == "test_tag_filters"
+                   and o.value != NO_TEST_TAG]
+    size_filters = [o.value for o in options if o.name == "test_size_filters"]
+    tag_filter = _split_filter(tag_filters[-1] if tag_filters else "")
+    size_filter = _split_filter((size_filters[-1] if size_filters else "").lower())
+    out = []
+    for test in tests:
+        info = rules.get(test.label)
+        tags = set(info.tags) if info else set()
+        if _passes(tag_filter, tags) and _passes(size_filter, {test.size} - {""}):
+            out.append(test)
+    return tuple(out)
+
+
+def _split_filter(value: str) -> tuple[set[str], set[str]]:
+    """``a,-b,+c`` -> ({a, c}, {b})."""
+    wanted, unwanted = set(), set()
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        if item.startswith("-"):
+            unwanted.add(item[1:])
+        else:
+            wanted.add(item.removeprefix("+"))
+    return wanted, unwanted
+
+
+def _passes(rule: tuple[set[str], set[str]], values: set[str]) -> bool:
+    """Bazel's filter: none of the excluded values, and one of the wanted ones if any."""
+    wanted, unwanted = rule
+    return not (unwanted & values) and (not wanted or bool(wanted & values))
 
 
 def test_env_setting(options: Sequence[Option], variable: str) -> tuple[bool, str | None]:

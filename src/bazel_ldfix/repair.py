@@ -284,13 +284,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     events, code = bazel.build_tests(runner, args)
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
-    if not events.tests:
+    rules = bazel.rule_info(runner, [t.label for t in events.tests])
+    tests = bazel.selected(events.tests, rules, events.options)
+    if not tests:
         patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
-        raise NoTestsError(f"the target patterns select no test: {patterns}")
-    labels = [t.label for t in events.tests]
-    env = test_environment(events.options, client_env, bazel.rule_env(runner, labels), labels,
-                           events.version)
-    inputs = [TestInput(t.label, t.executable) for t in events.tests]
+        raise NoTestsError(f"the target patterns and test filters select no test: {patterns}")
+    labels = [t.label for t in tests]
+    env = test_environment(events.options, client_env, {k: r.env for k, r in rules.items()},
+                           labels, events.version)
+    inputs = [TestInput(t.label, t.executable) for t in tests]
 
     def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
         return Loader(host_of(interp_for(info)), loader_env)
