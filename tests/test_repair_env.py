@@ -55,13 +55,13 @@ def test_the_users_test_filters_decide_which_tests_are_examined() -> None:
              "//p:cpu": bazel.RuleInfo({}, ("cpu",)),
              "//p:plain": bazel.RuleInfo({}, ())}
 
-    def labels(*options: Option) -> list[str]:
-        ours = Option("test_tag_filters", bazel.NO_TEST_TAG)  # the build step's, always last
-        return [t.label for t in bazel.selected(tests, rules, [*options, ours])]
+    def labels(*words: str) -> list[str]:
+        ours = f"--test_tag_filters={bazel.NO_TEST_TAG}"  # the build step's, always last
+        return [t.label for t in bazel.selected(tests, rules, [*words, ours])]
 
     assert labels() == ["//p:gpu", "//p:cpu", "//p:plain"]
-    assert labels(Option("test_tag_filters", "-gpu")) == ["//p:cpu", "//p:plain"]
-    assert labels(Option("test_tag_filters", "cpu,cuda")) == ["//p:gpu", "//p:cpu"]
-    assert labels(Option("test_tag_filters", "gpu"), Option("test_tag_filters", "")) == [
+    assert labels("--test_tag_filters=-gpu") == ["//p:cpu", "//p:plain"]
+    assert labels("--test_tag_filters", "cpu,cuda") == ["//p:gpu", "//p:cpu"]
+    assert labels("--test_tag_filters=gpu", "--test_tag_filters=") == [
         "//p:gpu", "//p:cpu", "//p:plain"]
-    assert labels(Option("test_size_filters", "-LARGE")) == ["//p:gpu", "//p:plain"]
+    assert labels("--test_size_filters=-LARGE") == ["//p:gpu", "//p:plain"]

@@ -133,6 +133,9 @@ class BuildEvents:
     version: str | None
     workspace: str | None
     exit_code: int | None
+    # rc-file and explicit options as given (optionsParsed.cmdLine): the canonical list keeps
+    # only the last value of a single-valued option, which hides the user's test filters.
+    command_line: tuple[str, ...] = ()
 
 
 def parse_bep(lines: Iterable[str]) -> BuildEvents:
@@ -145,6 +148,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     options: list[Option] = []
     version = workspace = None
     exit_code = None
+    command_line: tuple[str, ...] = ()
     for line in lines:
         line = line.strip()
         if not line:
@@ -183,6 +187,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
                     for opt in section.get("optionList", {}).get("option", []):
                         options.append(Option(opt.get("optionName", ""),
                                               opt.get("optionValue", "")))
+        if "optionsParsed" in event:
+            command_line = tuple(event["optionsParsed"].get("cmdLine", []))
         if "buildFinished" in event:
             exit_code = event["buildFinished"].get("exitCode", {}).get("code", 0)
 
@@ -192,7 +198,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         executable = _executable(label, files)
         if executable:
             tests.append(TestTarget(label, executable, sizes.get(label, "")))
-    return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code)
+    return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code,
+                       command_line)
 
 
 def _expand(files: list[str], sets: Mapping[str, tuple[list[str], list[str]]]) -> list[str]:
@@ -287,12 +294,12 @@ def parse_rules(xml: str) -> dict[str, RuleInfo]:
 
 
 def selected(tests: Sequence[TestTarget], rules: Mapping[str, RuleInfo],
-             options: Sequence[Option]) -> tuple[TestTarget, ...]:
+             command_line: Sequence[str]) -> tuple[TestTarget, ...]:
     """The tests that ``bazel test`` will run, under the user's --test_tag_filters and
-    --test_size_filters (the build step replaced the tag filter with its own, last)."""
-    tag_filters = [o.value for o in options if o.name == "test_tag_filters"
-                   and o.value != NO_TEST_TAG]
-    size_filters = [o.value for o in options if o.name == "test_size_filters"]
+    --test_size_filters (the build step added a tag filter of its own, last)."""
+    tag_filters = [v for v in option_values(command_line, "test_tag_filters")
+                   if v != NO_TEST_TAG]
+    size_filters = option_values(command_line, "test_size_filters")
     tag_filter = _split_filter(tag_filters[-1] if tag_filters else "")
     size_filter = _split_filter((size_filters[-1] if size_filters else "").lower())
     out = []
@@ -302,6 +309,17 @@ def selected(tests: Sequence[TestTarget], rules: Mapping[str, RuleInfo],
         if _passes(tag_filter, tags) and _passes(size_filter, {test.size} - {""}):
             out.append(test)
     return tuple(out)
+
+
+def option_values(command_line: Sequence[str], name: str) -> list[str]:
+    """Every value given to ``--name``, as ``--name=V`` or ``--name V``, in order."""
+    values = []
+    for at, word in enumerate(command_line):
+        if word.startswith(f"--{name}="):
+            values.append(word.split("=", 1)[1])
+        elif word == f"--{name}" and at + 1 < len(command_line):
+            values.append(command_line[at + 1])
+    return values
 
 
 def _split_filter(value: str) -> tuple[set[str], set[str]]:

@@ -285,7 +285,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
     rules = bazel.rule_info(runner, [t.label for t in events.tests])
-    tests = bazel.selected(events.tests, rules, events.options)
+    tests = bazel.selected(events.tests, rules, events.command_line)
     if not tests:
         patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
         raise NoTestsError(f"the target patterns and test filters select no test: {patterns}")
