@@ -116,8 +116,12 @@ class _Reader:
     def __init__(self, fd: int, path: str) -> None:
         self.fd = fd
         self.path = path
+        self.size = os.fstat(fd).st_size
 
     def read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0 or offset + size > self.size:
+            # Checked before reading: a corrupt header can ask for gigabytes.
+            raise NotElfError(f"{self.path}: file too short")
         data = os.pread(self.fd, size, offset)
         if len(data) < size:
             raise NotElfError(f"{self.path}: file too short")
@@ -203,44 +207,11 @@ def read_elf(path: str) -> ElfInfo:
 
 
 def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
-    is64 = header.elf_class == ELFCLASS64
-    order = header.byteorder
-    phsize = _PHDR_SIZE[header.elf_class]
-    if header.phnum and header.phentsize < phsize:
-        raise NotElfError(f"{reader.path}: ELF file's phentsize not the expected size")
-    table = reader.read(header.phoff, header.phentsize * header.phnum) if header.phnum else b""
-    # (p_type, p_offset, p_vaddr, p_filesz, p_memsz) for every program header.
-    phdrs = []
-    for index in range(header.phnum):
-        at = index * header.phentsize
-        if is64:
-            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
-                order + "IIQQQQQ", table, at)
-        else:
-            p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
-                order + "IIIIII", table, at)
-        phdrs.append((p_type, p_offset, p_vaddr, p_filesz, p_memsz))
-
-    interp = None
-    dynamic = None
-    for p_type, p_offset, _vaddr, p_filesz, _memsz in phdrs:
-        if p_type == PT_INTERP and interp is None:
-            interp = reader.cstring(p_offset)
-        elif p_type == PT_DYNAMIC:
-            # The loader keeps the last PT_DYNAMIC it sees (rtld.c, _dl_map_object_from_fd).
-            if p_filesz > _MAX_DYNAMIC:
-                raise NotElfError(f"{reader.path}: PT_DYNAMIC segment is implausibly large")
-            dynamic = reader.read(p_offset, p_filesz)
+    phdrs, dynamic = _segments(reader, header)
+    interp = next((reader.cstring(off) for kind, off, *_ in phdrs if kind == PT_INTERP), None)
     if dynamic is None:
         return ElfInfo(reader.path, header, interp, False, (), None, None, None, 0)
-
-    entry = struct.Struct(order + ("qQ" if is64 else "iI"))
-    tags: list[tuple[int, int]] = []
-    for tag, value in entry.iter_unpack(dynamic[: len(dynamic) - len(dynamic) % entry.size]):
-        if tag == DT_NULL:
-            break
-        tags.append((tag, value))
-
+    tags = _tags(header, dynamic)
     last = dict(tags)  # a repeated tag: the loader keeps the last (get-dynamic-info.h)
     strtab = last.get(DT_STRTAB)
 
@@ -257,9 +228,98 @@ def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
                    last.get(DT_FLAGS_1, 0))
 
 
-def _file_offset(phdrs: list[tuple[int, int, int, int, int]], vaddr: int, path: str) -> int:
+_Phdr = tuple[int, int, int, int, int]  # p_type, p_offset, p_vaddr, p_filesz, p_memsz
+
+
+def _segments(reader: _Reader, header: ElfHeader) -> tuple[list[_Phdr], bytes | None]:
+    """Every program header, and the bytes of the PT_DYNAMIC segment (None: there is none).
+
+    The loader keeps the last PT_DYNAMIC it sees (rtld.c, _dl_map_object_from_fd).
+    """
+    is64 = header.elf_class == ELFCLASS64
+    order = header.byteorder
+    if header.phnum and header.phentsize < _PHDR_SIZE[header.elf_class]:
+        raise NotElfError(f"{reader.path}: ELF file's phentsize not the expected size")
+    table = reader.read(header.phoff, header.phentsize * header.phnum) if header.phnum else b""
+    phdrs: list[_Phdr] = []
+    dynamic = None
+    for index in range(header.phnum):
+        at = index * header.phentsize
+        if is64:
+            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
+                order + "IIQQQQQ", table, at)
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
+                order + "IIIIII", table, at)
+        phdrs.append((p_type, p_offset, p_vaddr, p_filesz, p_memsz))
+        if p_type == PT_DYNAMIC:
+            if p_filesz > _MAX_DYNAMIC:
+                raise NotElfError(f"{reader.path}: PT_DYNAMIC segment is implausibly large")
+            dynamic = reader.read(p_offset, p_filesz)
+    return phdrs, dynamic
+
+
+def _tags(header: ElfHeader, dynamic: bytes) -> list[tuple[int, int]]:
+    """The dynamic entries up to DT_NULL, as (tag, value)."""
+    entry = struct.Struct(header.byteorder + ("qQ" if header.elf_class == ELFCLASS64 else "iI"))
+    tags: list[tuple[int, int]] = []
+    for tag, value in entry.iter_unpack(dynamic[: len(dynamic) - len(dynamic) % entry.size]):
+        if tag == DT_NULL:
+            break
+        tags.append((tag, value))
+    return tags
+
+
+def _file_offset(phdrs: list[_Phdr], vaddr: int, path: str) -> int:
     """Map a virtual address to a file offset through the PT_LOAD segments."""
     for p_type, p_offset, p_vaddr, p_filesz, _memsz in phdrs:
         if p_type == PT_LOAD and p_vaddr <= vaddr < p_vaddr + p_filesz:
             return vaddr - p_vaddr + p_offset
     raise NotElfError(f"{path}: DT_STRTAB address {vaddr:#x} is outside every PT_LOAD segment")
+
+
+# -- symbol versions (.gnu.version_d) -------------------------------------------------------
+
+VER_FLG_BASE = 0x1            # the entry naming the file itself, not a version
+# Elf32_Verdef and Elf64_Verdef are the same: vd_version, vd_flags, vd_ndx, vd_cnt, vd_hash,
+# vd_aux, vd_next; then Elf*_Verdaux: vda_name, vda_next.
+_VERDEF = struct.Struct("HHHHIII")
+_VERDAUX = struct.Struct("II")
+_MAX_VERDEFS = 1 << 16        # more definitions than this is corruption, not a large library
+
+
+def version_definitions(path: str) -> tuple[str, ...]:
+    """The symbol versions ``path`` defines (``GLIBCXX_3.4.30``, ``XDEMO_2``), in file order.
+
+    Read as the loader's version check reads them (glibc elf/dl-version.c, match_symbol):
+    through DT_VERDEF and DT_VERDEFNUM of the dynamic segment, each entry's first auxiliary
+    name from DT_STRTAB. The base entry (VER_FLG_BASE, the file's own name) is left out.
+    A library without DT_VERDEF defines none (and the loader's check lets it pass silently).
+    """
+    fd = open_elf(path)
+    try:
+        reader = _Reader(fd, path)
+        header = parse_header(_read_start(fd, path), path)
+        phdrs, dynamic = _segments(reader, header)
+        last = dict(_tags(header, dynamic or b""))
+        if DT_VERDEF not in last:
+            return ()
+        if DT_STRTAB not in last:
+            raise NotElfError(f"{path}: dynamic section has no DT_STRTAB")
+        strtab = _file_offset(phdrs, last[DT_STRTAB], path)
+        count = min(last.get(DT_VERDEFNUM, 0), _MAX_VERDEFS)
+        verdef = struct.Struct(header.byteorder + _VERDEF.format)
+        verdaux = struct.Struct(header.byteorder + _VERDAUX.format)
+        at = _file_offset(phdrs, last[DT_VERDEF], path)
+        names: list[str] = []
+        for _ in range(count):
+            _ver, flags, _ndx, cnt, _hash, aux, nxt = verdef.unpack(reader.read(at, verdef.size))
+            if cnt and not flags & VER_FLG_BASE:
+                name, _next = verdaux.unpack(reader.read(at + aux, verdaux.size))
+                names.append(reader.cstring(strtab + name))
+            if nxt == 0:
+                break
+            at += nxt
+        return tuple(names)
+    finally:
+        os.close(fd)
