@@ -74,16 +74,31 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
 @cli.command(context_settings=_PASSTHROUGH)
 @_bazel_options
 @click.option("--dry-run", is_flag=True, help="Print the bazel command instead of running it.")
+@click.option("--no-repair", is_flag=True,
+              help="Run bazel test as given; only diagnose loader failures afterwards.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-         prepend: bool, dry_run: bool, bazel_args: tuple[str, ...]) -> None:
+         prepend: bool, dry_run: bool, no_repair: bool, bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
-    Exits with Bazel's own exit code.
+    When tests still fail in the dynamic loader, says why after Bazel's summary (as
+    `bazel-ldfix diagnose` does). Exits with Bazel's own exit code.
     """
     from bazel_ldfix import report
+    from bazel_ldfix.bazel import output_base as ask_output_base
     from bazel_ldfix.bazel import with_options
 
+    bazel = _make_bazel(bazel_path, startup)
+    if no_repair:
+        if dry_run:
+            click.echo(shlex.join(bazel.argv("test", bazel_args)))
+            sys.exit(0)
+        # Asked before the run: every Bazel command rewrites command.log, which the
+        # diagnosis reads.
+        base = output_base or ask_output_base(bazel)
+        code = bazel.stream("test", bazel_args)
+        _diagnose_after(base, code, None)
+        sys.exit(code)
     try:
         repair, code = _plan(bazel_path, startup, output_base, prepend, bazel_args)
     except NoTestsError as exc:
@@ -92,12 +107,54 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     if repair is None:
         sys.exit(code)  # the build failed; Bazel has said why
     click.echo(report.repair_summary(repair), err=True)
-    bazel = _make_bazel(bazel_path, startup)
     args = with_options(bazel_args, repair.flags)
     if dry_run:
         click.echo(shlex.join(bazel.argv("test", args)))
         sys.exit(0)
-    sys.exit(bazel.stream("test", args))
+    code = bazel.stream("test", args)
+    _diagnose_after(repair.output_base, code, repair.ld_library_path)
+    sys.exit(code)
+
+
+def _diagnose_after(output_base: str, code: int, library_path: str | None) -> None:
+    """After Bazel's summary: why tests still failed in the dynamic loader, if they did."""
+    from bazel_ldfix import diagnose as diagnosing
+
+    try:
+        result = diagnosing.after_test(output_base, code, library_path=library_path,
+                                       on_error=_warn_unreadable)
+    except LdfixError as exc:
+        click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {exc}", err=True)
+        return
+    if result is not None:
+        click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: "), err=True)
+
+
+@cli.command()
+@click.argument("patterns", nargs=-1)
+@click.option("--bep", metavar="FILE", default=None,
+              help="Read the test results of this --build_event_json_file.")
+@click.option("--log", "log_files", metavar="FILE", multiple=True,
+              help="Diagnose this test log (repeatable).")
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Look for libraries here (default: the one the logs come from).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, ...],
+             output_base: str | None, as_json: bool) -> None:
+    """Explain why failed tests could not load their libraries, and how to fix it.
+
+    By default, the failed tests of the last `bazel test` in this workspace; target
+    PATTERNS narrow them. Exit 0 when no failed test was stopped by the loader, 1 when
+    some were, 2 for bad input.
+    """
+    from bazel_ldfix import diagnose as diagnosing
+    from bazel_ldfix import logs
+
+    found = logs.find(os.getcwd(), bep=bep, log_files=log_files,
+                      output_base=output_base, patterns=patterns)
+    result = diagnosing.diagnose(found, on_error=_warn_unreadable)
+    click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
+    sys.exit(result.exit_code)
 
 
 def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:

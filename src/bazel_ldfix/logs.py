@@ -1,0 +1,579 @@
+"""Finding the logs of failed tests, and reading them without trusting their size.
+
+Three ways in. By default, the failed tests of the last Bazel invocation: its console output
+is ``<output_base>/command.log`` (every Bazel command rewrites it), whose ``FAIL: //t:x (see
+.../test.log)`` lines name each failed run, shard and attempt. When the last command was not
+a ``bazel test``, each test's latest result in ``bazel-testlogs`` (judged by its
+``test.xml``) stands in for it. ``--bep FILE`` reads the ``testResult`` events of a
+``--build_event_json_file``, and ``--log FILE`` takes logs as they are.
+
+Logs are read line by line in fixed-size chunks, each line cut at :data:`MAX_LINE`, so a
+1 GiB log costs one chunk of memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from urllib.parse import unquote, urlparse
+
+from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
+
+MAX_LINE = 64 * 1024          # longer lines are cut here (a loader message is < 4 KiB)
+MAX_BEP_LINE = 64 << 20       # one BEP event; a namedSet of a huge target can be megabytes
+_CHUNK = 1 << 16
+_SEARCH_CHUNK = 1 << 20
+_SNIFF = 8192                 # how much of a log decides "binary"
+WORKSPACE_FILES = ("WORKSPACE", "WORKSPACE.bazel", "MODULE.bazel")
+# Bazel's console, after a test run: one line per failed run, shard or attempt.
+_FAIL_LINE = re.compile(r"^(FAIL|TIMEOUT|FLAKY|INCOMPLETE|NO STATUS|REMOTE FAILURE): "
+                        r"(\S+) \(see (.+)\)\s*$")
+_EXECUTED = re.compile(r"^Executed \d+ out of \d+ tests?\b")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_EXECUTING = re.compile(r"^Executing tests from (\S+)")
+_ATTEMPT = re.compile(r"/test_attempts/attempt_\d+\.log$")
+_RUN_DIR = re.compile(r"^(?:shard_\d+_of_\d+)?_?(?:run_\d+_of_\d+)?$")
+_SANDBOX = re.compile(r"/sandbox/[^/]+/\d+/execroot/")
+_OUTPUT_BASE = re.compile(r"^(/.*?)/(?:sandbox/[^/]+/\d+/)?execroot/[^/]+/")
+_XML_FAILED = re.compile(rb"""\b(?:failures|errors)\s*=\s*["']\s*[1-9]""")
+
+
+@dataclass(frozen=True)
+class TestLog:
+    """One log of one run (or shard, or attempt) of a test."""
+
+    path: str
+    label: str | None          # None: the log does not say, and nothing else did
+    status: str | None         # Bazel's word (FAILED, TIMEOUT, ...); None: not known
+
+
+@dataclass(frozen=True)
+class LogSet:
+    """The logs to diagnose, and what was learnt while finding them."""
+
+    logs: tuple[TestLog, ...]
+    source: str                     # where they come from, in words
+    output_base: str | None
+    passed: int = 0                 # test logs left out because the test passed
+    notes: tuple[str, ...] = ()     # warnings: a truncated BEP file, an unreadable log, ...
+    library_path: str | None = None  # --test_env=LD_LIBRARY_PATH=V of the run, when known
+
+
+# -- reading ------------------------------------------------------------------------------
+
+def read_lines(path: str, max_line: int = MAX_LINE) -> Iterator[str]:
+    """The lines of ``path`` as text, streamed; a line longer than ``max_line`` is cut there.
+
+    Bytes that are not UTF-8 are replaced, never fatal: a test may print anything.
+    """
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed in finally, while the generator runs
+    except OSError as exc:
+        raise BadInputError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        pending = bytearray()
+        while True:
+            try:
+                chunk = fh.read(_CHUNK)
+            except OSError as exc:
+                raise BadInputError(f"{path}: {exc.strerror or exc}") from None
+            if not chunk:
+                break
+            start = 0
+            while True:
+                end = chunk.find(b"\n", start)
+                piece = chunk[start:] if end < 0 else chunk[start:end]
+                if len(pending) < max_line:
+                    pending += piece[: max_line - len(pending)]
+                if end < 0:
+                    break
+                yield pending.decode("utf-8", "replace")
+                pending = bytearray()
+                start = end + 1
+        if pending:
+            yield pending.decode("utf-8", "replace")
+    finally:
+        fh.close()
+
+
+def read_matching(path: str, needles: Sequence[bytes], max_line: int = MAX_LINE,
+                  chunk_size: int = _SEARCH_CHUNK) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for each line of ``path`` containing one of ``needles``.
+
+    The same lines as :func:`read_lines` (cut at ``max_line``, only that much searched),
+    but a line without a needle never becomes a Python string: a 1 GiB log of test output
+    is searched at the speed of ``bytes.find``, one chunk at a time.
+    """
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed in finally, while the generator runs
+    except OSError as exc:
+        raise BadInputError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        number = 0              # lines complete before the current block
+        carry = b""             # the start of a line whose end is not read yet
+        overlong = False        # carry holds max_line bytes of a longer line
+        while True:
+            try:
+                chunk = fh.read(chunk_size)
+            except OSError as exc:
+                raise BadInputError(f"{path}: {exc.strerror or exc}") from None
+            if not chunk:
+                break
+            if overlong:
+                end = chunk.find(b"\n")
+                if end < 0:
+                    continue    # still inside the long line
+                chunk = chunk[end:]
+                overlong = False
+            block = carry + chunk
+            last = block.rfind(b"\n")
+            if last < 0:
+                carry = block[:max_line]
+                overlong = len(block) > max_line
+                continue
+            carry = block[last + 1:]
+            if len(carry) > max_line:
+                carry, overlong = carry[:max_line], True
+            counted, at = 0, 0      # newlines counted up to offset ``at``
+            previous = -1
+            for hit, end in _hits(block, last, needles):
+                start = block.rfind(b"\n", 0, hit) + 1
+                if start == previous or end - start > max_line:
+                    continue    # the same line again, or past the part of it that is read
+                previous = start
+                counted += block.count(b"\n", at, start)
+                at = start
+                stop = block.find(b"\n", start)
+                line = block[start:min(stop, start + max_line)]
+                yield number + counted + 1, line.decode("utf-8", "replace")
+            number += block.count(b"\n", 0, last + 1)
+        if carry and any(n in carry for n in needles):
+            yield number + 1, carry.decode("utf-8", "replace")
+    finally:
+        fh.close()
+
+
+def _hits(block: bytes, end: int, needles: Sequence[bytes]) -> list[tuple[int, int]]:
+    """``(start, end)`` of every needle in ``block[:end]``, in order (bytes.find is a fast
+    search; an alternation in ``re`` is not)."""
+    hits = []
+    for needle in needles:
+        at = block.find(needle, 0, end)
+        while at >= 0:
+            hits.append((at, at + len(needle)))
+            at = block.find(needle, at + 1, end)
+    hits.sort()
+    return hits
+
+
+def check_text(path: str) -> None:
+    """Raise :class:`BadInputError` unless ``path`` is a readable file that looks like text."""
+    if os.path.isdir(path):
+        raise BadInputError(f"{path}: is a directory, not a log")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF)
+    except OSError as exc:
+        raise BadInputError(f"{path}: {exc.strerror or exc}") from None
+    if head.startswith(b"\x7fELF") or b"\0" in head:
+        raise BadInputError(f"{path}: binary data, not a test log")
+
+
+def log_label(path: str) -> str | None:
+    """The label Bazel's test wrapper writes at the top of every test.log."""
+    for number, line in enumerate(read_lines(path, 4096)):
+        match = _EXECUTING.match(line)
+        if match:
+            return match.group(1)
+        if number > 8:
+            break
+    return None
+
+
+# -- paths Bazel makes --------------------------------------------------------------------
+
+def unsandbox(path: str) -> str:
+    """The execroot path behind a sandbox path (which is gone once the test ended).
+
+    ``<ob>/sandbox/linux-sandbox/5/execroot/ws/bazel-out/...`` -> ``<ob>/execroot/ws/...``.
+    """
+    return _SANDBOX.sub("/execroot/", path, count=1)
+
+
+def output_base_of(path: str) -> str | None:
+    """The output_base a path under ``<ob>/execroot/`` or ``<ob>/sandbox/`` belongs to."""
+    match = _OUTPUT_BASE.match(path)
+    return match.group(1) if match else None
+
+
+def executable_for(log: str) -> str | None:
+    """The test executable a log under ``<cfg>/testlogs/`` belongs to, if it exists.
+
+    ``testlogs/t/x/test.log``, ``.../shard_1_of_2/test.log``, ``.../run_2_of_3/test.log``
+    and ``.../test_attempts/attempt_1.log`` all belong to ``bin/t/x``.
+    """
+    real = os.path.realpath(log)
+    at = real.rfind("/testlogs/")
+    if at < 0:
+        return None
+    rest = real[at + len("/testlogs/"):]
+    if _ATTEMPT.search("/" + rest):
+        rest = rest[: rest.rfind("/test_attempts/")]
+    elif rest.endswith("/test.log"):
+        rest = rest[: -len("/test.log")]
+        head, _, last = rest.rpartition("/")
+        if head and last and _RUN_DIR.match(last):
+            rest = head
+    else:
+        return None
+    exe = os.path.join(real[:at], "bin", rest)
+    return exe if os.path.isfile(exe) else None
+
+
+def workspace_root(start: str) -> str | None:
+    """The nearest directory at or above ``start`` with a WORKSPACE or MODULE.bazel file."""
+    here = os.path.abspath(start)
+    while True:
+        if any(os.path.isfile(os.path.join(here, name)) for name in WORKSPACE_FILES):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+# -- target patterns ----------------------------------------------------------------------
+
+def matches(label: str | None, patterns: Sequence[str], package: str = "") -> bool:
+    """Whether ``label`` is selected by Bazel target ``patterns`` (``-`` excludes).
+
+    The forms are Bazel's: ``//p:t``, ``//p`` (= ``//p:p``), ``//p:all``, ``//p:*``,
+    ``//p/...``, ``//...``, and relative ones (``:t``, ``p/...``) read from ``package``.
+    A log whose label is unknown is selected only when no pattern is given.
+    """
+    positive = [p for p in patterns if not p.startswith("-")]
+    negative = [p[1:] for p in patterns if p.startswith("-")]
+    if not patterns:
+        return True
+    if label is None:
+        return False
+    name = _normal(label)
+    chosen = not positive or any(_pattern_matches(name, p, package) for p in positive)
+    return chosen and not any(_pattern_matches(name, p, package) for p in negative)
+
+
+def _normal(label: str) -> str:
+    """``@//p:t`` and ``@@//p:t`` name the main repository, as ``//p:t`` does."""
+    if label.startswith("@@"):
+        label = label[1:]
+    return label[1:] if label.startswith("@//") else label
+
+
+def _pattern_matches(label: str, pattern: str, package: str) -> bool:
+    pattern = _normal(pattern)
+    if "//" not in pattern:
+        # Relative to the package of the current directory.
+        pattern = (f"//{package}{pattern}" if pattern.startswith(":")
+                   else f"//{package}/{pattern}" if package else f"//{pattern}")
+    repo, _, rest = pattern.partition("//")
+    lrepo, _, lrest = label.partition("//")
+    if repo != lrepo:
+        return False
+    lpkg, _, lname = lrest.partition(":")
+    if rest == "..." or rest.endswith("/..."):
+        top = rest[: -len("...")].rstrip("/")
+        return not top or lpkg == top or lpkg.startswith(top + "/")
+    pkg, colon, name = rest.partition(":")
+    if not colon:
+        name = pkg.rsplit("/", 1)[-1]
+    if pkg != lpkg:
+        return False
+    return name in ("all", "*", "all-targets") or name == lname
+
+
+# -- the last invocation ------------------------------------------------------------------
+
+def from_workspace(cwd: str, output_base: str | None, patterns: Sequence[str]) -> LogSet:
+    """The failed tests of the last invocation in the workspace around ``cwd``."""
+    root = workspace_root(cwd)
+    testlogs: str | None = None
+    if root is not None:
+        link = os.path.join(root, "bazel-testlogs")
+        if os.path.isdir(link):
+            testlogs = os.path.realpath(link)
+            output_base = output_base or output_base_of(testlogs + "/")
+    elif output_base is None:
+        raise NotAWorkspaceError(
+            f"{cwd} is not inside a Bazel workspace (no WORKSPACE or MODULE.bazel above it); "
+            "pass --bep FILE or --log FILE")
+    if output_base is None:
+        raise BadInputError(
+            f"no bazel-testlogs in {root}: no test has run in this workspace yet (or "
+            "--symlink_prefix put it elsewhere); run bazel test, or pass --output-base, "
+            "--bep FILE or --log FILE")
+    if not os.path.isdir(output_base):
+        raise BadInputError(f"output_base {output_base} does not exist")
+    package = package_of(cwd)
+    found = from_command_log(output_base, patterns, package)
+    if found is not None:
+        return found
+    testlogs = testlogs or _testlogs_under(output_base)
+    if testlogs is None:
+        raise BadInputError(f"no test logs under {output_base}: no test has run there yet")
+    return from_testlogs(testlogs, output_base, patterns, package,
+                         "the last Bazel command was not `bazel test`")
+
+
+def from_command_log(output_base: str, patterns: Sequence[str] = (),
+                     package: str = "") -> LogSet | None:
+    """The failed runs named by the last command's console output; None if it ran no test."""
+    path = os.path.join(output_base, "command.log")
+    if not os.path.isfile(path):
+        return None
+    logs: dict[str, TestLog] = {}
+    ran_tests = False
+    for raw in read_lines(path):
+        line = _ANSI.sub("", raw).rstrip("\r")
+        match = _FAIL_LINE.match(line)
+        if match:
+            ran_tests = True
+            status, label = match.group(1), match.group(2)
+            for log in match.group(3).split():
+                if log.endswith(".log") and matches(label, patterns, package):
+                    logs.setdefault(log, TestLog(log, label, "FAILED" if status == "FAIL"
+                                                 else status))
+        elif _EXECUTED.match(line):
+            ran_tests = True
+    if not ran_tests:
+        return None
+    kept = tuple(log for log in logs.values() if os.path.isfile(log.path))
+    notes = tuple(f"{log.path}: named by {path} but gone (bazel clean?)"
+                  for log in logs.values() if not os.path.isfile(log.path))
+    return LogSet(kept, f"the last `bazel test` ({path})", output_base, notes=notes)
+
+
+def _testlogs_under(output_base: str) -> str | None:
+    execroot = os.path.join(output_base, "execroot")
+    try:
+        for workspace in sorted(os.listdir(execroot)):
+            out = os.path.join(execroot, workspace, "bazel-out")
+            for config in sorted(os.listdir(out)) if os.path.isdir(out) else ():
+                candidate = os.path.join(out, config, "testlogs")
+                if os.path.isdir(candidate):
+                    return candidate
+    except OSError:
+        return None
+    return None
+
+
+def from_testlogs(testlogs: str, output_base: str | None, patterns: Sequence[str] = (),
+                  package: str = "", why: str = "") -> LogSet:
+    """Every test's latest log under a ``testlogs`` directory, failed ones kept."""
+    logs: list[TestLog] = []
+    passed = 0
+    notes: list[str] = []
+    for directory, dirs, files in os.walk(testlogs):
+        dirs.sort()
+        names = sorted(files)
+        for name in names:
+            if name == "test.log":
+                xml = os.path.join(directory, "test.xml")
+            elif re.fullmatch(r"attempt_\d+\.log", name) and directory.endswith("/test_attempts"):
+                xml = os.path.join(directory, name[: -len(".log")] + ".xml")
+            else:
+                continue
+            path = os.path.join(directory, name)
+            status = _xml_status(xml)
+            if status == "PASSED":
+                passed += 1
+                continue
+            try:
+                check_text(path)
+            except BadInputError as exc:
+                notes.append(f"skipped {exc}")
+                continue
+            label = log_label(path)
+            if matches(label, patterns, package):
+                logs.append(TestLog(path, label, status))
+    source = f"the latest run of each test in {testlogs}"
+    if why:
+        source += f" ({why})"
+    return LogSet(tuple(logs), source, output_base, passed, tuple(notes))
+
+
+def _xml_status(xml: str) -> str | None:
+    """FAILED or PASSED from the top of a test.xml (Bazel's, or the test's own JUnit XML)."""
+    try:
+        with open(xml, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return None
+    return "FAILED" if _XML_FAILED.search(head) else "PASSED"
+
+
+# -- a Build Event Protocol file ----------------------------------------------------------
+
+def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogSet:
+    """The test.log of every run that did not pass, from a ``--build_event_json_file``."""
+    if not os.path.isfile(path):
+        raise BadInputError(f"{path}: no such file" if not os.path.exists(path)
+                            else f"{path}: not a file")
+    check_text(path)
+    logs: dict[str, TestLog] = {}
+    passed = 0
+    output_base: str | None = None
+    library_path: str | None = None
+    notes: list[str] = []
+    ends: dict[str, float] = {}
+    events = 0
+    broken: tuple[int, str] | None = None   # a line that is not JSON, kept until the next one
+    for number, line in enumerate(read_lines(path, MAX_BEP_LINE), 1):
+        if not line.strip():
+            continue
+        if broken is not None:
+            raise BadInputError(f"{path}: line {broken[0]} is not JSON ({broken[1]}): not a "
+                                "--build_event_json_file")
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as exc:
+            broken = (number, exc.msg)
+            continue
+        if not isinstance(event, dict) or "id" not in event:
+            raise BadInputError(f"{path}: line {number} is not a build event (no \"id\"): "
+                                "not a --build_event_json_file")
+        events += 1
+        ident = event["id"]
+        if "workspace" in ident:
+            root = event.get("workspaceInfo", {}).get("localExecRoot")
+            if root:
+                output_base = os.path.dirname(os.path.dirname(root))
+        if ident.get("structuredCommandLine", {}).get("commandLineLabel") == "canonical":
+            library_path = _test_env(event) or library_path
+        if "testResult" in ident and "testResult" in event:
+            label = ident["testResult"].get("label")
+            result = event["testResult"]
+            status = result.get("status", "NO_STATUS")
+            for output in result.get("testActionOutput", []):
+                if output.get("name") != "test.log" or "uri" not in output:
+                    continue
+                uri = _uri_path(output["uri"])
+                if status == "PASSED":
+                    passed += 1
+                elif matches(label, patterns, package):
+                    logs.setdefault(uri, TestLog(uri, label, status))
+                    ended = _ended(result)
+                    if ended is not None:
+                        ends[uri] = ended
+    if broken is not None:
+        if events == 0:
+            raise BadInputError(f"{path}: not JSON ({broken[1]} on line {broken[0]}): not a "
+                                "--build_event_json_file")
+        notes.append(f"{path} ends in the middle of an event (line {broken[0]}): Bazel was "
+                     "interrupted, or is still writing it; read what is there")
+    if events == 0:
+        raise BadInputError(f"{path}: empty, not a --build_event_json_file")
+    kept = []
+    for log in logs.values():
+        if not os.path.isfile(log.path):
+            notes.append(f"{log.path}: named by {path} but gone (another machine, or "
+                         "bazel clean?)")
+            continue
+        kept.append(log)
+        if log.path in ends and os.path.getmtime(log.path) > ends[log.path] + _SLACK:
+            notes.append(f"{log.path} was rewritten after the run {path} records (a later "
+                         "run of the test?): what it says may be newer than that run")
+    output_base = output_base or next(
+        (ob for ob in (output_base_of(log.path) for log in kept) if ob), None)
+    return LogSet(tuple(kept), f"the test results in {path}", output_base, passed,
+                  tuple(notes), library_path)
+
+
+_SLACK = 60.0   # seconds between a test's end and its log's last write, at most
+
+
+def _ended(result: dict[str, object]) -> float | None:
+    """When a test attempt ended (seconds since the epoch), from its testResult event."""
+    try:
+        start = int(str(result["testAttemptStartMillisEpoch"]))
+        duration = int(str(result.get("testAttemptDurationMillis", 0)))
+    except (KeyError, ValueError):
+        return None
+    return (start + duration) / 1000
+
+
+def _test_env(event: dict[str, object]) -> str | None:
+    """The last ``--test_env=LD_LIBRARY_PATH=V`` of a canonical command line."""
+    value = None
+    command_line = event.get("structuredCommandLine")
+    sections = command_line.get("sections", []) if isinstance(command_line, dict) else []
+    for section in sections:
+        if section.get("sectionLabel") != "command options":
+            continue
+        for opt in section.get("optionList", {}).get("option", []):
+            if opt.get("optionName") == "test_env":
+                name, eq, val = str(opt.get("optionValue", "")).partition("=")
+                if name == "LD_LIBRARY_PATH" and eq:
+                    value = val
+    return value
+
+
+def _uri_path(uri: str) -> str:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+# -- logs given by name -------------------------------------------------------------------
+
+def given(paths: Iterable[str], patterns: Sequence[str] = (), package: str = "") -> LogSet:
+    """Logs named on the command line; each must exist and be text.
+
+    A log that does not name its test is kept whatever the patterns: it was asked for.
+    """
+    logs = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise BadInputError(f"{path}: no such file")
+        check_text(path)
+        label = log_label(path)
+        if label is None or matches(label, patterns, package):
+            logs.append(TestLog(os.path.abspath(path), label, None))
+    output_base = next((ob for ob in (output_base_of(os.path.realpath(log.path))
+                                      for log in logs) if ob), None)
+    return LogSet(tuple(logs), "the logs given", output_base)
+
+
+# -- the command's choice -----------------------------------------------------------------
+
+def find(cwd: str, *, bep: str | None = None, log_files: Sequence[str] = (),
+         output_base: str | None = None, patterns: Sequence[str] = ()) -> LogSet:
+    """The logs ``bazel-ldfix diagnose`` reads: ``--bep``, ``--log``, else the workspace's.
+
+    Relative target patterns are read from the package of ``cwd``; ``output_base``, when
+    given, overrides the one the logs imply.
+    """
+    if bep and log_files:
+        raise BadInputError("--bep and --log exclude each other")
+    package = package_of(cwd)
+    if bep:
+        found = from_bep(bep, patterns, package)
+    elif log_files:
+        found = given(log_files, patterns, package)
+    else:
+        return from_workspace(cwd, output_base, patterns)
+    if output_base is not None:
+        if not os.path.isdir(output_base):
+            raise BadInputError(f"output_base {output_base} does not exist")
+        found = replace(found, output_base=output_base)
+    return found
+
+
+def package_of(cwd: str) -> str:
+    """The package path of ``cwd`` in its workspace (``""`` at the root or outside one)."""
+    root = workspace_root(cwd)
+    if root is None:
+        return ""
+    package = os.path.relpath(os.path.abspath(cwd), root).replace(os.sep, "/")
+    return "" if package == "." else package
