@@ -11,13 +11,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import click
 from elfbuild import cc, lfs_pointer, patch_class, truncated
 
 # -- real failures ----------------------------------------------------------------------------
@@ -236,62 +233,3 @@ def passing_log(fake: FakeBazel, package: str, name: str) -> Path:
     (log.parent / "test.xml").write_text(
         '<testsuites><testsuite tests="1" failures="0" errors="0">')
     return log
-
-
-# -- the command ------------------------------------------------------------------------------
-
-# The `diagnose` command as proposed for cli.py. Until cli.py has it, the tests run this very
-# text; once it is pasted there, they run cli.py's (see `diagnose_command`).
-CLI_SNIPPET = textwrap.dedent('''
-    @cli.command()
-    @click.argument("patterns", nargs=-1)
-    @click.option("--bep", metavar="FILE", default=None,
-                  help="Read the test results of this --build_event_json_file.")
-    @click.option("--log", "log_files", metavar="FILE", multiple=True,
-                  help="Diagnose this test log (repeatable).")
-    @click.option("--output-base", type=click.Path(file_okay=False), default=None,
-                  help="Look for libraries here (default: the one the logs come from).")
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, ...],
-                 output_base: str | None, as_json: bool) -> None:
-        """Explain why failed tests could not load their libraries, and how to fix it.
-
-        By default, the failed tests of the last `bazel test` in this workspace; target
-        PATTERNS narrow them. Exit 0 when no failed test was stopped by the loader, 1 when
-        some were, 2 for bad input.
-        """
-        from bazel_ldfix import diagnose as diagnosing
-        from bazel_ldfix import logs
-
-        found = logs.find(os.getcwd(), bep=bep, log_files=log_files,
-                          output_base=output_base, patterns=patterns)
-        result = diagnosing.diagnose(found, on_error=_warn_unreadable)
-        click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
-        sys.exit(result.exit_code)
-''')
-
-
-def diagnose_command() -> tuple[click.Group, Callable[[Sequence[str]], int]]:
-    """cli.py's group with its `diagnose`, or a copy of it with CLI_SNIPPET's; and a ``main``.
-
-    ``main`` is cli.py's own entry point logic (errors become ``error: ...`` and their exit
-    codes), so exit codes are tested as users see them.
-    """
-    from bazel_ldfix import cli as cli_module
-
-    if "diagnose" in cli_module.cli.commands:
-        return cli_module.cli, cli_module.main
-    group = click.Group("bazel-ldfix", commands=dict(cli_module.cli.commands))
-    namespace: dict[str, Any] = {**vars(cli_module), "cli": group}
-    exec(compile("from __future__ import annotations\n" + CLI_SNIPPET, "<CLI_SNIPPET>",
-                 "exec"), namespace)
-
-    def main(argv: Sequence[str]) -> int:
-        original = cli_module.cli
-        cli_module.cli = group
-        try:
-            return cli_module.main(list(argv))
-        finally:
-            cli_module.cli = original
-
-    return group, main

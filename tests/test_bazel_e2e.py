@@ -166,7 +166,8 @@ def test_options_before_a_double_dash_and_target_patterns_after_it(ws: Workspace
 def test_patterns_that_select_no_test(ws: Workspace) -> None:
     env = ws.ldfix("env", "//t:tool")
     assert env.returncode == 67
-    assert env.stderr.strip().splitlines()[-1].startswith("error: the target patterns and test filters select no test")
+    assert env.stderr.strip().splitlines()[-1].startswith(
+        "error: the target patterns and test filters select no test")
     assert ws.ldfix("test", "//t:tool").returncode == 4
 
 

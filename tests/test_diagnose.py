@@ -16,7 +16,6 @@ from typing import TypeVar
 import pytest
 from diagnose_fixtures import (
     broken_file,
-    diagnose_command,
     fake_bazel,
     glibc_not_found,
     glibcxx_not_found,
@@ -33,7 +32,7 @@ from elfbuild import cc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bazel_ldfix import diagnose, elf, fixes, logs
+from bazel_ldfix import cli, diagnose, elf, fixes, logs
 from bazel_ldfix.diagnose import ErrorKind, parse_log
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
@@ -538,11 +537,10 @@ def test_after_test_only_speaks_of_loader_failures(tmp_path: Path) -> None:
 
 def cli_run(args: list[str], cwd: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
                                                                                        str]:
-    _, main = diagnose_command()
     here = os.getcwd()
     os.chdir(cwd)
     try:
-        code = main(["diagnose", *args])
+        code = cli.main(["diagnose", *args])
     finally:
         os.chdir(here)
     out = capsys.readouterr()

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from bazelws import BAZEL, Workspace, clean_env, make_workspace, sdk
-from diagnose_fixtures import EXTENSION_SRC, diagnose_command, versioned_lib
+from diagnose_fixtures import EXTENSION_SRC, versioned_lib
 from elfbuild import patch_class, patch_machine
 
-from bazel_ldfix import diagnose, logs
+from bazel_ldfix import cli, diagnose, logs
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
@@ -71,13 +71,12 @@ def run_diagnose(args: list[str], cwd: Path) -> tuple[int, str, str]:
     import contextlib
     import io
 
-    _, main = diagnose_command()
     out, err = io.StringIO(), io.StringIO()
     here = os.getcwd()
     os.chdir(cwd)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["diagnose", *args])
+            code = cli.main(["diagnose", *args])
     finally:
         os.chdir(here)
     return code, out.getvalue(), err.getvalue()
