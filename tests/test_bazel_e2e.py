@@ -63,12 +63,20 @@ cc_test(name = "with_env", srcs = ["xyz.c"], deps = {deps}, {z_link},
 cc_test(name = "fails", srcs = ["fails.c"], deps = {deps})
 cc_test(name = "plain", srcs = ["plain.c"])
 cc_test(name = "gpu", srcs = ["xy.c"], deps = {deps}, tags = ["gpu"])
+cc_test(name = "needs_local", srcs = ["local.c"], deps = ["//third_party/local:localdemo"])
 cc_binary(name = "tool", srcs = ["plain.c"])
 """,
         "t/xy.c": LOADS_XY, "t/x.c": LOADS_X, "t/xyz.c": LOADS_XYZ, "t/fails.c": LOADS_BUT_FAILS,
         "t/plain.c": "int main(void) { return 0; }\n",
+        "t/local.c": "int localdemo_value(void);\n"
+                     "int main(void) { return localdemo_value() == 5 ? 0 : 1; }\n",
+        "third_party/local/BUILD": 'package(default_visibility = ["//visibility:public"])\n'
+                                   'cc_import(name = "localdemo", '
+                                   'shared_library = "lib/liblocaldemo.so")\n',
     }
     workspace = make_workspace(top / "ws", files, env=clean_env())
+    # A vendored library in the main repository: its versioned file is in the source tree.
+    sdk(workspace.root / "third_party" / "local", "localdemo", "5")
     workspace.zdir = zlib.parent  # type: ignore[attr-defined]
     yield workspace
     workspace.shutdown()
@@ -189,8 +197,10 @@ def test_given_output_base_skips_the_query(ws: Workspace) -> None:
     output_base = ws.bazel("info", "output_base").stdout.strip()
     result = ws.ldfix("env", "--output-base", output_base, "--format", "shell", "//t:needs_xy")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("export LD_LIBRARY_PATH=")
-    assert os.path.join(output_base, "external") in result.stdout
+    sdks = Path(ws.root).parent / "sdks"
+    assert result.stdout == f"export LD_LIBRARY_PATH={sdks}/xsdk/lib:{sdks}/ysdk/lib\n"
+    as_json = ws.ldfix("env", "--output-base", output_base, "--format", "json", "//t:needs_xy")
+    assert json.loads(as_json.stdout)["output_base"] == output_base
 
 
 def test_tests_the_users_filters_exclude_are_not_examined(ws: Workspace) -> None:
@@ -202,3 +212,14 @@ def test_tests_the_users_filters_exclude_are_not_examined(ws: Workspace) -> None
     assert doc["missing"] == []
     only_gpu = ws.ldfix("env", "--test_tag_filters=-gpu", "//t:gpu")
     assert only_gpu.returncode == 67
+
+
+def test_a_vendored_library_of_the_main_repository_is_found_beside_its_import(
+        ws: Workspace) -> None:
+    assert ws.bazel("test", "//t:needs_local").returncode == 3
+    result = ws.ldfix("env", "--format", "json", "//t:needs_local")
+    assert result.returncode == 0, result.stderr
+    (missing,) = json.loads(result.stdout)["missing"]
+    assert missing["soname"] == "liblocaldemo.so.5"
+    assert missing["dir"] == str(ws.root / "third_party" / "local" / "lib")
+    assert ws.ldfix("test", "//t:needs_local").returncode == 0

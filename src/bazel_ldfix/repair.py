@@ -146,8 +146,11 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             new = [name for name in scan.needed_by if name not in choices]
             if not new or scan.expect is None:
                 break
+            # Beside what the tests link, and beside what their _solib_* directories stage
+            # (a cc_import of the main repository stages a file of the source tree).
+            staged = [p for s in subjects for p in s.extras]
             preferred = index.preferred_dirs(
-                sorted(scan.linked, key=lambda p: "/_solib_" not in p))
+                sorted([*scan.linked, *staged], key=lambda p: "/_solib_" not in p))
             located = index.locate(new, roots, scan.expect, preferred, on_error)
             choices.update(located)
             added += [c.dir for c in located.values() if c.dir and c.dir not in added]
