@@ -378,7 +378,6 @@ def test_nodefaultlib_keeps_cache_hits_outside_system_directories(tmp_path: Path
     assert found(res)["libc.so.6"] == "/lib/x86_64-linux-gnu/libc.so.6"   # for libcupti
 
 
-@pytest.mark.xfail(strict=True, reason="symbol-version checks (dl-version.c) are not modelled")
 def test_version_check_stops_a_load_whose_libc_entry_is_not_found(tmp_path: Path) -> None:
     # The program (NODEFLIB) cannot find libc.so.6; libcupti, found through the cache,
     # loads the real one. _dl_check_map_versions looks libc.so.6 up by name, meets the
@@ -541,3 +540,50 @@ def test_sweep_of_system_files_agrees() -> None:
     assert len(compared) >= 30
     bad: list[Disagreement] = [d for r in compared for d in r.disagreements]
     assert bad == []
+
+
+# -- symbol versions (dl-version.c) ------------------------------------------------------
+
+def _versioned(path: Path, versions: list[str]) -> Path:
+    """A library defining ``versions`` (one function each), by a linker version script."""
+    script = path.parent / (path.name + ".map")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines, previous = [], None
+    for n, version in enumerate(versions):
+        lines.append(f"{version} {{ global: f{n}; {'local: *; ' if n == 0 else ''}}}"
+                     + (f" {previous};" if previous else ";"))
+        previous = version
+    script.write_text("\n".join(lines) + "\n")
+    src = " ".join(f"int f{n}(void){{return {n};}}" for n in range(len(versions)))
+    return cc(path, "-shared", f"-Wl,-soname,{path.name}", f"-Wl,--version-script={script}",
+              src=src)
+
+
+def _calling(out: Path, function: str, library: Path, *, rpath: str) -> Path:
+    """A program that calls ``function`` of ``library`` (so it needs its version)."""
+    main = out.parent / (out.name + ".c")
+    main.write_text(f"int {function}(void); int main(void){{return {function}();}}\n")
+    # The source goes before the library, so that the linker resolves the call from it.
+    return cc(out, str(main), "-L", str(library.parent), f"-l:{library.name}",
+              f"-Wl,-rpath,{rpath}", src="")
+
+
+def test_a_version_the_library_found_does_not_define_is_reported(tmp_path: Path) -> None:
+    new = _versioned(tmp_path / "new" / "libv.so.1", ["V1", "V2"])
+    _versioned(tmp_path / "old" / "libv.so.1", ["V1"])
+    app = _calling(tmp_path / "app", "f1", new, rpath=f"{tmp_path}/old")
+    res, real = both(app)
+    assert [v.message for v in res.versions] == [
+        f"{tmp_path}/old/libv.so.1: version `V2' not found (required by {app})"]
+    assert res.versions[0].fatal and real.versions
+
+
+def test_a_library_without_version_information_is_only_a_warning(tmp_path: Path) -> None:
+    new = _versioned(tmp_path / "new" / "libv.so.1", ["V1"])
+    lib(tmp_path / "plain" / "libv.so.1", extra=["-Wl,--defsym=f0=0"])
+    app = _calling(tmp_path / "app", "f0", new, rpath=f"{tmp_path}/plain")
+    res, _ = both(app)
+    (problem,) = res.versions
+    assert problem.version is None and not problem.fatal
+    assert problem.message.endswith("no version information available (required by "
+                                    f"{app})")

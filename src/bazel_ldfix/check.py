@@ -39,9 +39,15 @@ class CheckResult:
         return self.trace.missing
 
     @property
+    def version_errors(self) -> tuple[str, ...]:
+        """Version checks a real start would stop at (the trace only reports them)."""
+        return tuple(v for v in self.trace.versions
+                     if ": version `" in v and "no version information" not in v)
+
+    @property
     def loads(self) -> bool:
         return not self.trace.missing and self.trace.error is None \
-            and self.trace.signal is None
+            and self.trace.signal is None and not self.version_errors
 
 
 def check_file(path: str, options: Options) -> CheckResult:

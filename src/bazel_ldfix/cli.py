@@ -208,7 +208,8 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
         else:
             color = _color()
             click.echo("\n".join(report.resolution_tree(r, color=color) for r in results))
-    sys.exit(2 if bad else 1 if any(r.missing or r.error for r in results) else 0)
+    stops = any(r.missing or r.error or any(v.fatal for v in r.versions) for r in results)
+    sys.exit(2 if bad else 1 if stops else 0)
 
 
 @cli.command()

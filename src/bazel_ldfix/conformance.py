@@ -7,6 +7,7 @@ and system files.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,7 @@ def compare(resolution: Resolution, trace: Trace) -> tuple[Disagreement, ...]:
     model = [(lib.name, lib.path) for lib in resolution.libraries]
     real = [(o.name, o.path) for o in trace.objects]
     out = list(_by_name(model, real))
+    out += _versions(resolution, trace)
     if not out and model != real:
         at = next(i for i, (m, r) in enumerate(zip(model, real, strict=True)) if m != r)
         out.append(Disagreement(
@@ -99,3 +101,18 @@ def _times(count: int) -> str:
 
 def _names(listing: list[tuple[str, str | None]]) -> str:
     return ", ".join(name for name, _ in listing)
+
+
+def _versions(resolution: Resolution, trace: Trace) -> list[Disagreement]:
+    """The version check's reports. The loader names the program by the real path it ran."""
+    real_file = os.path.realpath(resolution.file)
+    ours = {v.message.replace(f"(required by {resolution.file})", f"(required by {real_file})")
+            for v in resolution.versions}
+    theirs = set(trace.versions)
+    out = [Disagreement(m.split(": ", 1)[0], m, None,
+                        f"the model reports {m!r}; the loader does not")
+           for m in sorted(ours - theirs)]
+    out += [Disagreement(m.split(": ", 1)[0], None, m,
+                         f"the loader reports {m!r}; the model does not")
+            for m in sorted(theirs - ours)]
+    return out

@@ -28,6 +28,8 @@ PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 14, 15, 29
 DT_STRSZ, DT_FLAGS_1 = 10, 0x6FFFFFFB
 DT_VERDEF, DT_VERDEFNUM = 0x6FFFFFFC, 0x6FFFFFFD
+DT_VERNEED, DT_RELR = 0x6FFFFFFE, 36
+VER_FLG_WEAK = 0x2
 DF_1_NODEFLIB = 0x800
 EM_NAMES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm",
             62: "x86-64", 183: "aarch64", 243: "riscv", 258: "loongarch"}
@@ -73,6 +75,15 @@ class ElfHeader:
 
 
 @dataclass(frozen=True)
+class VersionNeed:
+    """One entry of .gnu.version_r: the versions an object needs from one file."""
+
+    file: str                       # vn_file, a DT_NEEDED name
+    versions: tuple[str, ...]
+    weak: tuple[bool, ...]          # VER_FLG_WEAK of each version
+
+
+@dataclass(frozen=True)
 class ElfInfo:
     """An ELF object as the dynamic loader sees it."""
 
@@ -85,6 +96,9 @@ class ElfInfo:
     rpath: str | None
     runpath: str | None
     flags_1: int
+    version_needs: tuple[VersionNeed, ...] = ()
+    has_verdef: bool = False
+    has_relr: bool = False
 
     @property
     def elf_class(self) -> int:
@@ -224,8 +238,45 @@ def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
     soname = string(last[DT_SONAME]) if DT_SONAME in last else None
     rpath = string(last[DT_RPATH]) if DT_RPATH in last else None
     runpath = string(last[DT_RUNPATH]) if DT_RUNPATH in last else None
+    needs: tuple[VersionNeed, ...] = ()
+    if DT_VERNEED in last and strtab is not None:
+        needs = _version_needs(reader, header, _file_offset(phdrs, last[DT_VERNEED], reader.path),
+                               _file_offset(phdrs, strtab, reader.path))
     return ElfInfo(reader.path, header, interp, True, needed, soname, rpath, runpath,
-                   last.get(DT_FLAGS_1, 0))
+                   last.get(DT_FLAGS_1, 0), needs, DT_VERDEF in last, DT_RELR in last)
+
+
+# Elf32_Verneed and Elf64_Verneed are the same: vn_version, vn_cnt, vn_file, vn_aux, vn_next;
+# Elf*_Vernaux: vna_hash, vna_flags, vna_other, vna_name, vna_next.
+_VERNEED = struct.Struct("HHIII")
+_VERNAUX = struct.Struct("IHHII")
+_MAX_VERSIONS = 1 << 12       # more entries than this is corruption, not a large library
+
+
+def _version_needs(reader: _Reader, header: ElfHeader, at: int, strtab: int
+                   ) -> tuple[VersionNeed, ...]:
+    """.gnu.version_r, walked as dl-version.c walks it: by vn_next and vna_next."""
+    verneed = struct.Struct(header.byteorder + _VERNEED.format)
+    vernaux = struct.Struct(header.byteorder + _VERNAUX.format)
+    out = []
+    for _ in range(_MAX_VERSIONS):
+        _version, _cnt, file, aux, nxt = verneed.unpack(reader.read(at, verneed.size))
+        names: list[str] = []
+        weak: list[bool] = []
+        aux_at = at + aux
+        for _ in range(_MAX_VERSIONS):
+            _hash, flags, _other, name, aux_next = vernaux.unpack(
+                reader.read(aux_at, vernaux.size))
+            names.append(reader.cstring(strtab + name))
+            weak.append(bool(flags & VER_FLG_WEAK))
+            if aux_next == 0:
+                break
+            aux_at += aux_next
+        out.append(VersionNeed(reader.cstring(strtab + file), tuple(names), tuple(weak)))
+        if nxt == 0:
+            break
+        at += nxt
+    return tuple(out)
 
 
 _Phdr = tuple[int, int, int, int, int]  # p_type, p_offset, p_vaddr, p_filesz, p_memsz

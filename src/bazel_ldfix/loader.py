@@ -90,6 +90,30 @@ class Library:
 
 
 @dataclass(frozen=True)
+class VersionProblem:
+    """A symbol version one object needs and another does not define (dl-version.c)."""
+
+    object: str          # the object that should define it, as the loader names it
+    required_by: str
+    version: str | None  # None: the object has no version information at all
+    weak: bool = False
+
+    @property
+    def fatal(self) -> bool:
+        """Whether a real start stops here (trace mode only reports it)."""
+        return self.version is not None and not self.weak
+
+    @property
+    def message(self) -> str:
+        """glibc's words."""
+        if self.version is None:
+            what = "no version information available"
+        else:
+            what = f"{'weak ' if self.weak else ''}version `{self.version}' not found"
+        return f"{self.object}: {what} (required by {self.required_by})"
+
+
+@dataclass(frozen=True)
 class Resolution:
     """The load of one file: every object in the order ``ld.so --list`` prints them.
 
@@ -101,6 +125,7 @@ class Resolution:
     info: elf.ElfInfo
     libraries: tuple[Library, ...]
     error: str | None = None          # set when the loader would stop with an error
+    versions: tuple[VersionProblem, ...] = ()
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -365,9 +390,49 @@ class Loader:
             for extra_path in extra:
                 dep = self._map(main, extra_path, depth=1)
                 self._load_closure(dep)
+            versions = self._check_versions()
         except _LoadError as exc:
             error = exc.message
-        return Resolution(path, info, tuple(self._libraries()), error)
+            versions = ()
+        return Resolution(path, info, tuple(self._libraries()), error, versions)
+
+    # -- symbol versions (dl-version.c, _dl_check_all_versions) -------------------------------
+
+    def _check_versions(self) -> tuple[VersionProblem, ...]:
+        """Every object's .gnu.version_r checked against what its dependencies define.
+
+        As in trace mode: a dependency that was not found is skipped; a missing version is
+        reported, not fatal (a real start stops at the first). An object with DT_RELR that
+        needs versions but not GLIBC_ABI_DT_RELR stops the load even here (glibc 2.36).
+        """
+        ns = self._ns
+        chain = [ns.main, *self._listing()]
+        problems: list[VersionProblem] = []
+        defined: dict[int, frozenset[str]] = {}
+        for obj in chain:
+            if obj.faked or obj.info is None or not obj.info.version_needs:
+                continue
+            relr_ref = False
+            for need in obj.info.version_needs:
+                target = next((o for o in chain if o.path == need.file or need.file in o.names
+                               or (o.info is not None and o.info.soname == need.file)), None)
+                if target is None or target.faked or target.info is None:
+                    continue
+                relr_ref |= "GLIBC_ABI_DT_RELR" in need.versions
+                if not target.info.has_verdef:
+                    problems.append(VersionProblem(target.path, obj.path, None))
+                    continue
+                if id(target) not in defined:
+                    defined[id(target)] = frozenset(
+                        elf.version_definitions(self._host_path(target.path)))
+                for version, weak in zip(need.versions, need.weak, strict=True):
+                    if version not in defined[id(target)]:
+                        problems.append(VersionProblem(target.path, obj.path, version, weak))
+            # glibc 2.36 asks this of objects that need libc (LIBC_SO, libc.so.6 on every
+            # architecture this project runs on).
+            if obj.info.has_relr and "libc.so.6" in obj.info.needed and not relr_ref:
+                raise _LoadError(f"{obj.path}: DT_RELR without GLIBC_ABI_DT_RELR dependency")
+        return tuple(problems)
 
     # -- namespace set-up (rtld.c) ----------------------------------------------------------
 

@@ -121,6 +121,9 @@ def resolution_document(res: Resolution) -> dict[str, Any]:
              "rejected": [{"path": r.path, "reason": r.reason} for r in lib.rejected]}
             for lib in res.libraries],
         "missing": list(res.missing),
+        "versions": [{"object": v.object, "required_by": v.required_by, "version": v.version,
+                      "weak": v.weak, "fatal": v.fatal, "message": v.message}
+                     for v in res.versions],
     }
 
 
@@ -168,6 +171,10 @@ def resolution_tree(res: Resolution, *, color: bool) -> str:
     walk(res.file, "  ")
     lines += [f"  {dim}{lib.name} [{lib.via.value if lib.via else ''}]{reset}"
               for lib in unneeded]
+    for v in res.versions:
+        colour = red if v.fatal else ""
+        lines.append(f"  {colour}{v.message}{reset if colour else ''}"
+                     + (" (a real start stops here)" if v.fatal else ""))
     if res.error:
         lines.append(f"{red}the load stops: {res.error}{reset}")
     return "\n".join(lines)
@@ -199,6 +206,7 @@ def check_document(result: CheckResult) -> dict[str, Any]:
         "objects": [{"soname": o.name, "path": o.path} for o in result.trace.objects],
         "missing": list(result.missing),
         "error": result.trace.error,
+        "versions": list(result.trace.versions),
         "notes": [{"soname": n.soname, "note": n.what} for n in result.notes],
         "disagreements": [{"soname": d.name, "model": d.model, "loader": d.loader,
                            "what": d.what} for d in result.disagreements],
@@ -224,6 +232,10 @@ def check_text(result: CheckResult, *, color: bool) -> str:
         lines.append("  statically linked")
     if result.trace.error:
         lines.append(f"  {red}error while loading shared libraries: {result.trace.error}{reset}")
+    for message in result.trace.versions:
+        fatal = message in result.version_errors
+        lines.append(f"  {red if fatal else ''}{message}{reset if fatal else ''}"
+                     + (" (a real start stops here)" if fatal else ""))
     lines += [f"  note: {n.soname}: {n.what}" for n in result.notes]
     if result.disagreements:
         lines.append(f"{red}the model disagrees with the loader (a bug in bazel-ldfix, please "

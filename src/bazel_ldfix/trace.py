@@ -38,6 +38,7 @@ class Trace:
     error: str | None          # "OBJECT: MESSAGE", as after "error while loading ...: "
     returncode: int
     static: bool = False       # "statically linked": no DT_NEEDED, nothing listed
+    versions: tuple[str, ...] = ()  # "OBJECT: version `V' not found (required by R)", ...
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -94,8 +95,19 @@ def parse_trace(file: str, stdout: str, stderr: str, returncode: int) -> Trace:
         else:
             objects.append(TracedObject(name, path))
     error = None
+    versions = []
     for line in stderr.splitlines():
         at = line.find(_FATAL)
         if at >= 0:
             error = line[at + len(_FATAL):]
-    return Trace(file, tuple(objects), error, returncode, static)
+            continue
+        version = _VERSION.match(line)
+        if version:
+            versions.append(line[len(version.group("program")) + 2:])
+    return Trace(file, tuple(objects), error, returncode, static, tuple(versions))
+
+
+# "PROGRAM: OBJECT: version `V' not found (required by R)", printed by print_missing_version
+# in trace mode, where the check reports and goes on.
+_VERSION = re.compile(r"^(?P<program>[^:]*): .+: (?:(?:weak )?version `[^']*' not found|"
+                      r"no version information available) \(required by .*\)$")
