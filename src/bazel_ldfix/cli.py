@@ -157,6 +157,45 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
     sys.exit(result.exit_code)
 
 
+@cli.command()
+@click.argument("sonames", nargs=-1, required=True)
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Search this output_base instead of asking Bazel.")
+@click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+              help="The bazel to ask for the output_base (default: $BAZEL, else bazel).")
+@click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+              help="A Bazel startup option, e.g. --output_user_root=DIR (repeatable).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {soname: [{dir, machine, class, ...}...]}.")
+@click.option("--no-cache", is_flag=True,
+              help="Walk output_base/external; neither read nor write the index cache.")
+def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | None,
+           startup: tuple[str, ...], as_json: bool, no_cache: bool) -> None:
+    """Every directory under output_base/external holding each SONAME, best first.
+
+    Best: a copy this machine's loader would take (ELF class, machine, the loader's other
+    checks), then the shortest path. Exit 1 when some SONAME exists nowhere.
+    """
+    from bazel_ldfix import elf, index, indexcache
+    from bazel_ldfix.report import locate_json, locate_text
+
+    if output_base is None:
+        from bazel_ldfix.bazel import output_base as ask_output_base
+
+        output_base = ask_output_base(_make_bazel(bazel_path, startup))
+    base = output_base
+    root = os.path.join(base, "external")
+    if not os.path.isdir(root):
+        raise BadInputError(f"{root} does not exist: is {base} a Bazel output_base?")
+    cache_dir = None if no_cache else indexcache.default_dir(base, os.environ)
+    # The copies this interpreter's loader would take: the host's class and machine.
+    found = index.copies(sonames, [root], elf.read_header(sys.executable),
+                         cache_dir=cache_dir, on_error=_warn_unreadable,
+                         progress=index.Progress(sys.stderr))
+    click.echo(locate_json(found) if as_json else locate_text(found, root))
+    sys.exit(0 if all(found.values()) else 1)
+
+
 def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:
     from bazel_ldfix.bazel import Bazel
 

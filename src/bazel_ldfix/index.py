@@ -1,18 +1,28 @@
 """Where shared objects live under an output_base, and which copy a test should get.
 
 One walk collects every file whose name looks like a shared object into an index
-(name -> paths). Symlinked directories are followed, each directory (by device and inode)
-once, so symlinked external repositories are searched and symlink cycles end.
+(name -> directories). Symlinked directories are followed, each directory (by device and
+inode) once, so symlinked external repositories are searched and symlink cycles end.
+Nothing is pruned by name: any directory can be put on LD_LIBRARY_PATH, so none can be
+skipped for what it is called; only directories already walked are.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TextIO
 
 from bazel_ldfix import elf
-from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.errors import BadInputError, NotElfError
+
+#: ``progress(files_scanned, repository)``, called during a walk: first ``(0, "")``, then
+#: every few hundred directories, last with ``repository`` None when the walk ends.
+ProgressFn = Callable[[int, "str | None"], None]
+OnError = Callable[[str, OSError], None]
 
 
 @dataclass(frozen=True)
@@ -36,48 +46,198 @@ def looks_like_library(name: str) -> bool:
     return ".so" in name and (name.endswith(".so") or ".so." in name)
 
 
-def walk(root: str, wanted: Callable[[str], bool] = looks_like_library,
-         on_error: Callable[[str, OSError], None] | None = None) -> dict[str, list[str]]:
-    """Every file under ``root`` whose name ``wanted`` accepts, as name -> paths.
+# -- directory identity ---------------------------------------------------------------------
 
-    Paths are as reached from ``root`` (through symlinks, not resolved). Directories are
-    visited in sorted order, so the result is deterministic.
+# Filesystems on which readdir's d_ino is the directory's st_ino and every directory below a
+# mount has the mount's st_dev, so a directory's identity needs no stat of its own. Not on
+# the list: btrfs and bcachefs (a subvolume has a device of its own and is no mount),
+# overlayfs (d_ino differs from st_ino unless all layers share a filesystem or xino is on;
+# kernel Documentation/filesystems/overlayfs.rst, "Inode properties"), network and FUSE
+# filesystems (whatever the server says), and anything unknown.
+_UNIFORM_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "tmpfs", "ramfs", "f2fs",
+                                  "jfs"})
+_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """What the walk needs to know of the mount table.
+
+    ``uniform``: devices (``st_dev``) whose filesystem is in :data:`_UNIFORM_FILESYSTEMS`.
+    ``names``: the last component of every mount point. A directory entry with one of
+    these names may be a mount point, whose d_ino is that of the directory it covers and
+    whose device is another one, so it is stat'ed; so is every directory on a device that
+    is not uniform. Mounts made during a walk are not seen.
     """
-    found: dict[str, list[str]] = {}
+
+    uniform: frozenset[int]
+    names: frozenset[str]
+
+    @classmethod
+    def parse(cls, text: str) -> Mounts:
+        """Read ``/proc/self/mountinfo`` (proc(5)): ``ID PARENT MAJ:MIN ROOT POINT ... - TYPE``."""
+        uniform: set[int] = set()
+        names: set[str] = set()
+        for line in text.splitlines():
+            fields = line.split(" ")
+            try:
+                sep = fields.index("-", 6)
+                major, minor = (int(x) for x in fields[2].split(":"))
+                fstype = fields[sep + 1]
+            except (ValueError, IndexError):
+                continue
+            point = _MOUNTINFO_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+            names.add(os.path.basename(point.rstrip("/")) or "/")
+            if fstype in _UNIFORM_FILESYSTEMS:
+                uniform.add(os.makedev(major, minor))
+        return cls(frozenset(uniform), frozenset(names))
+
+    @classmethod
+    def read(cls, path: str = "/proc/self/mountinfo") -> Mounts:
+        """The current mount table; without one, every directory is stat'ed."""
+        try:
+            with open(path, encoding="utf-8", errors="surrogateescape") as f:
+                return cls.parse(f.read())
+        except OSError:
+            return cls(frozenset(), frozenset())
+
+
+#: A mount table under which every directory is stat'ed (as a walk without /proc does).
+STAT_EVERY_DIRECTORY = Mounts(frozenset(), frozenset())
+
+
+# -- the walk -------------------------------------------------------------------------------
+
+_PROGRESS_EVERY = 256  # directories between two progress calls
+
+
+def scan(root: str, wanted: Callable[[str], bool] = looks_like_library,
+         on_error: OnError | None = None, *, progress: ProgressFn | None = None,
+         mounts: Mounts | None = None) -> dict[str, list[str]]:
+    """Every file under ``root`` whose name ``wanted`` accepts, as name -> directories.
+
+    One ``os.scandir`` pass, depth first, each directory's subdirectories in sorted order.
+    Symlinked directories are followed; a directory reached twice (through a symlink) is
+    walked where it is reached first, so the result is deterministic and cycles end.
+    Directories are as reached from ``root`` (through symlinks, not resolved), sorted.
+
+    A directory is known by (device, inode). readdir gives the inode and the file type of
+    every entry without a stat; only symlinks (to follow them), possible mount points and
+    directories on filesystems where readdir's inode cannot be trusted are stat'ed (see
+    :class:`Mounts`). ``find -L`` stats every entry.
+    """
     try:
         st = os.stat(root)
     except OSError as exc:
         raise BadInputError(f"{root}: {exc.strerror}") from None
+    if mounts is None:
+        mounts = Mounts.read()
+    uniform, mount_names = mounts.uniform, mounts.names
+    found: dict[str, list[str]] = {}
     seen: set[tuple[int, int]] = set()
-    # Depth first, in sorted order; a directory reached twice (through a symlink) is
-    # walked where it is reached first.
-    stack = [(root, (st.st_dev, st.st_ino))]
+    files = walked = 0
+    # (path, device, inode, repository; None for the root): the device is also that of
+    # the children that are neither symlinks nor mount points.
+    stack: list[tuple[str, int, int, str | None]] = [(root, st.st_dev, st.st_ino, None)]
+    if progress is not None:
+        progress(0, "")
     while stack:
-        directory, key = stack.pop()
-        if key in seen:
+        directory, dev, ino, repo = stack.pop()
+        if (dev, ino) in seen:
             continue
-        seen.add(key)
+        seen.add((dev, ino))
+        careful = dev not in uniform
+        subdirs: list[tuple[str, str, int, int]] = []
         try:
             with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name, reverse=True)
+                for entry in it:
+                    files += 1
+                    try:
+                        if entry.is_dir():  # follows symlinks; d_type for the others
+                            name = entry.name
+                            if entry.is_symlink():
+                                info = entry.stat()
+                                subdirs.append((name, entry.path, info.st_dev, info.st_ino))
+                            elif careful or name in mount_names:
+                                info = entry.stat(follow_symlinks=False)
+                                subdirs.append((name, entry.path, info.st_dev, info.st_ino))
+                            else:
+                                subdirs.append((name, entry.path, dev, entry.inode()))
+                        elif wanted(entry.name):
+                            found.setdefault(entry.name, []).append(directory)
+                    except OSError as exc:
+                        if on_error:
+                            on_error(entry.path, exc)
         except OSError as exc:
             if on_error:
                 on_error(directory, exc)
             continue
-        for entry in entries:
-            try:
-                if entry.is_dir():  # follows symlinks
-                    info = entry.stat(follow_symlinks=entry.is_symlink())
-                    stack.append((entry.path, (info.st_dev, info.st_ino)))
-                elif wanted(entry.name):
-                    found.setdefault(entry.name, []).append(entry.path)
-            except OSError as exc:
-                if on_error:
-                    on_error(entry.path, exc)
-    for paths in found.values():
-        paths.sort()
+        # Depth first in sorted order: push in reverse, so the first name is walked first.
+        subdirs.sort(reverse=True)
+        if repo is None:  # the root: each subdirectory is a repository
+            stack.extend((path, d, i, name) for name, path, d, i in subdirs)
+        else:
+            stack.extend((path, d, i, repo) for _name, path, d, i in subdirs)
+        walked += 1
+        if progress is not None and walked % _PROGRESS_EVERY == 0:
+            progress(files, repo or "")
+    if progress is not None:
+        progress(files, None)
+    for dirs in found.values():
+        dirs.sort()
     return found
 
+
+def walk(root: str, wanted: Callable[[str], bool] = looks_like_library,
+         on_error: OnError | None = None, *, progress: ProgressFn | None = None,
+         mounts: Mounts | None = None) -> dict[str, list[str]]:
+    """Every file under ``root`` whose name ``wanted`` accepts, as name -> paths.
+
+    Paths are as reached from ``root`` (through symlinks, not resolved), sorted; see
+    :func:`scan` for the walk.
+    """
+    found = scan(root, wanted, on_error, progress=progress, mounts=mounts)
+    return {name: sorted(os.path.join(d, name) for d in dirs) for name, dirs in found.items()}
+
+
+class Progress:
+    """Progress of a long walk on a terminal: files scanned and the current repository.
+
+    Silent unless ``stream`` is a terminal, and until the walk has taken ``delay`` seconds;
+    at most ten updates a second; the line is erased when the walk ends.
+    """
+
+    def __init__(self, stream: TextIO, delay: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.delay = delay
+        self.clock = clock
+        self.active = stream.isatty()
+        self.started: float | None = None
+        self.shown = 0.0
+
+    def __call__(self, files: int, repository: str | None) -> None:
+        if not self.active:
+            return
+        now = self.clock()
+        if self.started is None:
+            self.started, self.shown = now, 0.0
+            return
+        if repository is None:
+            if self.shown:
+                self.stream.write("\r\x1b[K")
+                self.stream.flush()
+            self.started = None
+            return
+        if now - self.started < self.delay or now - self.shown < 0.1:
+            return
+        self.shown = now
+        where = f" (in {repository})" if repository else ""
+        self.stream.write(f"\r\x1b[Kbazel-ldfix: scanning {files:,} files{where}")
+        self.stream.flush()
+
+
+# -- choosing among candidates --------------------------------------------------------------
 
 def check_candidate(path: str, expect: elf.ElfHeader) -> str | None:
     """Why the loader would not take ``path`` for a program like ``expect`` (None: it would).
@@ -121,28 +281,78 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
         good.append(path)
     if not good:
         return Choice(soname, None, None, tuple(passed))
-    rank = {d: i for i, d in enumerate(reversed(preferred))}
+    # Directories by their real path: a walk reaches them through symlinked repositories
+    # (``lib64`` -> ``targets/x86_64-linux/lib``), preferred_dirs gives the real ones.
+    rank = {os.path.realpath(d): i for i, d in enumerate(reversed(preferred))}
+    ranks = {p: rank.get(os.path.realpath(os.path.dirname(p)), -1) for p in good}
 
     def order(path: str) -> tuple[int, int, str]:
-        directory = os.path.dirname(path)
-        return (-rank.get(directory, -1), path.count("/"), path)
+        return (-ranks[path], path.count("/"), path)
 
     good.sort(key=order)
     best = good[0]
-    why = ("beside a library the test links" if os.path.dirname(best) in rank
+    why = ("beside a library the test links" if ranks[best] >= 0
            else "chosen by the shortest path")
     for other in good[1:]:
         passed.append(PassedOver(other, f"another copy was preferred ({why}): {best}"))
     return Choice(soname, os.path.dirname(best), best, tuple(passed))
 
 
+# -- locating -------------------------------------------------------------------------------
+
+def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str | None = None,
+               on_error: OnError | None = None, progress: ProgressFn | None = None,
+               mounts: Mounts | None = None) -> dict[str, list[str]]:
+    """Every file named like one of ``sonames`` under ``roots``, as name -> sorted paths.
+
+    Without ``cache_dir``, one walk per root collects only these names. With it, the index
+    of each root (every library-like name) comes from the cache when the cache is valid
+    (see :mod:`bazel_ldfix.indexcache`), else from one walk that rewrites it. A cached
+    path that no longer exists makes the cache stale, and the root is walked again.
+    """
+    names = set(sonames)
+    out: dict[str, list[str]] = {n: [] for n in sorted(names)}
+    if not names:
+        return out
+    for root in roots:
+        if not os.path.isdir(root):
+            continue
+        found: Mapping[str, list[str]]
+        if cache_dir is None:
+            found = scan(root, names.__contains__, on_error, progress=progress, mounts=mounts)
+        else:
+            found = _cached_scan(root, names, cache_dir, on_error, progress, mounts)
+        for name, dirs in found.items():
+            if name in names:
+                out[name] += [os.path.join(d, name) for d in dirs]
+    return {n: sorted(paths) for n, paths in out.items()}
+
+
+def _cached_scan(root: str, names: set[str], cache_dir: str, on_error: OnError | None,
+                 progress: ProgressFn | None, mounts: Mounts | None) -> Mapping[str, list[str]]:
+    from bazel_ldfix import indexcache
+
+    state = indexcache.state(root)
+    hit = indexcache.load(cache_dir, root, state, names)
+    if hit is not None and all(os.path.lexists(os.path.join(d, n))
+                               for n, dirs in hit.items() for d in dirs):
+        return hit
+    found = scan(root, looks_like_library, on_error, progress=progress, mounts=mounts)
+    indexcache.save(cache_dir, root, state, found)
+    return found
+
+
 def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
            preferred: Sequence[str] = (),
-           on_error: Callable[[str, OSError], None] | None = None) -> dict[str, Choice]:
+           on_error: OnError | None = None, *, cache_dir: str | None = None,
+           progress: ProgressFn | None = None) -> dict[str, Choice]:
     """Find each soname: first beside the ``preferred`` directories, then by one walk.
 
     Most versioned files sit beside the library the test links (the target of its
-    ``_solib_*`` symlink), so the walk only happens for names still missing.
+    ``_solib_*`` symlink, see :func:`staged_dirs`; the directories of its loaded
+    libraries, see :func:`preferred_dirs`), so the walk (or the cached index, with
+    ``cache_dir``) is only consulted for names still missing; when none is, nothing is
+    walked at all. ``progress`` sees the walk, if there is one (see :class:`Progress`).
     """
     names = list(dict.fromkeys(sonames))
     result: dict[str, Choice] = {}
@@ -152,15 +362,12 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
             choice = choose(name, near, expect, preferred)
             if choice.dir is not None:
                 result[name] = choice
-    rest = {n for n in names if n not in result}
+    rest = [n for n in names if n not in result]
     if rest:
-        index: dict[str, list[str]] = {}
-        for root in roots:
-            if os.path.isdir(root):
-                for name, paths in walk(root, rest.__contains__, on_error).items():
-                    index.setdefault(name, []).extend(paths)
+        found = candidates(rest, roots, cache_dir=cache_dir, on_error=on_error,
+                           progress=progress)
         for name in sorted(rest):
-            result[name] = choose(name, index.get(name, ()), expect, preferred)
+            result[name] = choose(name, found[name], expect, preferred)
     return {n: result[n] for n in names}
 
 
@@ -170,3 +377,85 @@ def preferred_dirs(paths: Iterable[str]) -> tuple[str, ...]:
     for path in paths:
         out.setdefault(os.path.dirname(os.path.realpath(path)), None)
     return tuple(out)
+
+
+def staged_dirs(dirs: Iterable[str]) -> tuple[str, ...]:
+    """The real directories behind the libraries Bazel staged in ``dirs``, in order.
+
+    Bazel stages a ``cc_import``'s library in the test's ``_solib_<cpu>/<mangled>``
+    directory (a RUNPATH entry of the test) as a symlink to the file in its repository:
+    ``libnvinfer.so`` -> ``external/tensorrt/lib/libnvinfer.so``. The versioned file the
+    loader asks for, ``libnvinfer.so.11``, is not staged, but sits beside that target. The
+    test never loads the unversioned file, so these directories are not among those of
+    its loaded libraries. Every directory along the symlink chain counts.
+    """
+    out: dict[str, None] = {}
+    for directory in dirs:
+        try:
+            with os.scandir(directory) as it:
+                links = sorted(e.path for e in it
+                               if e.is_symlink() and looks_like_library(e.name))
+        except OSError:
+            continue
+        for path in links:
+            for _ in range(40):  # the kernel gives up (ELOOP) after 40 links in a chain
+                try:
+                    path = os.path.join(os.path.dirname(path), os.readlink(path))
+                except OSError:
+                    break
+                out.setdefault(os.path.realpath(os.path.dirname(path)), None)
+    return tuple(out)
+
+
+# -- every copy, for `bazel-ldfix locate` ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Copy:
+    """One file named like a soname: its ELF class and machine, and whether it would load."""
+
+    path: str
+    dir: str
+    elf_class: int | None   # elf.ELFCLASS32 or ELFCLASS64; None: not an ELF file
+    machine: int | None     # e_machine; None: not an ELF file
+    reason: str | None      # why a program like the one given could not load it; None: it could
+
+    @property
+    def class_name(self) -> str | None:
+        if self.elf_class is None:
+            return None
+        return {elf.ELFCLASS32: "ELFCLASS32", elf.ELFCLASS64: "ELFCLASS64"}.get(
+            self.elf_class, f"ELFCLASS{self.elf_class}")
+
+    @property
+    def machine_name(self) -> str | None:
+        return None if self.machine is None else elf.machine_name(self.machine)
+
+
+def copies(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader, *,
+           cache_dir: str | None = None, on_error: OnError | None = None,
+           progress: ProgressFn | None = None) -> dict[str, tuple[Copy, ...]]:
+    """Every copy of each soname under ``roots``, best first.
+
+    Best: a copy a program like ``expect`` would load (class, machine and the loader's
+    other checks), then the shortest path, then sort order, as :func:`choose` ranks them.
+    A soname found nowhere maps to ``()``.
+    """
+    names = list(dict.fromkeys(sonames))
+    found = candidates(names, roots, cache_dir=cache_dir, on_error=on_error, progress=progress)
+    out: dict[str, tuple[Copy, ...]] = {}
+    for name in names:
+        listed = [_copy(path, expect) for path in found[name]]
+        listed.sort(key=lambda c: (c.reason is not None, c.path.count("/"), c.path))
+        out[name] = tuple(listed)
+    return out
+
+
+def _copy(path: str, expect: elf.ElfHeader) -> Copy:
+    try:
+        header: elf.ElfHeader | None = elf.read_header(path)
+    except (NotElfError, BadInputError):
+        header = None
+    return Copy(path, os.path.dirname(path),
+                None if header is None else header.elf_class,
+                None if header is None else header.machine,
+                check_candidate(path, expect))

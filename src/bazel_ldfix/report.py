@@ -7,11 +7,12 @@ import enum
 import json
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bazel_ldfix.check import CheckResult, Matrix
+    from bazel_ldfix.index import Copy
     from bazel_ldfix.loader import Library, Resolution
     from bazel_ldfix.repair import Repair
 
@@ -273,3 +274,29 @@ def matrix_json(matrices: Sequence[Matrix]) -> str:
              "smallest": list(m.smallest) if m.smallest is not None else None}
             for m in matrices]
     return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
+
+
+# -- locate -------------------------------------------------------------------------------
+
+def locate_json(found: Mapping[str, Sequence[Copy]]) -> str:
+    """``{soname: [{dir, machine, class, path, reason}...]}``, best first."""
+    return json.dumps({name: [{"dir": c.dir, "machine": c.machine_name, "class": c.class_name,
+                               "path": c.path, "reason": c.reason} for c in copies]
+                       for name, copies in found.items()}, indent=2)
+
+
+def locate_text(found: Mapping[str, Sequence[Copy]], root: str) -> str:
+    lines = []
+    for name, copies in found.items():
+        if not copies:
+            lines.append(f"{name}: nowhere under {root}")
+            continue
+        lines.append(f"{name}:")
+        for c in copies:
+            what = f"{c.class_name}, {c.machine_name}" if c.class_name else "not ELF"
+            if c.reason is not None and c.class_name:
+                what += f"; {c.reason}"
+            elif c.reason is not None:
+                what = c.reason
+            lines.append(f"  {c.dir}  ({what})")
+    return "\n".join(lines)
