@@ -19,6 +19,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def fake_bazel(tmp_path: Path, script: str) -> Path:
+    (tmp_path / "WORKSPACE").touch()
     path = tmp_path / "bazel"
     path.write_text("#!/bin/sh\n" + script)
     path.chmod(0o755)
@@ -26,6 +27,7 @@ def fake_bazel(tmp_path: Path, script: str) -> Path:
 
 
 def test_bazel_not_installed(tmp_path: Path) -> None:
+    (tmp_path / "WORKSPACE").touch()
     for command in ("env", "test"):
         result = run(command, "--bazel", str(tmp_path / "nope"), "//...", cwd=tmp_path)
         assert result.returncode == 65
@@ -37,14 +39,23 @@ def test_a_crashing_bazel_is_reported_with_its_exit_code_and_last_words(tmp_path
     bazel = fake_bazel(tmp_path, 'echo "FATAL: the server crashed" >&2\nexit 37\n')
     result = run("env", "--bazel", str(bazel), "//...", cwd=tmp_path)
     assert result.returncode == 66
-    lines = result.stderr.splitlines()
-    assert lines[0] == f"error: `{bazel} info output_base` failed (exit code 37)"
-    assert lines[1:] == ["    FATAL: the server crashed"]
-    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "FATAL: the server crashed",  # Bazel's own output, passed through as it came
+        "error: the build step of `bazel test` failed (exit code 37); see Bazel's output above"]
+    # `test` exits with Bazel's own code.
+    assert run("test", "--bazel", str(bazel), "//...", cwd=tmp_path).returncode == 37
+    # A query step that fails shows the command, its exit code and its last words.
+    info = fake_bazel(tmp_path, 'case "$1" in info) echo "FATAL: no server" >&2; exit 37;; '
+                                'esac\nexit 0\n')
+    result = run("env", "--bazel", str(info), "//...", cwd=tmp_path)
+    assert result.returncode == 66
+    assert result.stderr.splitlines() == [
+        f"error: `{info} info output_base` failed (exit code 37)", "    FATAL: no server"]
 
 
 def test_an_output_base_that_bazel_names_but_does_not_exist(tmp_path: Path) -> None:
-    bazel = fake_bazel(tmp_path, f'echo "{tmp_path}/gone"\n')
+    # A build step that leaves no events, and an `info` that names a directory not there.
+    bazel = fake_bazel(tmp_path, f'case "$1" in info) echo "{tmp_path}/gone";; esac\n')
     result = run("test", "--bazel", str(bazel), "//...", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: output_base {tmp_path}/gone does not exist"

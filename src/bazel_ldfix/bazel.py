@@ -102,6 +102,21 @@ def _failure(cmd: Sequence[str], returncode: int, stderr: str) -> BazelError:
     return BazelError(f"`{' '.join(cmd)}` failed", cmd, returncode, stderr)
 
 
+WORKSPACE_FILES = ("MODULE.bazel", "REPO.bazel", "WORKSPACE.bazel", "WORKSPACE")
+
+
+def workspace_of(directory: str) -> str | None:
+    """The Bazel workspace ``directory`` is in: the nearest ancestor with a boundary file."""
+    current = os.path.abspath(directory)
+    while True:
+        if any(os.path.isfile(os.path.join(current, f)) for f in WORKSPACE_FILES):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+
+
 def output_base(bazel: Bazel) -> str:
     """``bazel info output_base`` (depends on startup options only)."""
     value = bazel.capture("info", ["output_base"]).strip()
@@ -136,6 +151,11 @@ class BuildEvents:
     # rc-file and explicit options as given (optionsParsed.cmdLine): the canonical list keeps
     # only the last value of a single-valued option, which hides the user's test filters.
     command_line: tuple[str, ...] = ()
+    exec_root: str | None = None    # workspaceInfo.localExecRoot: OUTPUT_BASE/execroot/NAME
+
+    @property
+    def output_base(self) -> str | None:
+        return os.path.dirname(os.path.dirname(self.exec_root)) if self.exec_root else None
 
 
 def parse_bep(lines: Iterable[str]) -> BuildEvents:
@@ -149,6 +169,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     version = workspace = None
     exit_code = None
     command_line: tuple[str, ...] = ()
+    exec_root = None
     for line in lines:
         line = line.strip()
         if not line:
@@ -161,6 +182,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         if "started" in event:
             version = event["started"].get("buildToolVersion") or None
             workspace = event["started"].get("workspaceDirectory") or None
+        if "workspaceInfo" in event:
+            exec_root = event["workspaceInfo"].get("localExecRoot") or None
         if "targetConfigured" in ident and "configured" in event:
             label = ident["targetConfigured"]["label"]
             kinds[label] = event["configured"].get("targetKind", "")
@@ -199,7 +222,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         if executable:
             tests.append(TestTarget(label, executable, sizes.get(label, "")))
     return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code,
-                       command_line)
+                       command_line, exec_root)
 
 
 def _expand(files: list[str], sets: Mapping[str, tuple[list[str], list[str]]]) -> list[str]:

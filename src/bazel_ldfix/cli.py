@@ -40,6 +40,9 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Use this output_base instead of asking Bazel.")(func)
     func = click.option("--prepend", is_flag=True,
                         help="Put the added directories before the existing entries.")(func)
+    func = click.option("--no-cache", is_flag=True,
+                        help="Walk output_base/external; neither read nor write the index "
+                             "cache.")(func)
     return func
 
 
@@ -49,14 +52,14 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
               default="flags", show_default=True, help="How to print the result.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-        prepend: bool, fmt: str, bazel_args: tuple[str, ...]) -> None:
+        prepend: bool, no_cache: bool, fmt: str, bazel_args: tuple[str, ...]) -> None:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
     Exit 0 when every missing library was located, 1 when some exist nowhere.
     """
     from bazel_ldfix import report
 
-    repair, code = _plan(bazel_path, startup, output_base, prepend, bazel_args)
+    repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
     if repair is None:
         from bazel_ldfix.errors import BazelError
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
@@ -78,7 +81,8 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
               help="Run bazel test as given; only diagnose loader failures afterwards.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-         prepend: bool, dry_run: bool, no_repair: bool, bazel_args: tuple[str, ...]) -> None:
+         prepend: bool, no_cache: bool, dry_run: bool, no_repair: bool,
+         bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
     When tests still fail in the dynamic loader, says why after Bazel's summary (as
@@ -100,7 +104,7 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         _diagnose_after(base, code, None)
         sys.exit(code)
     try:
-        repair, code = _plan(bazel_path, startup, output_base, prepend, bazel_args)
+        repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
     except NoTestsError as exc:
         click.echo(f"bazel-ldfix: {exc}", err=True)
         sys.exit(4)  # Bazel's own code for "no test was selected"
@@ -204,11 +208,18 @@ def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:
 
 
 def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | None,
-          prepend: bool, bazel_args: Sequence[str]) -> tuple[Repair | None, int]:
+          prepend: bool, no_cache: bool, bazel_args: Sequence[str]
+          ) -> tuple[Repair | None, int]:
+    from bazel_ldfix import index, indexcache
     from bazel_ldfix.repair import repair_tests
 
+    def cache_dir(base: str) -> str:
+        return indexcache.default_dir(base, os.environ)
+
     return repair_tests(_make_bazel(bazel_path, startup), bazel_args, os.environ,
-                        output_base=output_base, prepend=prepend, on_error=_warn_unreadable)
+                        output_base=output_base, prepend=prepend,
+                        cache_dir=None if no_cache else cache_dir,
+                        progress=index.Progress(sys.stderr), on_error=_warn_unreadable)
 
 
 def _warn_unreadable(path: str, exc: OSError) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import bazel, elf, index, pathlist
-from bazel_ldfix.errors import BadInputError, NoTestsError
+from bazel_ldfix.errors import BadInputError, NotAWorkspaceError, NoTestsError
 from bazel_ldfix.loader import Environment, Loader, Resolution
 
 VARIABLE = "LD_LIBRARY_PATH"
@@ -116,7 +116,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          make_loader: Callable[[elf.ElfInfo, Environment], Loader],
          cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
          *, prepend: bool = False,
-         on_error: Callable[[str, OSError], None] | None = None) -> Repair:
+         on_error: Callable[[str, OSError], None] | None = None,
+         cache_dir: str | None = None, progress: index.ProgressFn | None = None) -> Repair:
     """Find what the tests cannot load and the directories that fix it.
 
     Each round resolves every test in the environment it would get with the directories
@@ -151,7 +152,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             staged = [p for s in subjects for p in s.extras]
             preferred = index.preferred_dirs(
                 sorted([*scan.linked, *staged], key=lambda p: "/_solib_" not in p))
-            located = index.locate(new, roots, scan.expect, preferred, on_error)
+            located = index.locate(new, roots, scan.expect, preferred, on_error,
+                                   cache_dir=cache_dir, progress=progress)
             choices.update(located)
             added += [c.dir for c in located.values() if c.dir and c.dir not in added]
             if not any(c.dir for c in located.values()):
@@ -275,27 +277,31 @@ def _test_cwd(test: TestInput, runfiles: str) -> str:
 
 def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
                  output_base: str | None = None, prepend: bool = False,
+                 cache_dir: Callable[[str], str | None] | None = None,
+                 progress: index.ProgressFn | None = None,
                  on_error: Callable[[str, OSError], None] | None = None
                  ) -> tuple[Repair | None, int]:
     """The repair for ``bazel test ARGS``: (the repair, 0), or (None, Bazel's exit code)
-    when the build step fails. Raises NoTestsError when the patterns select no test."""
+    when the build step fails. Raises NoTestsError when the patterns select no test.
+
+    Bazel is asked as little as possible: the output_base comes from the build step's
+    events (unless given), and the rule attributes (``bazel query``) only when a test
+    filter needs its tags or a test misses something (a rule's ``env`` may provide it).
+    ``cache_dir`` maps the output_base to the index cache's directory (None: no cache).
+    """
     from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
 
-    base = output_base or bazel.output_base(runner)
-    if not os.path.isdir(base):
-        raise BadInputError(f"output_base {base} does not exist")
+    if bazel.workspace_of(runner.cwd) is None:
+        raise NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "
+                                 "above the current directory)")
+    if output_base is not None and not os.path.isdir(output_base):
+        raise BadInputError(f"output_base {output_base} does not exist")
     events, code = bazel.build_tests(runner, args)
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
-    rules = bazel.rule_info(runner, [t.label for t in events.tests])
-    tests = bazel.selected(events.tests, rules, events.command_line)
-    if not tests:
-        patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
-        raise NoTestsError(f"the target patterns and test filters select no test: {patterns}")
-    labels = [t.label for t in tests]
-    env = test_environment(events.options, client_env, {k: r.env for k, r in rules.items()},
-                           labels, events.version)
-    inputs = [TestInput(t.label, t.executable) for t in tests]
+    base = output_base or events.output_base or bazel.output_base(runner)
+    if not os.path.isdir(base):
+        raise BadInputError(f"output_base {base} does not exist")
 
     def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
         return Loader(host_of(interp_for(info)), loader_env)
@@ -303,5 +309,23 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
         return cache_lookup(info, Options())
 
-    return plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
-                on_error=on_error), 0
+    def repair_with(rules: Mapping[str, bazel.RuleInfo]) -> Repair:
+        tests = bazel.selected(events.tests, rules, events.command_line)
+        if not tests:
+            patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
+            raise NoTestsError(f"the target patterns and test filters select no test: "
+                               f"{patterns}")
+        labels = [t.label for t in tests]
+        env = test_environment(events.options, client_env,
+                               {k: r.env for k, r in rules.items()}, labels, events.version)
+        inputs = [TestInput(t.label, t.executable) for t in tests]
+        return plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
+                    on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
+                    progress=progress)
+
+    filtered = bool(bazel.option_values(events.command_line, "test_tag_filters")[:-1])
+    if not filtered and events.tests:
+        first = repair_with({})
+        if not first.missing and not any(t.error for t in first.tests):
+            return first, 0
+    return repair_with(bazel.rule_info(runner, [t.label for t in events.tests])), 0
