@@ -197,8 +197,8 @@ def test_given_output_base_skips_the_query(ws: Workspace) -> None:
     output_base = ws.bazel("info", "output_base").stdout.strip()
     result = ws.ldfix("env", "--output-base", output_base, "--format", "shell", "//t:needs_xy")
     assert result.returncode == 0, result.stderr
-    sdks = Path(ws.root).parent / "sdks"
-    assert result.stdout == f"export LD_LIBRARY_PATH={sdks}/xsdk/lib:{sdks}/ysdk/lib\n"
+    ext = f"{output_base}/external"
+    assert result.stdout == f"export LD_LIBRARY_PATH={ext}/xsdk/lib:{ext}/ysdk/lib\n"
     as_json = ws.ldfix("env", "--output-base", output_base, "--format", "json", "//t:needs_xy")
     assert json.loads(as_json.stdout)["output_base"] == output_base
 

@@ -376,9 +376,9 @@ def test_the_directory_behind_a_staged_library_is_searched_first_and_alone(
     solib = tmp_path / "bin" / "_solib_k8" / "_U@sdk_S_S_Clibx___Ulib"
     solib.mkdir(parents=True)
     (solib / "libx.so").symlink_to(ext / "sdk" / "lib" / "libx.so")
-    (solib / "notes.txt").symlink_to(ext / "sdk" / "lib" / "libx.so")
-    preferred = index.staged_dirs([str(solib), str(tmp_path / "missing")])
-    assert preferred == (str(versioned.parent),)
+    # Each link of the chain, as it names the next, then the real directory.
+    preferred = index.preferred_dirs([str(solib / "libx.so"), str(tmp_path / "missing")])
+    assert preferred == (str(versioned.parent), str(tmp_path))
     walks: list[int] = []
     found = index.locate(["libx.so.1"], [str(ext)], host_header(), preferred,
                          progress=lambda n, repo: walks.append(n))

@@ -65,3 +65,16 @@ def test_the_users_test_filters_decide_which_tests_are_examined() -> None:
     assert labels("--test_tag_filters=gpu", "--test_tag_filters=") == [
         "//p:gpu", "//p:cpu", "//p:plain"]
     assert labels("--test_size_filters=-LARGE") == ["//p:gpu", "//p:plain"]
+
+
+def test_the_build_steps_own_options_are_left_out_of_the_users() -> None:
+    from bazel_ldfix import bazel
+
+    ours = "--test_env=LD_LIBRARY_PATH=/remembered"
+    given = [Option("test_env", "LD_LIBRARY_PATH=/user"), Option("test_output", "errors"),
+             Option("test_env", "LD_LIBRARY_PATH=/remembered")]
+    kept = bazel._without(given, [ours])
+    assert kept == tuple(given[:2])
+    # The user may give the very same value: only the last (ours) goes.
+    same = [Option("test_env", "LD_LIBRARY_PATH=/remembered")] * 2
+    assert bazel._without(same, [ours]) == (same[0],)

@@ -10,6 +10,7 @@ came from rc files, which decides the environment the tests get.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -257,22 +258,41 @@ def _executable(label: str, files: Sequence[str]) -> str | None:
     return None
 
 
-def build_tests(bazel: Bazel, args: Sequence[str]) -> tuple[BuildEvents, int]:
+def build_tests(bazel: Bazel, args: Sequence[str],
+                expected: Sequence[str] = ()) -> tuple[BuildEvents, int]:
     """Build what ``bazel test ARGS`` would build, run no test; the events and exit code.
 
     Bazel's own progress goes to stderr as usual, so build failures are seen as they happen.
+    ``expected`` are options the real ``bazel test`` is expected to get (the last run's
+    repair): --test_env is part of the build options, so giving the build step the same
+    value spares Bazel from discarding its analysis cache twice. They are left out of the
+    returned events' options.
     """
     with tempfile.TemporaryDirectory(prefix="bazel-ldfix-") as tmp:
         bep = os.path.join(tmp, "events.json")
         own = [f"--build_event_json_file={bep}", f"--test_tag_filters={NO_TEST_TAG}",
-               "--nobuild_tests_only"]
+               "--nobuild_tests_only", *expected]
         code = bazel.stream("test", with_options(args, own), hide=_BUILD_STEP_NOISE)
         try:
             with open(bep, encoding="utf-8", errors="replace") as fh:
                 events = parse_bep(fh)
         except FileNotFoundError:
             events = BuildEvents((), (), None, None, None)
+    if expected:
+        events = dataclasses.replace(events, options=_without(events.options, expected))
     return events, code
+
+
+def _without(options: Sequence[Option], given: Sequence[str]) -> tuple[Option, ...]:
+    """``options`` less the last occurrence of each of ``given`` (ours come last)."""
+    out = list(options)
+    for word in given:
+        name, _, value = word.removeprefix("--").partition("=")
+        for at in range(len(out) - 1, -1, -1):
+            if out[at] == Option(name, value):
+                del out[at]
+                break
+    return tuple(out)
 
 
 def with_options(args: Sequence[str], options: Sequence[str]) -> list[str]:

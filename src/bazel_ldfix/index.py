@@ -266,34 +266,40 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     """
     passed: list[PassedOver] = []
     good: list[str] = []
-    files: dict[tuple[int, int], str] = {}
     for path in sorted(set(candidates)):
         reason = check_candidate(path, expect)
-        if reason is not None:
+        if reason is None:
+            good.append(path)
+        else:
             passed.append(PassedOver(path, reason))
-            continue
+    if not good:
+        return Choice(soname, None, None, tuple(passed))
+    # A directory ranks by where it stands in ``preferred``, as named there, else by its
+    # real path (a walk reaches directories through symlinked repositories).
+    exact = {d: i for i, d in reversed(list(enumerate(preferred)))}
+    real: dict[str, int] = {}
+    for i, d in enumerate(preferred):
+        real.setdefault(os.path.realpath(d), i)
+
+    def rank(path: str) -> int:
+        directory = os.path.dirname(path)
+        return exact.get(directory, real.get(os.path.realpath(directory), len(preferred)))
+
+    good.sort(key=lambda p: (rank(p), p.count("/"), p))
+    kept: list[str] = []
+    files: dict[tuple[int, int], str] = {}
+    for path in good:  # the same file through two paths counts once, where it ranks best
         st = os.stat(path)
         file_id = (st.st_dev, st.st_ino)
         if file_id in files:
             passed.append(PassedOver(path, f"the same file as {files[file_id]}"))
             continue
         files[file_id] = path
-        good.append(path)
-    if not good:
-        return Choice(soname, None, None, tuple(passed))
-    # Directories by their real path: a walk reaches them through symlinked repositories
-    # (``lib64`` -> ``targets/x86_64-linux/lib``), preferred_dirs gives the real ones.
-    rank = {os.path.realpath(d): i for i, d in enumerate(reversed(preferred))}
-    ranks = {p: rank.get(os.path.realpath(os.path.dirname(p)), -1) for p in good}
-
-    def order(path: str) -> tuple[int, int, str]:
-        return (-ranks[path], path.count("/"), path)
-
-    good.sort(key=order)
-    best = good[0]
-    why = ("beside a library the test links" if ranks[best] >= 0
+        kept.append(path)
+    best = kept[0]
+    why = ("beside a library the test links" if rank(best) < len(preferred)
            else "chosen by the shortest path")
-    for other in good[1:]:
+    for other in kept[1:]:
         passed.append(PassedOver(other, f"another copy was preferred ({why}): {best}"))
     return Choice(soname, os.path.dirname(best), best, tuple(passed))
 
@@ -349,7 +355,7 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     """Find each soname: first beside the ``preferred`` directories, then by one walk.
 
     Most versioned files sit beside the library the test links (the target of its
-    ``_solib_*`` symlink, see :func:`staged_dirs`; the directories of its loaded
+    ``_solib_*`` symlink, see :func:`preferred_dirs`; the directories of its loaded
     libraries, see :func:`preferred_dirs`), so the walk (or the cached index, with
     ``cache_dir``) is only consulted for names still missing; when none is, nothing is
     walked at all. ``progress`` sees the walk, if there is one (see :class:`Progress`).
@@ -372,38 +378,25 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
 
 
 def preferred_dirs(paths: Iterable[str]) -> tuple[str, ...]:
-    """The real directories behind libraries (``_solib_*`` entries are symlinks)."""
-    out: dict[str, None] = {}
-    for path in paths:
-        out.setdefault(os.path.dirname(os.path.realpath(path)), None)
-    return tuple(out)
+    """The directories to look in first for what the libraries at ``paths`` need.
 
-
-def staged_dirs(dirs: Iterable[str]) -> tuple[str, ...]:
-    """The real directories behind the libraries Bazel staged in ``dirs``, in order.
-
-    Bazel stages a ``cc_import``'s library in the test's ``_solib_<cpu>/<mangled>``
-    directory (a RUNPATH entry of the test) as a symlink to the file in its repository:
-    ``libnvinfer.so`` -> ``external/tensorrt/lib/libnvinfer.so``. The versioned file the
-    loader asks for, ``libnvinfer.so.11``, is not staged, but sits beside that target. The
-    test never loads the unversioned file, so these directories are not among those of
-    its loaded libraries. Every directory along the symlink chain counts.
+    Each library's symlink chain is followed a link at a time, and each directory is kept
+    as the link names it, then the real one. A test's ``_solib_*`` entry links to the file
+    under ``output_base/external`` (a path that reads well in a --test_env), whose directory
+    holds the versioned file as a rule; the unversioned "dev" link may lead on into another
+    directory, where the file really is.
     """
     out: dict[str, None] = {}
-    for directory in dirs:
-        try:
-            with os.scandir(directory) as it:
-                links = sorted(e.path for e in it
-                               if e.is_symlink() and looks_like_library(e.name))
-        except OSError:
-            continue
-        for path in links:
-            for _ in range(40):  # the kernel gives up (ELOOP) after 40 links in a chain
-                try:
-                    path = os.path.join(os.path.dirname(path), os.readlink(path))
-                except OSError:
-                    break
-                out.setdefault(os.path.realpath(os.path.dirname(path)), None)
+    for path in paths:
+        hop = path
+        for _ in range(40):  # the kernel gives up (ELOOP) after 40 links in a chain
+            try:
+                target = os.readlink(hop)
+            except OSError:
+                break  # not a link (or gone): the chain ends here
+            hop = os.path.join(os.path.dirname(hop), target)
+            out.setdefault(os.path.dirname(hop), None)
+        out.setdefault(os.path.dirname(os.path.realpath(path)), None)
     return tuple(out)
 
 

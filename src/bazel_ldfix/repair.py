@@ -296,7 +296,9 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                                  "above the current directory)")
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    events, code = bazel.build_tests(runner, args)
+    memo = _memo_file(runner, args, client_env) if cache_dir else None
+    expected = _read_memo(memo)
+    events, code = bazel.build_tests(runner, args, expected)
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
     base = output_base or events.output_base or bazel.output_base(runner)
@@ -324,8 +326,48 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                     progress=progress)
 
     filtered = bool(bazel.option_values(events.command_line, "test_tag_filters")[:-1])
+    result = None
     if not filtered and events.tests:
         first = repair_with({})
         if not first.missing and not any(t.error for t in first.tests):
-            return first, 0
-    return repair_with(bazel.rule_info(runner, [t.label for t in events.tests])), 0
+            result = first
+    if result is None:
+        result = repair_with(bazel.rule_info(runner, [t.label for t in events.tests]))
+    _write_memo(memo, result.flags)
+    return result, 0
+
+
+def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]) -> str:
+    """Where the last repair of ``bazel test ARGS`` in this workspace is remembered."""
+    import hashlib
+
+    xdg = env.get("XDG_CACHE_HOME", "")
+    home = env.get("HOME", "")
+    top = xdg if os.path.isabs(xdg) else os.path.join(home or "/tmp", ".cache")
+    key = "\0".join([os.path.abspath(runner.cwd), runner.executable, *runner.startup, *args])
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return os.path.join(top, "bazel-ldfix", "last-flags", digest)
+
+
+def _read_memo(path: str | None) -> tuple[str, ...]:
+    if path is None:
+        return ()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return tuple(line for line in fh.read().splitlines() if line.startswith("--"))
+    except OSError:
+        return ()
+
+
+def _write_memo(path: str | None, flags: Sequence[str]) -> None:
+    """Best effort: a cache that cannot be written only costs time."""
+    if path is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("".join(f"{flag}\n" for flag in flags))
+        os.replace(tmp, path)
+    except OSError:
+        pass
