@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlparse
 
+from bazel_ldfix.bazel import workspace_of
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
 MAX_LINE = 64 * 1024          # longer lines are cut here (a loader message is < 4 KiB)
@@ -27,7 +28,6 @@ MAX_BEP_LINE = 64 << 20       # one BEP event; a namedSet of a huge target can b
 _CHUNK = 1 << 16
 _SEARCH_CHUNK = 1 << 20
 _SNIFF = 8192                 # how much of a log decides "binary"
-WORKSPACE_FILES = ("WORKSPACE", "WORKSPACE.bazel", "MODULE.bazel")
 # Bazel's console, after a test run: one line per failed run, shard or attempt.
 _FAIL_LINE = re.compile(r"^(FAIL|TIMEOUT|FLAKY|INCOMPLETE|NO STATUS|REMOTE FAILURE): "
                         r"(\S+) \(see (.+)\)\s*$")
@@ -233,18 +233,6 @@ def executable_for(log: str) -> str | None:
     return exe if os.path.isfile(exe) else None
 
 
-def workspace_root(start: str) -> str | None:
-    """The nearest directory at or above ``start`` with a WORKSPACE or MODULE.bazel file."""
-    here = os.path.abspath(start)
-    while True:
-        if any(os.path.isfile(os.path.join(here, name)) for name in WORKSPACE_FILES):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
-
-
 # -- target patterns ----------------------------------------------------------------------
 
 def matches(label: str | None, patterns: Sequence[str], package: str = "") -> bool:
@@ -298,7 +286,7 @@ def _pattern_matches(label: str, pattern: str, package: str) -> bool:
 
 def from_workspace(cwd: str, output_base: str | None, patterns: Sequence[str]) -> LogSet:
     """The failed tests of the last invocation in the workspace around ``cwd``."""
-    root = workspace_root(cwd)
+    root = workspace_of(cwd)
     testlogs: str | None = None
     if root is not None:
         link = os.path.join(root, "bazel-testlogs")
@@ -572,7 +560,7 @@ def find(cwd: str, *, bep: str | None = None, log_files: Sequence[str] = (),
 
 def package_of(cwd: str) -> str:
     """The package path of ``cwd`` in its workspace (``""`` at the root or outside one)."""
-    root = workspace_root(cwd)
+    root = workspace_of(cwd)
     if root is None:
         return ""
     package = os.path.relpath(os.path.abspath(cwd), root).replace(os.sep, "/")
