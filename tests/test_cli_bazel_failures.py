@@ -4,8 +4,10 @@ made to take on demand (not installed, crashing), so a stand-in script plays it.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,3 +68,61 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Invalid value for '--format'" in result.stderr
     assert run("frobnicate", cwd=tmp_path).returncode == 2
+
+
+def fake_bazel_with_a_test(tmp_path: Path, on_test: str) -> tuple[Path, Path]:
+    """A bazel whose build step reports one test (a copy of /bin/true) in its events, and
+    whose real `test` runs ``on_test``; every call's arguments are logged."""
+    exe = tmp_path / "bin" / "t" / "probe_test"
+    exe.parent.mkdir(parents=True)
+    exe.write_bytes(Path("/bin/true").read_bytes())
+    exe.chmod(0o755)
+    log = tmp_path / "calls.log"
+    root = f"{tmp_path}/ob/execroot/ws"
+    events = "\n".join([
+        '{"id":{"workspace":{}},"workspaceInfo":{"localExecRoot":"' + root + '"}}',
+        '{"id":{"targetConfigured":{"label":"//t:probe_test"}},'
+        '"configured":{"targetKind":"cc_test rule","testSize":"SMALL"}}',
+        '{"id":{"targetCompleted":{"label":"//t:probe_test"}},"completed":{"success":true,'
+        f'"importantOutput":[{{"name":"t/probe_test","uri":"file://{exe}"}}]}}}}'])
+    (tmp_path / "ob" / "execroot" / "ws").mkdir(parents=True)
+    (tmp_path / "events.json").write_text(events + "\n")
+    script = f"""echo "$@" >> {log}
+for arg in "$@"; do
+  case "$arg" in --build_event_json_file=*) cp {tmp_path}/events.json "${{arg#*=}}"; exit 4;;
+  esac
+done
+{on_test}
+"""
+    return fake_bazel(tmp_path, script), log
+
+
+def test_ctrl_c_reaches_bazel_and_its_exit_code_comes_back(tmp_path: Path) -> None:
+    bazel, _log = fake_bazel_with_a_test(
+        tmp_path, "trap 'echo interrupted >&2; exit 8' INT\n"
+                  "echo started > " + str(tmp_path / "started") + "\n"
+                  "while true; do sleep 0.05; done\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "bazel_ldfix", "test", "--bazel",
+                             str(bazel), "--no-cache", "//t:probe_test"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for _ in range(200):
+        if (tmp_path / "started").exists():
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 8
+    assert "interrupted" in err and "Traceback" not in err
+
+
+def test_startup_options_come_before_the_command(tmp_path: Path) -> None:
+    bazel, log = fake_bazel_with_a_test(tmp_path, "exit 0\n")
+    result = run("test", "--bazel", str(bazel), "--no-cache",
+                 "--startup-option=--output_user_root=/tmp/our", "//t:probe_test",
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    assert [c.split()[:2] for c in calls] == [["--output_user_root=/tmp/our", "test"]] * 2
+    assert calls[-1].split()[2:] == ["//t:probe_test"]  # /bin/true needs nothing: no flag
