@@ -117,14 +117,16 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
          *, prepend: bool = False,
          on_error: Callable[[str, OSError], None] | None = None,
-         cache_dir: str | None = None, progress: index.ProgressFn | None = None) -> Repair:
+         cache_dir: str | None = None, progress: index.ProgressFn | None = None,
+         search: bool = True) -> Repair:
     """Find what the tests cannot load and the directories that fix it.
 
     Each round resolves every test in the environment it would get with the directories
     found so far; a library found in one round can reveal its own missing dependencies in
     the next. The executables' closures go first, so that a dependency is reported as
     needed by the library that really needs it; the other shared objects of the runfiles
-    (which a test may dlopen) follow.
+    (which a test may dlopen) follow. Without ``search``, only what is missing is found
+    (each test's ``missing_before``); nothing is looked for.
     """
     subjects = [_Subject.of(t) for t in tests]
     roots = [os.path.join(output_base, "external")]
@@ -141,7 +143,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         value = pathlist.join(pathlist.merge(env.base, added, prepend=prepend))
         return {s.label: value for s in subjects}
 
-    for extras in (False, True):
+    for extras in (False, True) if search else ():
         for _ in range(_MAX_ROUNDS):
             scan.run(current(), extras=extras)
             new = [name for name in scan.needed_by if name not in choices]
@@ -311,7 +313,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
         return cache_lookup(info, Options())
 
-    def repair_with(rules: Mapping[str, bazel.RuleInfo]) -> Repair:
+    def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True) -> Repair:
         tests = bazel.selected(events.tests, rules, events.command_line)
         if not tests:
             patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
@@ -323,13 +325,14 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         inputs = [TestInput(t.label, t.executable) for t in tests]
         return plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
                     on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
-                    progress=progress)
+                    progress=progress, search=search)
 
     filtered = bool(bazel.option_values(events.command_line, "test_tag_filters")[:-1])
     result = None
     if not filtered and events.tests:
-        first = repair_with({})
-        if not first.missing and not any(t.error for t in first.tests):
+        # Without the rules' env: if every test loads, that is the answer (nothing to add).
+        first = repair_with({}, search=False)
+        if not any(t.missing_before or t.error for t in first.tests):
             result = first
     if result is None:
         result = repair_with(bazel.rule_info(runner, [t.label for t in events.tests]))
