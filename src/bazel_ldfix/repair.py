@@ -231,12 +231,12 @@ class _Subject:
         if self.info is not None:
             env = Environment(library_path, self.cwd, cache_for(self.info))
             return [make_loader(self.info, env).resolve(
-                self.executable, self.extras if extras else ())]
+                self.executable, self.extras if extras else (), info=self.info)]
         out = []
         for path in self.extras:
             info = elf.read_elf(path)
             env = Environment(library_path, self.cwd, cache_for(info))
-            out.append(make_loader(info, env).resolve(path))
+            out.append(make_loader(info, env).resolve(path, info=info))
         return out
 
 
