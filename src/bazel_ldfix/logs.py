@@ -69,32 +69,38 @@ def read_lines(path: str, max_line: int = MAX_LINE) -> Iterator[str]:
 
     Bytes that are not UTF-8 are replaced, never fatal: a test may print anything.
     """
+    pending = bytearray()
+    for chunk in _chunks(path, _CHUNK):
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if len(pending) < max_line:
+                pending += piece[: max_line - len(pending)]
+            if end < 0:
+                break
+            yield pending.decode("utf-8", "replace")
+            pending = bytearray()
+            start = end + 1
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
+def _chunks(path: str, size: int) -> Iterator[bytes]:
+    """The bytes of ``path``, ``size`` at a time; OS errors as :class:`BadInputError`."""
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed in finally, while the generator runs
     except OSError as exc:
         raise BadInputError(f"{path}: {exc.strerror or exc}") from None
     try:
-        pending = bytearray()
         while True:
             try:
-                chunk = fh.read(_CHUNK)
+                chunk = fh.read(size)
             except OSError as exc:
                 raise BadInputError(f"{path}: {exc.strerror or exc}") from None
             if not chunk:
-                break
-            start = 0
-            while True:
-                end = chunk.find(b"\n", start)
-                piece = chunk[start:] if end < 0 else chunk[start:end]
-                if len(pending) < max_line:
-                    pending += piece[: max_line - len(pending)]
-                if end < 0:
-                    break
-                yield pending.decode("utf-8", "replace")
-                pending = bytearray()
-                start = end + 1
-        if pending:
-            yield pending.decode("utf-8", "replace")
+                return
+            yield chunk
     finally:
         fh.close()
 
@@ -107,53 +113,40 @@ def read_matching(path: str, needles: Sequence[bytes], max_line: int = MAX_LINE,
     but a line without a needle never becomes a Python string: a 1 GiB log of test output
     is searched at the speed of ``bytes.find``, one chunk at a time.
     """
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed in finally, while the generator runs
-    except OSError as exc:
-        raise BadInputError(f"{path}: {exc.strerror or exc}") from None
-    try:
-        number = 0              # lines complete before the current block
-        carry = b""             # the start of a line whose end is not read yet
-        overlong = False        # carry holds max_line bytes of a longer line
-        while True:
-            try:
-                chunk = fh.read(chunk_size)
-            except OSError as exc:
-                raise BadInputError(f"{path}: {exc.strerror or exc}") from None
-            if not chunk:
-                break
-            if overlong:
-                end = chunk.find(b"\n")
-                if end < 0:
-                    continue    # still inside the long line
-                chunk = chunk[end:]
-                overlong = False
-            block = carry + chunk
-            last = block.rfind(b"\n")
-            if last < 0:
-                carry = block[:max_line]
-                overlong = len(block) > max_line
-                continue
-            carry = block[last + 1:]
-            if len(carry) > max_line:
-                carry, overlong = carry[:max_line], True
-            counted, at = 0, 0      # newlines counted up to offset ``at``
-            previous = -1
-            for hit, end in _hits(block, last, needles):
-                start = block.rfind(b"\n", 0, hit) + 1
-                if start == previous or end - start > max_line:
-                    continue    # the same line again, or past the part of it that is read
-                previous = start
-                counted += block.count(b"\n", at, start)
-                at = start
-                stop = block.find(b"\n", start)
-                line = block[start:min(stop, start + max_line)]
-                yield number + counted + 1, line.decode("utf-8", "replace")
-            number += block.count(b"\n", 0, last + 1)
-        if carry and any(n in carry for n in needles):
-            yield number + 1, carry.decode("utf-8", "replace")
-    finally:
-        fh.close()
+    number = 0              # lines complete before the current block
+    carry = b""             # the start of a line whose end is not read yet
+    overlong = False        # carry holds max_line bytes of a longer line
+    for chunk in _chunks(path, chunk_size):
+        if overlong:
+            end = chunk.find(b"\n")
+            if end < 0:
+                continue    # still inside the long line
+            chunk = chunk[end:]
+            overlong = False
+        block = carry + chunk
+        last = block.rfind(b"\n")
+        if last < 0:
+            carry = block[:max_line]
+            overlong = len(block) > max_line
+            continue
+        carry = block[last + 1:]
+        if len(carry) > max_line:
+            carry, overlong = carry[:max_line], True
+        counted, at = 0, 0      # newlines counted up to offset ``at``
+        previous = -1
+        for hit, end in _hits(block, last, needles):
+            start = block.rfind(b"\n", 0, hit) + 1
+            if start == previous or end - start > max_line:
+                continue    # the same line again, or past the part of it that is read
+            previous = start
+            counted += block.count(b"\n", at, start)
+            at = start
+            stop = block.find(b"\n", start)
+            line = block[start:min(stop, start + max_line)]
+            yield number + counted + 1, line.decode("utf-8", "replace")
+        number += block.count(b"\n", 0, last + 1)
+    if carry and any(n in carry for n in needles):
+        yield number + 1, carry.decode("utf-8", "replace")
 
 
 def _hits(block: bytes, end: int, needles: Sequence[bytes]) -> list[tuple[int, int]]:
