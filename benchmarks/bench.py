@@ -150,7 +150,7 @@ def child_env() -> dict[str, str]:
 
 
 def precompile() -> None:
-    subprocess.run([PYTHON, "-m", "compileall", "-q", os.path.join(REPO, "src"), HERE],
+    subprocess.run([PYTHON, "-m", "compileall", "-q", os.path.join(REPO, "bazel_ldfix"), HERE],
                    env=child_env(), capture_output=True, check=False)
 
 

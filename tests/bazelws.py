@@ -98,6 +98,4 @@ def make_workspace(root: Path, files: Mapping[str, str], *, env: Mapping[str, st
 def clean_env() -> dict[str, str]:
     """The environment of a CI job: no LD_LIBRARY_PATH unless a test sets one."""
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"),
-                                                      env.get("PYTHONPATH")]))
     return env

@@ -10,11 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = dict(os.environ)
     env.pop("BAZEL", None)
     return subprocess.run([sys.executable, "-m", "bazel_ldfix", *args], cwd=cwd, env=env,
                           capture_output=True, text=True)
@@ -102,7 +100,7 @@ def test_ctrl_c_reaches_bazel_and_its_exit_code_comes_back(tmp_path: Path) -> No
         tmp_path, "trap 'echo interrupted >&2; exit 8' INT\n"
                   "echo started > " + str(tmp_path / "started") + "\n"
                   "while true; do sleep 0.05; done\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, "-m", "bazel_ldfix", "test", "--bazel",
                              str(bazel), "--no-cache", "//t:probe_test"], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

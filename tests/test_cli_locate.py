@@ -10,11 +10,9 @@ from pathlib import Path
 
 from elfbuild import lib, patch_machine
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "XDG_CACHE_HOME": str(home)}
+    env = {**os.environ, "XDG_CACHE_HOME": str(home)}
     return subprocess.run([sys.executable, "-m", "bazel_ldfix", "locate", *args],
                           capture_output=True, text=True, env=env)
 

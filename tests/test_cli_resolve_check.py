@@ -14,13 +14,10 @@ from pathlib import Path
 import pytest
 from elfbuild import cc, lfs_pointer, lib, patch_class, program, truncated
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def run(*args: str, env: dict[str, str] | None = None,
         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NO_COLOR")}
-    base["PYTHONPATH"] = str(REPO / "src")
     return subprocess.run([sys.executable, "-m", "bazel_ldfix", *args], capture_output=True,
                           text=True, env={**base, **(env or {})}, cwd=cwd)
 
@@ -78,7 +75,7 @@ def test_missing_libraries_are_red_on_a_terminal_unless_no_color(app: Path) -> N
         base = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
         proc = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve", str(app)],
                               stdout=follower, stderr=subprocess.DEVNULL,
-                              env={**base, "PYTHONPATH": str(REPO / "src"), **env})
+                              env={**base, **env})
         os.close(follower)
         chunks = []
         while True:
@@ -207,7 +204,7 @@ def test_check_names_libraries_only_the_cache_reaches_and_a_stale_ldconfig(
     result = subprocess.run(
         ["unshare", "-m", "sh", "-c", script, "sh", str(cache), str(conf),
          sys.executable, "-m", "bazel_ldfix", "check", "--json", str(app)],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+        capture_output=True, text=True, env=dict(os.environ))
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
     assert set(doc["missing"]) == {"libcached.so.1", "libstale.so.1"}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the model and the real loader over the system's ELF files; print every disagreement.
 
-    PYTHONPATH=src python tools/sweep.py [--inhibit-cache] [--limit N] [DIR ...]
+    python tools/sweep.py [--inhibit-cache] [--limit N] [DIR ...]
 
 Every ELF executable and shared library of this machine's class and machine under the given
 directories (default /usr/bin and /usr/lib/x86_64-linux-gnu, recursively, each file once) is

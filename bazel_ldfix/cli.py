@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from bazel_ldfix import __version__
 from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ _PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="bazel-ldfix")
+@click.version_option(version=__version__, prog_name="bazel-ldfix")
 def cli() -> None:
     """Repair and explain Bazel tests that fail at load time."""
 
