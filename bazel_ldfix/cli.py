@@ -25,6 +25,74 @@ _PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False
                 "help_option_names": ["-h", "--help"]}
 
 
+class BazelArgsCommand(click.Command):
+    """A command whose own options come first and whose other arguments go to Bazel as given.
+
+    Bazel reads a ``--`` as the end of its options: what follows are target patterns, such as
+    ``-//t:x``. Click would take the first ``--`` for itself, so the split is made here: the
+    tool's options are read up to the first argument that is not one of them, and everything
+    from there (a ``--`` included) is Bazel's. An option of the tool found among Bazel's
+    arguments (before their ``--``) is refused with the command line that works, rather than
+    handed to Bazel, which would fail on it or, for ``--dry-run``, run.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_value, flags = self._own_options(ctx)
+        own, at = [], 0
+        while at < len(args):
+            word = args[at]
+            name = word.split("=", 1)[0]
+            if word in flags or (name in takes_value and "=" in word):
+                own.append(word)
+            elif word in takes_value and at + 1 < len(args):
+                own += [word, args[at + 1]]
+                at += 1
+            else:
+                break
+            at += 1
+        rest = args[at:]
+        self._refuse_misplaced(ctx, own, rest, takes_value, flags)
+        return super().parse_args(ctx, [*own, "--", *rest])
+
+    def _own_options(self, ctx: click.Context) -> tuple[set[str], set[str]]:
+        takes_value: set[str] = set()
+        flags: set[str] = set()
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option):
+                names = [*param.opts, *param.secondary_opts]
+                (flags if param.is_flag or param.count else takes_value).update(names)
+        return takes_value, flags
+
+    def _refuse_misplaced(self, ctx: click.Context, own: list[str], rest: list[str],
+                          takes_value: set[str], flags: set[str]) -> None:
+        moved: list[str] = []
+        names: list[str] = []
+        kept: list[str] = []
+        at = 0
+        while at < len(rest):
+            word = rest[at]
+            if word == "--":
+                kept += rest[at:]
+                break
+            name = word.split("=", 1)[0]
+            if name not in ("-h", "--help") and (word in flags or name in takes_value):
+                moved.append(word)
+                names.append(name)
+                if word in takes_value and at + 1 < len(rest):
+                    moved.append(rest[at + 1])
+                    at += 1
+            else:
+                kept.append(word)
+            at += 1
+        if moved:
+            options = " ".join(names)
+            fixed = shlex.join(["bazel-ldfix", ctx.info_name or self.name or "",
+                                *own, *moved, *kept])
+            are, it = ("are options", "them") if len(names) > 1 else ("is an option", "it")
+            raise BadInputError(f"{options} {are} of bazel-ldfix, not of Bazel; "
+                                f"put {it} before the Bazel arguments: {fixed}")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__, prog_name="bazel-ldfix")
 def cli() -> None:
@@ -44,23 +112,40 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--no-cache", is_flag=True,
                         help="Walk output_base/external; neither read nor write the index "
                              "cache.")(func)
+    func = click.option("-q", "--quiet", is_flag=True,
+                        help="Print nothing of bazel-ldfix's own but errors and the "
+                             "diagnosis of tests that failed in the loader (for CI logs)."
+                        )(func)
     return func
 
 
-@cli.command(context_settings=_PASSTHROUGH)
+@cli.command(cls=BazelArgsCommand, context_settings=_PASSTHROUGH,
+             short_help="Print what `bazel test` needs added to load its tests.")
 @_bazel_options
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
               default="flags", show_default=True, help="How to print the result.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-        prepend: bool, no_cache: bool, fmt: str, bazel_args: tuple[str, ...]) -> None:
+        prepend: bool, no_cache: bool, quiet: bool, fmt: str, bazel_args: tuple[str, ...]
+        ) -> None:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
+    Runs the build step of `bazel test BAZEL_ARGS` (it builds, runs no test), then prints
+    the flag, an `export` line, a .bazelrc line or JSON. The options of bazel-ldfix come
+    before Bazel's arguments; a `--` is Bazel's, as with `bazel test`.
+
     Exit 0 when every missing library was located, 1 when some exist nowhere.
+
+    \b
+    Examples:
+      bazel-ldfix env //app:vendor_test
+      bazel-ldfix env --format bazelrc //... >> user.bazelrc
+      bazel-ldfix env --format json -- //... -//app:ext_test
     """
     from bazel_ldfix import report
 
-    repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+    repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args,
+                         quiet=quiet)
     if repair is None:
         from bazel_ldfix.errors import BazelError
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
@@ -68,26 +153,42 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
     render = {"flags": report.repair_flags, "shell": report.repair_shell,
               "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
     text = render(repair)
-    if fmt != "json":
+    if fmt != "json" and not quiet:
         click.echo(report.repair_summary(repair), err=True)
     if text:
         click.echo(text)
     sys.exit(1 if repair.unresolved else 0)
 
 
-@cli.command(context_settings=_PASSTHROUGH)
+@cli.command(cls=BazelArgsCommand, context_settings=_PASSTHROUGH,
+             short_help="Run `bazel test` with the libraries its tests need.")
 @_bazel_options
-@click.option("--dry-run", is_flag=True, help="Print the bazel command instead of running it.")
+@click.option("--dry-run", is_flag=True,
+              help="Run the build step (it builds, runs no test), then print the `bazel "
+                   "test` command with the repair instead of running it.")
 @click.option("--no-repair", is_flag=True,
               help="Run bazel test as given; only diagnose loader failures afterwards.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-         prepend: bool, no_cache: bool, dry_run: bool, no_repair: bool,
+         prepend: bool, no_cache: bool, quiet: bool, dry_run: bool, no_repair: bool,
          bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
+    BAZEL_ARGS are what you would give `bazel test`. The options of bazel-ldfix (below)
+    come first: the first word that is not one of them starts Bazel's arguments, and an
+    option of bazel-ldfix written after it is refused. A `--` is Bazel's, as with
+    `bazel test`: every word after it is a target pattern, so `-- //... -//app:slow_test`
+    excludes a target.
+
     When tests still fail in the dynamic loader, says why after Bazel's summary (as
     `bazel-ldfix diagnose` does). Exits with Bazel's own exit code.
+
+    \b
+    Examples:
+      bazel-ldfix test //...
+      bazel-ldfix test --prepend //app:all --config=ci
+      bazel-ldfix test -- //... -//app:ext_test
+      bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
     from bazel_ldfix import report
     from bazel_ldfix.bazel import output_base as ask_output_base
@@ -105,13 +206,15 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         _diagnose_after(base, code, None)
         sys.exit(code)
     try:
-        repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+        repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args,
+                             quiet=quiet)
     except NoTestsError as exc:
         click.echo(f"bazel-ldfix: {exc}", err=True)
         sys.exit(4)  # Bazel's own code for "no test was selected"
     if repair is None:
         sys.exit(code)  # the build failed; Bazel has said why
-    click.echo(report.repair_summary(repair), err=True)
+    if not quiet:
+        click.echo(report.repair_summary(repair), err=True)
     args = with_options(bazel_args, repair.flags)
     if dry_run:
         click.echo(shlex.join(bazel.argv("test", args)))
@@ -135,7 +238,7 @@ def _diagnose_after(output_base: str, code: int, library_path: str | None) -> No
         click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: "), err=True)
 
 
-@cli.command()
+@cli.command(short_help="Explain why failed tests could not load a library, and the fix.")
 @click.argument("patterns", nargs=-1)
 @click.option("--bep", metavar="FILE", default=None,
               help="Read the test results of this --build_event_json_file.")
@@ -150,7 +253,13 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
 
     By default, the failed tests of the last `bazel test` in this workspace; target
     PATTERNS narrow them. Exit 0 when no failed test was stopped by the loader, 1 when
-    some were, 2 for bad input.
+    some were, 2 for bad input (a pattern that matches no failed test among them).
+
+    \b
+    Examples:
+      bazel-ldfix diagnose
+      bazel-ldfix diagnose //app:vendor_test
+      bazel-ldfix diagnose --json --bep events.json
     """
     from bazel_ldfix import diagnose as diagnosing
     from bazel_ldfix import logs
@@ -162,7 +271,7 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
     sys.exit(result.exit_code)
 
 
-@cli.command()
+@cli.command(short_help="Where under output_base/external each SONAME is.")
 @click.argument("sonames", nargs=-1, required=True)
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Search this output_base instead of asking Bazel.")
@@ -180,6 +289,11 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
 
     Best: a copy this machine's loader would take (ELF class, machine, the loader's other
     checks), then the shortest path. Exit 1 when some SONAME exists nowhere.
+
+    \b
+    Examples:
+      bazel-ldfix locate libvendor.so.3
+      bazel-ldfix locate --json --output-base "$(bazel info output_base)" libcudart.so.12
     """
     from bazel_ldfix import elf, index, indexcache
     from bazel_ldfix.report import locate_json, locate_text
@@ -209,7 +323,7 @@ def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:
 
 
 def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | None,
-          prepend: bool, no_cache: bool, bazel_args: Sequence[str]
+          prepend: bool, no_cache: bool, bazel_args: Sequence[str], *, quiet: bool = False
           ) -> tuple[Repair | None, int]:
     from bazel_ldfix import index, indexcache
     from bazel_ldfix.repair import repair_tests
@@ -220,14 +334,15 @@ def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | Non
     return repair_tests(_make_bazel(bazel_path, startup), bazel_args, os.environ,
                         output_base=output_base, prepend=prepend,
                         cache_dir=None if no_cache else cache_dir,
-                        progress=index.Progress(sys.stderr), on_error=_warn_unreadable)
+                        progress=None if quiet else index.Progress(sys.stderr),
+                        on_error=_warn_unreadable)
 
 
 def _warn_unreadable(path: str, exc: OSError) -> None:
     click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
 
 
-@cli.command()
+@cli.command(short_help="How the loader finds what FILES need (a model; runs nothing).")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a tree.")
 @click.option("--library-path", metavar="P", default=None,
@@ -240,6 +355,11 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
     Exit 0 when everything resolves, 1 when something is missing, 2 for bad input.
+
+    \b
+    Examples:
+      bazel-ldfix resolve bazel-bin/app/vendor_test
+      bazel-ldfix resolve --library-path /opt/sdk/lib --json bazel-bin/app/vendor_test
     """
     from bazel_ldfix import report
     from bazel_ldfix.resolve import resolve_file
@@ -263,7 +383,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
     sys.exit(2 if bad else 1 if stops else 0)
 
 
-@cli.command()
+@cli.command(short_help="Ask the real loader about FILES and compare with the model.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--library-path", metavar="P", default=None,
@@ -278,6 +398,11 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
 
     Exit 0 when everything loads, 1 when something is missing, 2 for bad input, 3 when the
     model disagrees with the loader.
+
+    \b
+    Examples:
+      bazel-ldfix check bazel-bin/app/vendor_test
+      bazel-ldfix check --matrix /opt/a/lib --matrix /opt/b/lib bazel-bin/app/vendor_test
     """
     from bazel_ldfix import check as checking
     from bazel_ldfix import report

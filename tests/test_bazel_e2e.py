@@ -165,7 +165,8 @@ def test_bazels_exit_code_is_passed_through(ws: Workspace) -> None:
 
 
 def test_options_before_a_double_dash_and_target_patterns_after_it(ws: Workspace) -> None:
-    dry = ws.ldfix("test", "--dry-run", "--", "--test_output=errors", "--", "//t:needs_xy")
+    # The first `--` is Bazel's, as with `bazel test`: the repair goes before it.
+    dry = ws.ldfix("test", "--dry-run", "--test_output=errors", "--", "//t:needs_xy")
     assert dry.returncode == 0, dry.stderr
     words = dry.stdout.split()
     assert words.index("--") > max(i for i, w in enumerate(words) if w.startswith("--test_env"))
