@@ -5,6 +5,7 @@ Library modules are imported inside the commands, so that ``--help`` stays fast.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import sys
@@ -266,6 +267,11 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
 
     found = logs.find(os.getcwd(), bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
+    if patterns and not found.logs:
+        every = logs.find(os.getcwd(), bep=bep, log_files=log_files,
+                          output_base=output_base, patterns=())
+        raise BadInputError(diagnosing.unmatched_patterns(
+            patterns, every, logs.package_of(os.getcwd())))
     result = diagnosing.diagnose(found, on_error=_warn_unreadable)
     click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
     sys.exit(result.exit_code)
@@ -461,6 +467,15 @@ def _color() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (``--json``, ``--format json``) in the tool's
+    own options: then an error is also a JSON document on stdout, for the script reading it.
+    """
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    return "--json" in own or "--format=json" in own or any(
+        a == "--format" and b == "json" for a, b in itertools.pairwise(own))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: LdfixError becomes one line on stderr and its exit code."""
     try:
@@ -468,6 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                  standalone_mode=False)
     except LdfixError as exc:
         click.echo(f"error: {exc}", err=True)
+        if _wants_json(list(argv) if argv is not None else sys.argv[1:]):
+            from bazel_ldfix.report import error_json
+
+            click.echo(error_json(str(exc), exc.exit_code))
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code

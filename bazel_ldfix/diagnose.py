@@ -650,8 +650,9 @@ class _TestContext:
                 f"repository must provide one (a symlink {soname} -> {imp.file} made by its "
                 "repository rule, or a copy_file/genrule) for the cc_import to import as "
                 "shared_library.\n"))
+        carrier = self._carrier(soname)
         for imp in (i for i in self.other_imports if i.soname == soname):
-            text = fixes.add_dependency(imp, self.label)
+            text = fixes.add_dependency(imp, carrier.label, carrier.why)
             if imp.file != soname:
                 versioned = fixes.versioned_in_repository(imp, soname, found, usable)
                 if versioned is None:
@@ -661,8 +662,47 @@ class _TestContext:
                 continue
             return _verified(imp, text)
         if found:
-            return fixes.new_import(soname, found[0], self.output_base, self.label)
+            return fixes.new_import(soname, found[0], self.output_base, carrier.label,
+                                    carrier.why)
         return None
+
+    def _carrier(self, soname: str) -> fixes.Carrier:
+        """The target whose deps can carry a dependency on ``soname``'s import.
+
+        Bazel stages a cc_import's library for the C/C++ target that depends on it; a
+        py_test or sh_test takes no cc_import in its deps. So the dependency goes on the
+        target that links the object needing ``soname``: the test itself when its executable
+        needs it, else the C/C++ target that built that object (read from where Bazel put
+        it), going up through prebuilt libraries (``libvendor.so.3`` needs
+        ``libvendor_core.so.3``: whatever links ``libvendor.so.3`` carries both).
+        """
+        seen: set[str] = set()
+        wanted = [soname]
+        while wanted:
+            name = wanted.pop(0)
+            if name in seen:
+                continue
+            seen.add(name)
+            missing = self.missing.get(name)
+            for needer in missing.needed_by if missing else ():
+                if self.executable and _same_file(needer, self.executable):
+                    return fixes.Carrier(self.label, None if name == soname else
+                                         f"it links {name}, which needs {soname}")
+                try:
+                    needer_soname = elf.read_elf(needer).soname
+                except BadInputError:
+                    needer_soname = None
+                if needer_soname in self.missing or _is_prebuilt(needer, self.output_base):
+                    if needer_soname:
+                        wanted.append(needer_soname)
+                    continue
+                label = fixes.label_of_output(needer)
+                if label is not None:
+                    what = f"which needs {soname}" if name == soname else \
+                        f"which needs {name}, which needs {soname}"
+                    return fixes.Carrier(label, f"the C/C++ target that builds "
+                                                f"{os.path.basename(needer)}, {what}")
+        return fixes.Carrier(self.label, None)
 
 
 def _host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
@@ -694,7 +734,45 @@ def _model(label: str | None, executable: str, output_base: str, library_path: s
     except LdfixError as exc:
         notes.append(f"the loader model could not resolve {executable}: {exc}")
         return {}
-    return {m.soname: m for m in plan.missing}
+    return _chain({m.soname: m for m in plan.missing}, library_path, make_loader, cache_for,
+                  output_base, on_error)
+
+
+def _chain(found: Mapping[str, Missing], library_path: str | None, make_loader: MakeLoader,
+           cache_for: CacheFor, output_base: str,
+           on_error: Callable[[str, OSError], None] | None) -> dict[str, Missing]:
+    """``found`` plus what each library found there misses by itself in the test's own
+    environment: what the test misses next once that library is staged by a BUILD fix.
+
+    The repair's rounds resolve with every directory found so far, so a dependency that sits
+    beside its parent is never missing there; whether it shows depends on the order the
+    rounds met the files. Resolving each found file on its own makes the prediction the same
+    for every test whose chain allows it.
+    """
+    from bazel_ldfix.repair import Missing as MissingLibrary
+
+    out = dict(found)
+    pending = [m for m in found.values() if m.dir is not None]
+    while pending:
+        parent = pending.pop(0)
+        assert parent.dir is not None
+        path = os.path.join(parent.dir, parent.soname)
+        try:
+            info = elf.read_elf(path)
+            env = Environment(library_path, parent.dir, cache_for(info))
+            resolution = make_loader(info, env).resolve(path, info=info)
+        except LdfixError:
+            continue
+        for lib in resolution.libraries:
+            if lib.path is not None or lib.error is not None or lib.name in out:
+                continue
+            choice = index.locate([lib.name], [os.path.join(output_base, "external")],
+                                  info.header, [parent.dir], on_error)[lib.name]
+            needed_by = tuple(path if n == resolution.file else n for n in lib.needed_by)
+            out[lib.name] = MissingLibrary(lib.name, needed_by, choice.dir,
+                                           choice.passed_over)
+            pending.append(out[lib.name])
+    return out
 
 
 def _split_choice(directory: str | None, soname: str,
@@ -796,6 +874,13 @@ def _is_system(path: str) -> bool:
     return path.startswith(_SYSTEM_PREFIXES)
 
 
+def _is_prebuilt(path: str, output_base: str | None) -> bool:
+    """A library Bazel did not build: staged from a cc_import, or under external/."""
+    real = os.path.realpath(path)
+    return "/_solib_" in path or "/bazel-out/" not in real or bool(
+        output_base and real.startswith(os.path.join(output_base, "external") + "/"))
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -855,6 +940,19 @@ def after_test(output_base: str, exit_code: int, *, library_path: str | None = N
 
 
 TESTS_FAILED = 3   # Bazel's exit code when tests ran and some failed
+
+
+def unmatched_patterns(patterns: Sequence[str], every: logs.LogSet, package: str) -> str:
+    """Why target ``patterns`` select nothing: the ones that match no failed test, named,
+    and the failed tests there are."""
+    labels = list(dict.fromkeys(log.label for log in every.logs if log.label))
+    positive = [p for p in patterns if not p.startswith("-")]
+    lonely = [p for p in positive
+              if not any(logs.matches(label, [p], package) for label in labels)]
+    named = " ".join(lonely or patterns)
+    failed = (f"the failed tests: {', '.join(labels)}" if labels
+              else "no test failed there")
+    return f"no failed test matches {named} in {every.source}; {failed}"
 
 
 # -- output -----------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ newer versions also write ``@`` as ``_A`` and ``\\`` as ``_B``).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -310,13 +311,98 @@ def _repository_root(imp: SolibImport) -> str | None:
     return None
 
 
-def new_import(soname: str, path: str, output_base: str | None, test: str | None) -> str:
-    """Import a file no cc_import of the test stages (a dependency of a dependency)."""
+@dataclass(frozen=True)
+class Carrier:
+    """The target whose deps get a new dependency, and why that one (None: the test)."""
+
+    label: str | None
+    why: str | None = None
+
+    def deps(self) -> str:
+        where = f"the deps of {self.label}" if self.label else "the test's deps"
+        return f"{where} ({self.why})" if self.why else where
+
+
+def label_of_output(path: str) -> str | None:
+    """The label of the rule that built ``path``, a file Bazel put under ``bazel-out/*/bin``
+    (directly or through a runfiles symlink), when its package can be told.
+
+    The package is the longest directory of the path that holds a BUILD file, in the
+    execroot (whose top-level entries lead to the source tree) or the external repository.
+    """
+    real = os.path.realpath(path)
+    at = real.find("/bazel-out/")
+    if at < 0:
+        return None
+    execroot = real[:at]
+    rest = real[at + len("/bazel-out/"):].split("/", 2)
+    if len(rest) < 3 or rest[1] != "bin":
+        return None
+    rel = rest[2]
+    repository, top = "", execroot
+    if rel.startswith("external/"):
+        repository, _, rel = rel[len("external/"):].partition("/")
+        top = os.path.join(os.path.dirname(os.path.dirname(execroot)), "external", repository)
+    parts = rel.split("/")
+    for cut in range(len(parts) - 1, -1, -1):
+        package = "/".join(parts[:cut])
+        if any(os.path.isfile(os.path.join(top, package, b)) for b in ("BUILD.bazel", "BUILD")):
+            prefix = f"@{repository}" if repository else ""
+            return f"{prefix}//{package}:{'/'.join(parts[cut:])}"
+    return None
+
+
+def existing_import(soname: str, repository_dir: str) -> tuple[str, str] | None:
+    """``(name, shared_library)`` of a cc_import in the repository's top-level BUILD file
+    that imports ``soname``'s file under its unversioned (or its own) name."""
+    for build in ("BUILD.bazel", "BUILD"):
+        path = os.path.join(repository_dir, build)
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(1 << 20)
+        except OSError:
+            continue
+        for call in re.finditer(r"cc_import\s*\((.*?)\)", text, re.S):
+            name = re.search(r"\bname\s*=\s*\"([^\"]+)\"", call.group(1))
+            lib = re.search(r"\bshared_library\s*=\s*\"([^\"]+)\"", call.group(1))
+            if name and lib:
+                base = os.path.basename(lib.group(1))
+                if base == soname or soname.startswith(base + "."):
+                    return name.group(1), lib.group(1)
+        return None
+    return None
+
+
+def new_import(soname: str, path: str, output_base: str | None, test: str | None,
+               why: str | None = None) -> str:
+    """Import a file no cc_import of the test stages (a dependency of a dependency).
+
+    ``test`` is the target whose deps get it (the C/C++ target that links what needs it,
+    see ``why``).
+    """
     stem = _target_name(soname)
     external = os.path.join(output_base, "external") + "/" if output_base else None
-    deps = f"the deps of {test}" if test else "the test's deps"
+    deps = Carrier(test, why).deps()
     if external and path.startswith(external):
         repository, _, rel = path[len(external):].partition("/")
+        present = existing_import(soname, external + repository)
+        if present is not None:
+            name, imported = present
+            label = f"@{repository}//:{name}"
+            if os.path.basename(imported) == soname:
+                return f"Add \"{label}\" (the cc_import of {soname}) to {deps}.\n"
+            versioned = os.path.join(os.path.dirname(imported), soname)
+            return (
+                f"{label} (a cc_import in the BUILD file of @{repository}) imports "
+                f"{imported}, whose SONAME is {soname}; nothing the test depends on stages "
+                "it. Import the file the loader asks for:\n"
+                "\n"
+                "    cc_import(\n"
+                f"        name = \"{name}\",\n"
+                f"        shared_library = \"{versioned}\",  # was \"{imported}\"\n"
+                "    )\n"
+                "\n"
+                f"and add \"{label}\" to {deps}.\n")
         return (
             f"No cc_import the test depends on stages {soname}. It is in @{repository}; in "
             f"the BUILD file of @{repository} (guessed: its top-level package), add\n"
@@ -354,9 +440,9 @@ def dlopen_by_name(soname: str, path: str | None, output_base: str | None,
           "Bazel stages it on that object's RUNPATH.\n")
 
 
-def add_dependency(imp: SolibImport, test: str | None) -> str:
+def add_dependency(imp: SolibImport, test: str | None, why: str | None = None) -> str:
     return (f"The test does not depend on {imp.label}; add \"{imp.label}\" to "
-            f"{'the deps of ' + test if test else 'the deps of the test'}.\n")
+            f"{Carrier(test, why).deps()}.\n")
 
 
 def _target_name(soname: str) -> str:

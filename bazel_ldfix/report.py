@@ -41,6 +41,11 @@ def dumps(document: dict[str, Any]) -> str:
     return json.dumps({"version": JSON_VERSION, **document}, indent=2)
 
 
+def error_json(message: str, exit_code: int) -> str:
+    """What a command asked for JSON prints on stdout when it fails (stderr has the line)."""
+    return dumps({"error": {"message": message, "exit_code": exit_code}})
+
+
 # -- env / test ---------------------------------------------------------------------------
 
 def repair_json(repair: Repair) -> str:

@@ -553,8 +553,11 @@ def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 1 and "//t:app_test cannot load libxdemo.so.11" in out
     code, out, _ = cli_run(["--json", "//t:app_test"], fake.workspace, capsys)
     assert code == 1 and json.loads(out)["failures"][0]["soname"] == "libxdemo.so.11"
-    code, out, _ = cli_run(["//nothing/..."], fake.workspace, capsys)
-    assert code == 0 and out.startswith("nothing to diagnose")
+    # A pattern that matches no failed test is bad input, named (a typo is not "nothing").
+    code, out, err = cli_run(["//nothing/..."], fake.workspace, capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: no failed test matches //nothing/... in ")
+    assert "the failed tests: //t:app_test" in err
     bad = tmp_path / "bad.json"
     bad.write_text("garbage\n")
     code, _, err = cli_run(["--bep", str(bad)], fake.workspace, capsys)
