@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from urllib.parse import unquote, urlparse
@@ -26,11 +26,15 @@ from urllib.parse import unquote, urlparse
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
+WAIT_NOTICE = 1.0  # seconds a captured Bazel command runs before the user is told
 NO_TESTS_FOUND = 4  # Bazel's exit code when the build worked and no test was selected
 # What Bazel says about the tag filter of the build step, which would only mislead.
+# Its "Build completed" lines too: the real `bazel test` prints its own.
 _BUILD_STEP_NOISE = ("All specified test targets were excluded by filters",
                      "No test targets were found, yet testing was requested",
-                     "and 0 test targets...")
+                     "and 0 test targets...",
+                     "INFO: Build completed successfully",
+                     "INFO: Build Event Protocol files produced successfully")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class Bazel:
     cwd: str
     env: Mapping[str, str]
     startup: tuple[str, ...] = ()
+    # Told, with the command line, when a captured command has taken a second (a Bazel
+    # server starting): a terminal should not sit silent. None: say nothing.
+    waiting: Callable[[Sequence[str]], None] | None = None
 
     def argv(self, command: str, args: Sequence[str]) -> list[str]:
         return [self.executable, *self.startup, command, *args]
@@ -87,12 +94,24 @@ class Bazel:
                 signal.signal(sig, handler)
 
     def _run(self, cmd: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
+        pipe = subprocess.PIPE if capture else None
         try:
-            return subprocess.run(cmd, cwd=self.cwd, env=dict(self.env), text=True,
-                                  capture_output=capture, check=False)
+            child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env), text=True,
+                                     stdout=pipe, stderr=pipe)
         except OSError as exc:
             raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
                                      cmd) from None
+        with child:
+            try:
+                out, err = child.communicate(timeout=WAIT_NOTICE if self.waiting else None)
+            except subprocess.TimeoutExpired:
+                if self.waiting is not None:
+                    self.waiting(cmd)
+                out, err = child.communicate()
+            except BaseException:
+                child.kill()
+                raise
+        return subprocess.CompletedProcess(cmd, child.returncode, out, err)
 
 
 def _failure(cmd: Sequence[str], returncode: int, stderr: str) -> BazelError:

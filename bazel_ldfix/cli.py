@@ -156,6 +156,8 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
     text = render(repair)
     if fmt != "json" and not quiet:
         click.echo(report.repair_summary(repair), err=True)
+        if fmt == "shell" and text:
+            click.echo(f"bazel-ldfix: {report.SHELL_CAVEAT}", err=True)
     if text:
         click.echo(text)
     sys.exit(1 if repair.unresolved else 0)
@@ -222,6 +224,9 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         sys.exit(0)
     code = bazel.stream("test", args)
     _diagnose_after(repair.output_base, code, repair.ld_library_path)
+    line = None if quiet else report.repaired_line(repair, bazel_args, code)
+    if line:
+        click.echo(line, err=True)
     sys.exit(code)
 
 
@@ -231,12 +236,14 @@ def _diagnose_after(output_base: str, code: int, library_path: str | None) -> No
 
     try:
         result = diagnosing.after_test(output_base, code, library_path=library_path,
-                                       on_error=_warn_unreadable)
+                                       on_error=_warn_unreadable,
+                                       shell_library_path=os.environ.get("LD_LIBRARY_PATH"))
     except LdfixError as exc:
         click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {exc}", err=True)
         return
     if result is not None:
-        click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: "), err=True)
+        click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: ",
+                                      color=_color(sys.stderr)), err=True)
 
 
 @cli.command(short_help="Explain why failed tests could not load a library, and the fix.")
@@ -272,8 +279,10 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
                           output_base=output_base, patterns=())
         raise BadInputError(diagnosing.unmatched_patterns(
             patterns, every, logs.package_of(os.getcwd())))
-    result = diagnosing.diagnose(found, on_error=_warn_unreadable)
-    click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
+    result = diagnosing.diagnose(found, on_error=_warn_unreadable,
+                                 shell_library_path=os.environ.get("LD_LIBRARY_PATH"))
+    click.echo(diagnosing.to_json(result) if as_json
+               else diagnosing.to_text(result, color=_color()))
     sys.exit(result.exit_code)
 
 
@@ -310,8 +319,12 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
         output_base = ask_output_base(_make_bazel(bazel_path, startup))
     base = output_base
     root = os.path.join(base, "external")
+    if not os.path.isdir(base):
+        raise BadInputError(f"output_base {base} does not exist")
     if not os.path.isdir(root):
-        raise BadInputError(f"{root} does not exist: is {base} a Bazel output_base?")
+        raise BadInputError(f"no external repository has been fetched into {base} yet (it has "
+                            "no external/ directory): build or fetch first, e.g. "
+                            "`bazel fetch //...`, then run locate again")
     cache_dir = None if no_cache else indexcache.default_dir(base, os.environ)
     # The copies this interpreter's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], elf.read_header(sys.executable),
@@ -325,7 +338,14 @@ def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:
     from bazel_ldfix.bazel import Bazel
 
     executable = bazel_path or os.environ.get("BAZEL") or "bazel"
-    return Bazel(executable, os.getcwd(), dict(os.environ), tuple(startup))
+    return Bazel(executable, os.getcwd(), dict(os.environ), tuple(startup),
+                 waiting=_say_waiting if sys.stderr.isatty() else None)
+
+
+def _say_waiting(cmd: Sequence[str]) -> None:
+    """On a terminal, a Bazel command that takes a while (its server starting) is named."""
+    click.echo(f"bazel-ldfix: waiting for `{shlex.join(cmd)}` (the Bazel server may be "
+               "starting)...", err=True)
 
 
 def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | None,
@@ -356,8 +376,10 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
 @click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
               help="Resolve as if DIR were / (a sysroot or container image).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show the system libraries too (folded by default, as libtree does).")
 def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
-            inhibit_cache: bool, root: str) -> None:
+            inhibit_cache: bool, root: str, verbose: bool) -> None:
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
     Exit 0 when everything resolves, 1 when something is missing, 2 for bad input.
@@ -368,7 +390,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
       bazel-ldfix resolve --library-path /opt/sdk/lib --json bazel-bin/app/vendor_test
     """
     from bazel_ldfix import report
-    from bazel_ldfix.resolve import resolve_file
+    from bazel_ldfix.resolve import resolve_file, unversioned_files
 
     options = _options(library_path, inhibit_cache, root)
     results = []
@@ -384,7 +406,10 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
             click.echo(report.resolutions_json(results))
         else:
             color = _color()
-            click.echo("\n".join(report.resolution_tree(r, color=color) for r in results))
+            click.echo("\n".join(report.resolution_tree(
+                r, color=color, verbose=verbose,
+                unversioned={lib.name: unversioned_files(lib) for lib in r.libraries
+                             if lib.path is None}) for r in results))
     stops = any(r.missing or r.error or any(v.fatal for v in r.versions) for r in results)
     sys.exit(2 if bad else 1 if stops else 0)
 
@@ -463,8 +488,10 @@ def _explain_bad(exc: BadInputError) -> str:
     return text
 
 
-def _color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+def _color(stream: Any = None) -> bool:
+    """Colour only on a terminal, and never with NO_COLOR set (every command alike)."""
+    stream = sys.stdout if stream is None else stream
+    return bool(stream.isatty()) and "NO_COLOR" not in os.environ
 
 
 def _wants_json(argv: Sequence[str]) -> bool:

@@ -19,7 +19,6 @@ import contextlib
 import enum
 import os
 import re
-import shlex
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -251,8 +250,12 @@ CacheFor = Callable[[elf.ElfInfo], "Callable[[str], str | None] | None"]
 
 def diagnose(found_logs: logs.LogSet, *, library_path: str | None = None,
              make_loader: MakeLoader | None = None, cache_for: CacheFor | None = None,
-             on_error: Callable[[str, OSError], None] | None = None) -> Diagnosis:
+             on_error: Callable[[str, OSError], None] | None = None,
+             shell_library_path: str | None = None) -> Diagnosis:
     """Read each log, and explain every loader failure in it (see the module docstring).
+
+    ``shell_library_path`` is the LD_LIBRARY_PATH of the shell Bazel was started from, the
+    value a test gets in Bazel 4 when no --test_env sets one (a note says a flag replaces it).
 
     ``library_path`` is the LD_LIBRARY_PATH the tests had, when known (the value
     ``bazel-ldfix test`` added, or the BEP's ``--test_env``); the loader model resolves with
@@ -281,10 +284,11 @@ def diagnose(found_logs: logs.LogSet, *, library_path: str | None = None,
         test = _TestContext.build(entries, found_logs.output_base, library_path, make_loader,
                                   cache_for, on_error)
         findings += test.explain(entries)
-    if library_path is None and any(f.fix.flag for f in findings):
-        notes.append("a --test_env=LD_LIBRARY_PATH replaces the value a test had (its env "
-                     "attribute, an rc file's --test_env, or your shell's): add to that value "
-                     "if there was one, or let `bazel-ldfix test` merge it")
+    if library_path is None and shell_library_path and any(f.fix.flag for f in findings):
+        notes.append(f"your shell has LD_LIBRARY_PATH={shell_library_path}, which Bazel 4 "
+                     "passes to tests (without --incompatible_strict_action_env); the "
+                     "--test_env=LD_LIBRARY_PATH below replaces it: add to it, or let "
+                     "`bazel-ldfix test` merge it")
     return Diagnosis(found_logs.source, found_logs.output_base, tuple(findings),
                      len(found_logs.logs), tuple(other), found_logs.passed, tuple(notes))
 
@@ -923,7 +927,8 @@ _OTHER_HINTS = {
 
 
 def after_test(output_base: str, exit_code: int, *, library_path: str | None = None,
-               on_error: Callable[[str, OSError], None] | None = None) -> Diagnosis | None:
+               on_error: Callable[[str, OSError], None] | None = None,
+               shell_library_path: str | None = None) -> Diagnosis | None:
     """What ``bazel-ldfix test`` prints after Bazel's summary: the loader failures of the
     run that just ended, or None (no test failed, or none failed in the loader).
 
@@ -935,7 +940,8 @@ def after_test(output_base: str, exit_code: int, *, library_path: str | None = N
     found = logs.from_command_log(output_base)
     if found is None:
         return None
-    result = diagnose(found, library_path=library_path, on_error=on_error)
+    result = diagnose(found, library_path=library_path, on_error=on_error,
+                      shell_library_path=shell_library_path)
     return result if result.findings else None
 
 
@@ -998,51 +1004,13 @@ _WHAT = {
 }
 
 
-def to_text(diagnosis: Diagnosis, prefix: str = "") -> str:
-    """For people: one block per finding, then one summary line."""
-    lines: list[str] = []
-    for note in diagnosis.notes:
-        lines.append(f"note: {note}")
-    for f in diagnosis.findings:
-        what = _WHAT[f.error_kind].format(soname=f.soname, version=f.version, symbol=f.symbol)
-        head = f"{f.test or f.log} {what}"
-        if not f.seen_in_log:
-            head = f"{f.test or f.log} will next fail: {what.split(': ', 1)[0]}"
-        lines += ["", head]
-        if f.message:
-            lines.append(f"  log:        {f.log}")
-            lines.append(f"  says:       {_shorten(f.message)}")
-        if f.needed_by:
-            source = {"message": "the message", "loader model": "the loader model"}.get(
-                f.needed_by_source, "")
-            lines.append(f"  needed by:  {', '.join(f.needed_by)}"
-                         + (f"  ({source})" if source else ""))
-        for i, path in enumerate(f.found):
-            lines.append(f"  {'found:' if i == 0 else '':<11} {path}"
-                         + ("  (best)" if i == 0 and len(f.found) > 1 else ""))
-        if not f.found and f.soname and f.error_kind is not ErrorKind.UNDEFINED_SYMBOL:
-            lines.append("  found:      no usable copy")
-        for p in f.passed_over:
-            lines.append(f"  passed over {p.path}: {p.reason}")
-        for note in f.notes:
-            lines.append(f"  note:       {note}")
-        if f.fix.command or f.fix.flag:
-            lines.append(f"  fix now:    {f.fix.command}")
-            if f.fix.command and not f.fix.command.startswith("bazel test") and f.fix.flag:
-                lines.append(f"              or add {shlex.quote(f.fix.flag)} to bazel test")
-        if f.fix.bazelrc:
-            rc = f.fix.bazelrc.splitlines()
-            lines.append(f"  .bazelrc:   {rc[0]}")
-            lines += [f"              {line}" for line in rc[1:]]
-        if f.fix.build:
-            lines.append("  BUILD:      (hermetic: also under remote execution, no output_base "
-                         "path)")
-            lines += [f"              {line}" if line else "" for line in
-                      f.fix.build.rstrip("\n").splitlines()]
-    lines += ["", _summary(diagnosis)]
-    while lines and not lines[0]:
-        lines.pop(0)
-    return "\n".join(f"{prefix}{line}" if line else prefix.rstrip() for line in lines)
+def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False) -> str:
+    """For people: one block per finding, each fix once (see ``diagnose_text``), then one
+    summary line."""
+    from bazel_ldfix import diagnose_text
+
+    return diagnose_text.render(diagnosis, what=_WHAT, summary=_summary(diagnosis),
+                                shorten=_shorten, prefix=prefix, color=color)
 
 
 def _summary(d: Diagnosis) -> str:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.index import Copy
     from bazel_ldfix.loader import Library, Resolution
     from bazel_ldfix.repair import Repair
+    from bazel_ldfix.resolve import Unversioned
 
 JSON_VERSION = 1
 VARIABLE = "LD_LIBRARY_PATH"  # what the repair sets (kept here so that resolve need not
@@ -68,6 +69,13 @@ def repair_flags(repair: Repair) -> str:
     return "\n".join(shlex.quote(f) for f in repair.flags)
 
 
+SHELL_CAVEAT = ("this export is for running a test binary by hand; do not export it in the "
+                "shell that runs Bazel: without --incompatible_strict_action_env (the default "
+                "before Bazel 9) the client's PATH and LD_LIBRARY_PATH are part of every "
+                "action's environment, so changing either rebuilds everything; give Bazel "
+                "--test_env instead (--format flags or bazelrc)")
+
+
 def repair_shell(repair: Repair) -> str:
     if repair.ld_library_path is None:
         return ""
@@ -80,12 +88,44 @@ def repair_bazelrc(repair: Repair) -> str:
     return f"test --test_env={VARIABLE}={repair.ld_library_path}"
 
 
+OUTPUT_BASE = "$OUTPUT_BASE"
+
+
+def abbreviate(text: str, output_base: str | None) -> str:
+    """``text`` with the output_base written ``$OUTPUT_BASE`` (the first line says what it
+    is; a shell with ``OUTPUT_BASE=$(bazel info output_base)`` reads the paths as they are)."""
+    if not output_base or len(output_base) <= len(OUTPUT_BASE):
+        return text
+    return text.replace(output_base.rstrip("/"), OUTPUT_BASE)
+
+
+def _direct_first(names: Sequence[str], repair: Repair) -> list[str]:
+    """A test's missing names, those its own files need before those only a found library
+    needs (``libvendor.so.3`` before the ``libvendor_core.so.3`` it needs)."""
+    external = os.path.join(repair.output_base, "external") + "/"
+    by_name = {m.soname: m for m in repair.missing}
+
+    def indirect(name: str) -> bool:
+        needers = by_name[name].needed_by if name in by_name else ()
+        return bool(needers) and all(
+            "/_solib_" in p or os.path.realpath(p).startswith(external)
+            or p.startswith(external) for p in needers)
+
+    return sorted(names, key=indirect)
+
+
 def repair_summary(repair: Repair) -> str:
-    """What was missing and what is added, for stderr before ``bazel test`` runs."""
+    """What was missing and what is added, for stderr before ``bazel test`` runs.
+
+    The output_base is written once, then ``$OUTPUT_BASE``; a candidate passed over only
+    because it is the same file as the one chosen (a local repository's symlink) is not
+    listed.
+    """
     lines = []
     for test in repair.tests:
         if test.missing_before:
-            lines.append(f"{test.label} cannot load {', '.join(test.missing_before)}")
+            names = _direct_first(test.missing_before, repair)
+            lines.append(f"{test.label} cannot load {', '.join(names)}")
         if test.error:
             lines.append(f"{test.label}: the loader stops: {test.error}")
     for m in repair.missing:
@@ -94,7 +134,8 @@ def repair_summary(repair: Repair) -> str:
         else:
             lines.append(f"  {m.soname} exists nowhere under {repair.output_base}/external "
                          f"(needed by {', '.join(m.needed_by)})")
-        lines += [f"    passed over {p.path}: {p.reason}" for p in m.passed_over]
+        lines += [f"    passed over {p.path}: {p.reason}" for p in m.passed_over
+                  if not p.reason.startswith("the same file as")]
     for test in repair.tests:
         if test.missing_after and repair.ld_library_path is not None:
             lines.append(f"{test.label} will still miss {', '.join(test.missing_after)}")
@@ -104,7 +145,26 @@ def repair_summary(repair: Repair) -> str:
             lines.append(f"  (keeps {repair.base_source})")
     elif not repair.missing:
         lines.append("every test loads; nothing to add")
-    return "\n".join(f"bazel-ldfix: {line}" for line in lines)
+    text = short = "\n".join(lines)
+    if text.count(repair.output_base) > 1:
+        short = f"{OUTPUT_BASE} is {repair.output_base}\n" + abbreviate(text, repair.output_base)
+    return "\n".join(f"bazel-ldfix: {line}" for line in short.splitlines())
+
+
+def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> str | None:
+    """One line after Bazel's summary: how many tests the repair let load, and how to make
+    that permanent (None when nothing was added)."""
+    if repair.ld_library_path is None:
+        return None
+    repaired = [t.label for t in repair.tests if t.missing_before and not t.missing_after]
+    if not repaired:
+        return None
+    count = f"{len(repaired)} test{'s' if len(repaired) != 1 else ''}"
+    args = shlex.join(bazel_args)
+    outcome = "repaired" if exit_code == 0 else "given their libraries"
+    return (f"bazel-ldfix: {count} {outcome}; make it permanent on this machine with "
+            f"`bazel-ldfix env --format bazelrc {args} >> .bazelrc`, or everywhere with the "
+            f"BUILD fix `bazel-ldfix diagnose` gives after a plain `bazel test {args}`")
 
 
 # -- resolve ------------------------------------------------------------------------------
@@ -138,9 +198,19 @@ def resolutions_json(results: Sequence[Resolution]) -> str:
     return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
 
 
-def resolution_tree(res: Resolution, *, color: bool) -> str:
+_SYSTEM_VIA = ("ld.so.cache", "default", "interpreter", "vdso")
+
+
+def resolution_tree(res: Resolution, *, color: bool, verbose: bool = True,
+                    unversioned: Mapping[str, Sequence[Unversioned]] | None = None) -> str:
     """A tree like libtree's: under each object, what it needs; each object is expanded
-    where it first appears, later references say "see above"."""
+    where it first appears, later references say "see above".
+
+    Without ``verbose``, libraries of the system (found through ld.so.cache or the default
+    directories, the interpreter, the vDSO) are folded, as libtree folds them, unless
+    something under them is missing. ``unversioned`` says, for a missing name, which
+    searched directory holds its unversioned file and where the versioned one is.
+    """
     red, dim, reset = (RED, DIM, RESET) if color else ("", "", "")
     children: dict[str, list[Library]] = {}
     unneeded: list[Library] = []
@@ -149,21 +219,44 @@ def resolution_tree(res: Resolution, *, color: bool) -> str:
             children.setdefault(requester, []).append(lib)
         if not lib.needed_by:
             unneeded.append(lib)
+    folded: dict[str, bool] = {}
+
+    def system(lib: Library, trail: frozenset[str] = frozenset()) -> bool:
+        if verbose or lib.path is None or lib.via is None or lib.via.value not in _SYSTEM_VIA:
+            return False
+        if lib.path in folded:
+            return folded[lib.path]
+        below = [k for k in children.get(lib.path, []) if k.path not in trail]
+        folded[lib.path] = all(system(k, trail | {lib.path}) for k in below)
+        return folded[lib.path]
+
     lines = [res.file]
     if res.info.has_dynamic and not res.info.needed:
         lines.append("  (no DT_NEEDED: needs no shared object)")
     elif not res.info.has_dynamic:
         lines.append("  statically linked")
     shown: set[int] = set()
+    hidden: set[str] = set()
 
     def walk(parent: str, prefix: str) -> None:
-        kids = children.get(parent, [])
+        kids = []
+        for lib in children.get(parent, []):
+            if system(lib):
+                hidden.add(lib.name)
+            else:
+                kids.append(lib)
         for i, lib in enumerate(kids):
             last = i == len(kids) - 1
             branch, more = ("└── ", "    ") if last else ("├── ", "│   ")
             if lib.path is None:
                 problem = lib.error or "not found"
                 lines.append(f"{prefix}{branch}{red}{lib.name} {problem}{reset}")
+                for twin in (unversioned or {}).get(lib.name, ()):
+                    lines.append(f"{prefix}{more}┊ {twin.dir} holds {twin.file}, whose SONAME "
+                                 f"is {twin.soname}; no file there is named {twin.soname}")
+                    lines.append(f"{prefix}{more}┊ " + (
+                        f"the versioned file is at {twin.versioned}" if twin.versioned else
+                        f"no {twin.soname} beside what {twin.file} leads to"))
                 lines.extend(f"{prefix}{more}{dim}┊ {text}{reset}" for text in _explain(lib))
                 continue
             via = f"[{lib.via.value}]" if lib.via else ""
@@ -175,8 +268,15 @@ def resolution_tree(res: Resolution, *, color: bool) -> str:
                 walk(lib.path, prefix + more)
 
     walk(res.file, "  ")
-    lines += [f"  {dim}{lib.name} [{lib.via.value if lib.via else ''}]{reset}"
-              for lib in unneeded]
+    for lib in unneeded:
+        if system(lib):
+            hidden.add(lib.name)
+        else:
+            lines.append(f"  {dim}{lib.name} [{lib.via.value if lib.via else ''}]{reset}")
+    hidden |= {lib.name for lib in res.libraries if system(lib)}
+    if hidden:
+        lines.append(f"  {dim}{len(hidden)} system librar{'ies' if len(hidden) != 1 else 'y'} "
+                     f"not shown ({', '.join(sorted(hidden))}); -v shows them{reset}")
     for v in res.versions:
         colour = red if v.fatal else ""
         lines.append(f"  {colour}{v.message}{reset if colour else ''}"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix import elf, host, ldcache, ldconfig
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import Environment, Loader, Resolution
+from bazel_ldfix.loader import Environment, Library, Loader, Resolution
 
 CacheLookup = Callable[[str], "str | None"]
 
@@ -100,3 +100,53 @@ def resolve_file(path: str, options: Options) -> Resolution:
         raise BadInputError(f"{path}: is a directory")
     info = elf.read_elf(path)
     return loader_for(info, options).resolve(path, info=info)
+
+
+@dataclass(frozen=True)
+class Unversioned:
+    """A searched directory holding the unversioned file of a missing name: ``libX.so``,
+    whose SONAME is the ``libX.so.N`` the loader asked for (what a cc_import of ``libX.so``
+    stages), and where the file named like the SONAME is, when it is beside the target."""
+
+    dir: str
+    file: str
+    soname: str
+    versioned: str | None
+
+
+def unversioned_files(lib: Library) -> tuple[Unversioned, ...]:
+    """For a name the loader did not find: the searched directories that hold its
+    unversioned twin (``libvendor.so`` with SONAME ``libvendor.so.3``)."""
+    name = lib.name
+    stem, dot_so, version = name.partition(".so.")
+    if lib.path is not None or not dot_so or not version or "/" in name:
+        return ()
+    file = stem + ".so"
+    out: list[Unversioned] = []
+    seen: set[str] = set()
+    for step in lib.steps:
+        for directory in step.dirs if not step.skipped else ():
+            directory = os.path.normpath(directory) if directory else directory
+            path = os.path.join(directory, file)
+            if not directory or directory in seen or not os.path.isfile(path):
+                continue
+            seen.add(directory)
+            if _soname_of(path) != name:
+                continue
+            beside = os.path.join(os.path.dirname(_out_of_bazel_out(path)), name)
+            if not os.path.isfile(beside):
+                beside = os.path.join(os.path.dirname(os.path.realpath(path)), name)
+            out.append(Unversioned(directory, file, name,
+                                   beside if os.path.isfile(beside) else None))
+    return tuple(out)
+
+
+def _out_of_bazel_out(path: str) -> str:
+    """Where Bazel's staging symlinks lead, up to the first path outside ``bazel-out`` and
+    the runfiles: ``<output_base>/external/<repo>/...`` rather than what a local
+    repository's own symlinks lead to."""
+    for _ in range(8):
+        if not os.path.islink(path) or ("/bazel-out/" not in path and ".runfiles/" not in path):
+            break
+        path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+    return path

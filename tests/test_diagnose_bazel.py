@@ -339,7 +339,7 @@ def test_the_bazel_ldfix_test_run_is_followed_by_the_diagnosis(scenario: Scenari
     plain = scenario.ws.ldfix("test", "--no-repair", "//t:needs_xy")
     assert plain.returncode == 3, plain.stderr[-3000:]
     assert "bazel-ldfix: //t:needs_xy cannot load libxdemo.so.11" in plain.stderr
-    assert "bazel-ldfix:   fix now:    bazel-ldfix test //t:needs_xy" in plain.stderr
+    assert "bazel-ldfix:   now:        bazel-ldfix test //t:needs_xy" in plain.stderr
 
 
 def apply_build_fix(build: str, files: dict[Path, str], interface: bool) -> None:

@@ -1,0 +1,139 @@
+"""Output a person reads quickly, from the real commands on a real workspace (Bazel 4.2.3)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bazelws import BAZEL, Workspace
+from newcomer_ws import newcomer_workspace
+
+pytestmark = [pytest.mark.bazel,
+              pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
+
+TESTS = ("//app:vendor_test", "//app:ext_test")
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    workspace = newcomer_workspace(tmp_path_factory.mktemp("output"))
+    yield workspace
+    workspace.shutdown()
+
+
+@pytest.fixture(scope="module")
+def failed(ws: Workspace) -> str:
+    """The output_base, after a plain `bazel test` that fails in the loader."""
+    run = ws.bazel("test", *TESTS)
+    assert run.returncode == 3, run.stderr
+    return ws.bazel("info", "output_base").stdout.strip()
+
+
+def on_terminal(ws: Workspace, *args: str, env: dict[str, str] | None = None) -> str:
+    """What a command prints on a terminal (stdout and stderr both on a pty)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "bazel_ldfix", *args], cwd=ws.root,
+                            env={**ws.env, **(env or {})}, stdout=follower, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait()
+    os.close(leader)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_diagnose_writes_the_output_base_once_and_one_fix_for_one_directory(
+        ws: Workspace, failed: str) -> None:
+    result = ws.ldfix("diagnose")
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"$OUTPUT_BASE is {failed}"
+    pasted = [line for line in lines if line.lstrip().startswith(
+        ("now:", "or add", "test --test_env", ".bazelrc:"))]
+    # Only the lines meant to be pasted repeat the real path.
+    assert [line for line in lines[1:] if failed in line and line not in pasted] == []
+    assert "$OUTPUT_BASE/external/vendor/lib/libvendor.so.3" in result.stdout
+    # Both tests miss libraries of one directory: one fix names both.
+    now = [line for line in lines if line.startswith("fix ")]
+    assert now == ["fix A, for //app:ext_test, //app:vendor_test: now, or on this machine"]
+    assert "  now:        bazel-ldfix test //app:ext_test //app:vendor_test" in lines
+    assert result.stdout.count("test --test_env=LD_LIBRARY_PATH=") == 1
+    # The cc_import change both tests need is printed once, for both.
+    assert result.stdout.count('shared_library = "lib/libvendor.so.3",  # was') == 1
+    # No LD_LIBRARY_PATH in the shell: no note about replacing it.
+    assert not [line for line in lines if line.startswith("note:")]
+
+
+def test_the_shells_ld_library_path_brings_the_note_that_applies(
+        ws: Workspace, failed: str, tmp_path: Path) -> None:
+    result = ws.ldfix("diagnose", env={"LD_LIBRARY_PATH": str(tmp_path)})
+    assert result.returncode == 1
+    notes = [line for line in result.stdout.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and f"LD_LIBRARY_PATH={tmp_path}" in notes[0]
+
+
+def test_colour_follows_one_rule_in_every_command(ws: Workspace, failed: str) -> None:
+    exe = str(ws.root / "bazel-bin" / "app" / "vendor_test")
+    for args in (["diagnose"], ["resolve", exe]):
+        assert "\x1b[" in on_terminal(ws, *args), args
+        assert "\x1b[" not in on_terminal(ws, *args, env={"NO_COLOR": "1"}), args
+        piped = ws.ldfix(*args)
+        assert "\x1b[" not in piped.stdout + piped.stderr, args
+
+
+def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
+        ws: Workspace, failed: str) -> None:
+    plain = ws.bazel("test", "//app:broken_test")
+    result = ws.ldfix("test", *TESTS)
+    assert result.returncode == 0, result.stderr
+    both = result.stdout + result.stderr
+    # Bazel's own "Build completed" lines, as many as one plain `bazel test` prints: the
+    # build step's are not shown.
+    completed = len(re.findall(r"INFO: Build completed", both))
+    assert completed == len(re.findall(r"INFO: Build (completed|did NOT)",
+                                       plain.stdout + plain.stderr))
+    # A local repository is a symlink to the SDK: that "copy" is not news.
+    assert "the same file as" not in both
+    ours = [line for line in result.stderr.splitlines() if line.startswith("bazel-ldfix:")]
+    assert ours[0] == f"bazel-ldfix: $OUTPUT_BASE is {failed}"
+    assert sum(failed in line for line in ours) == 1
+    # The direct dependency is named before the one it needs.
+    assert "bazel-ldfix: //app:ext_test cannot load libvendor.so.3, libvendor_core.so.3" in ours
+    last = result.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("bazel-ldfix: 2 tests repaired; make it permanent on this machine "
+                           "with `bazel-ldfix env --format bazelrc //app:vendor_test "
+                           "//app:ext_test >> .bazelrc`")
+
+
+def test_resolve_says_the_unversioned_file_has_the_versioned_soname_and_folds_the_system(
+        ws: Workspace, failed: str) -> None:
+    exe = str(ws.root / "bazel-bin" / "app" / "vendor_test")
+    result = ws.ldfix("resolve", exe)
+    assert result.returncode == 1
+    solib = re.search(r"┊ (\S+) holds libvendor\.so, whose SONAME is libvendor\.so\.3; "
+                      r"no file there is named libvendor\.so\.3$", result.stdout, re.M)
+    assert solib is not None, result.stdout
+    assert "/_solib_" in solib.group(1)
+    assert (Path(solib.group(1)) / "libvendor.so").is_file()
+    assert (f"┊ the versioned file is at {failed}/external/vendor/lib/libvendor.so.3"
+            in result.stdout)
+    # System libraries are folded into one line; -v shows them, each where it is found.
+    assert "libc.so.6 [" not in result.stdout
+    folded = [line for line in result.stdout.splitlines() if "system librar" in line]
+    assert len(folded) == 1 and "libc.so.6" in folded[0] and "-v shows them" in folded[0]
+    verbose = ws.ldfix("resolve", "-v", exe)
+    assert re.search(r"libc\.so\.6 \[(ld\.so\.cache|default)\] /", verbose.stdout)
+    assert "system librar" not in verbose.stdout

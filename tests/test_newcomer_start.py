@@ -1,0 +1,104 @@
+"""Getting started: what a newcomer meets before the first repair (a real Bazel 4.2.3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bazelws import BAZEL, Workspace
+from newcomer_ws import newcomer_workspace
+
+from bazel_ldfix import cli
+
+needs_bazel = pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    workspace = newcomer_workspace(tmp_path_factory.mktemp("start"))
+    yield workspace
+    workspace.shutdown()
+
+
+def on_terminal(ws: Workspace, *args: str) -> str:
+    """What a command prints with stdout and stderr on a terminal."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "bazel_ldfix", *args], cwd=ws.root,
+                            env=ws.env, stdout=follower, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait()
+    os.close(leader)
+    return b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.bazel
+@needs_bazel
+def test_locate_before_anything_is_fetched_waits_visibly_and_says_what_is_missing(
+        ws: Workspace) -> None:
+    # A workspace nothing was built in, no Bazel server running: `bazel info` starts one.
+    ws.shutdown()
+    text = on_terminal(ws, "locate", "libvendor.so.3")
+    assert re.search(r"bazel-ldfix: waiting for `\S*bazel info output_base`", text), text
+    output_base = ws.bazel("info", "output_base").stdout.strip()
+    assert not os.path.isdir(os.path.join(output_base, "external"))
+    lines = [line for line in text.splitlines() if line.startswith("error:")]
+    assert lines == [f"error: no external repository has been fetched into {output_base} yet "
+                     "(it has no external/ directory): build or fetch first, e.g. "
+                     "`bazel fetch //...`, then run locate again"]
+    # Not on a terminal: no notice (a script's stderr stays as it was).
+    piped = ws.ldfix("locate", "libvendor.so.3")
+    assert piped.returncode == 2 and "waiting for" not in piped.stderr
+
+
+@pytest.mark.bazel
+@needs_bazel
+def test_a_changed_ld_library_path_rebuilds_as_the_readme_and_env_shell_warn(
+        ws: Workspace, tmp_path: Path) -> None:
+    assert ws.bazel("build", "//app:vendor_test").returncode == 0
+    again = ws.bazel("build", "//app:vendor_test")
+    assert "linux-sandbox" not in again.stderr and "processwrapper" not in again.stderr
+    changed = ws.bazel("build", "//app:vendor_test", env={"LD_LIBRARY_PATH": str(tmp_path)})
+    ran = re.search(r"INFO: (\d+) process(es)?: .*?(\d+) (linux-sandbox|processwrapper)",
+                    changed.stderr)
+    assert ran is not None and int(ran.group(3)) >= 2, changed.stderr   # compile and link
+    assert "re-runs every\ncompile and link after either changes" in README
+    shell = ws.ldfix("env", "--format", "shell", "//app:vendor_test")
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.startswith("export LD_LIBRARY_PATH=")
+    assert ("do not export it in the shell that runs Bazel" in shell.stderr
+            and "rebuilds everything" in shell.stderr)
+
+
+def test_a_json_error_is_json_on_stdout_and_one_line_on_stderr(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope"
+    code = cli.main(["locate", "--json", "--output-base", str(missing), "libx.so.1"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err == f"error: output_base {missing} does not exist\n"
+    assert json.loads(out) == {"version": 1, "error": {
+        "message": f"output_base {missing} does not exist", "exit_code": 2}}
+    # Without --json, stdout stays empty.
+    assert cli.main(["locate", "--output-base", str(missing), "libx.so.1"]) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_the_readme_says_how_to_run_the_installed_command() -> None:
+    assert "pipx install" in README and ".venv/bin/bazel-ldfix" in README
