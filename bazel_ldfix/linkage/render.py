@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix.linkage.kinds import Inspection, Kind
 from bazel_ldfix.report import dumps, to_jsonable
+
+if TYPE_CHECKING:
+    from bazel_ldfix.linkage.gate import GateReport
 
 # -- inspect ------------------------------------------------------------------------------
 
@@ -54,4 +57,29 @@ def inspection_text(item: Inspection) -> str:
         if facts.interp is not None:
             lines.append(f"  interpreter: {printable(facts.interp)}")
     lines += [f"  input: {printable(name)}" for name in item.script_inputs]
+    return "\n".join(lines)
+
+
+# -- assert-linkage -----------------------------------------------------------------------
+
+def gate_json(report: GateReport) -> str:
+    return dumps({
+        "file": report.file,
+        "kind": report.kind.value,
+        "stripped": report.stripped,
+        "ok": report.ok,
+        "checks": [{"check": o.check.value, "subject": o.subject, "ok": o.ok,
+                    "detail": o.detail, "symbols": list(o.symbols)} for o in report.outcomes],
+    })
+
+
+def gate_text(report: GateReport) -> str:
+    stripped = ", stripped" if report.stripped else ""
+    lines = [f"{printable(report.file)} ({report.kind.words}{stripped}):"]
+    for o in report.outcomes:
+        mark = "ok  " if o.ok else "FAIL"
+        lines.append(f"  {mark} --{o.check.value} {printable(o.subject)}: {printable(o.detail)}")
+    failed = sum(not o.ok for o in report.outcomes)
+    lines.append(f"{failed} of {len(report.outcomes)} assertions failed" if failed
+                 else f"all {len(report.outcomes)} assertions hold")
     return "\n".join(lines)
