@@ -409,6 +409,36 @@ def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
     sys.exit(0 if report.ok else 1)
 
 
+@cli.command()
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_loader_options
+def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: bool,
+          root: str) -> None:
+    """Dynamic symbols defined by more than one object of FILE's load, and which split state.
+
+    Thread-local and data objects first. Exit 0 when interposition unifies every duplicate,
+    1 when some object keeps its own copy of a name another object defines, 2 for bad input.
+    """
+    import shutil
+
+    from bazel_ldfix.linkage import gate, kinds, names, render
+    from bazel_ldfix.linkage.dupes import find_dupes
+
+    found = kinds.inspect(file)
+    if found.kind not in gate.LINKED_KINDS:
+        raise BadInputError(f"{file}: {found.kind.words}, not a linked ELF object "
+                            "(a shared object or a program)")
+    report = find_dupes(file, _options(library_path, inhibit_cache, root))
+    demangled: dict[str, str] = {}
+    program = shutil.which("c++filt")
+    if program is not None:  # names are shown demangled when a demangler is there
+        demangled = names.Demangler(program).demangle(d.name for d in report.duplicates)
+    click.echo(render.dupes_json(report, demangled) if as_json
+               else render.dupes_text(report, demangled))
+    sys.exit(1 if report.split else 0)
+
+
 def _options(library_path: str | None, inhibit_cache: bool, root: str) -> Options:
     from bazel_ldfix.resolve import Options
 

@@ -93,6 +93,7 @@ def _host_path(path: str, options: Options) -> str:
 
 
 def exported(symbols: SymbolTables) -> tuple[Symbol, ...]:
-    """What the object offers the global scope: defined, non-local .dynsym symbols."""
+    """What the object offers the global scope and may hold state: defined, non-local
+    .dynsym symbols that are not absolute (version names such as GLIBC_2.2.5 are)."""
     return tuple(s for s in symbols.dynsym
-                 if s.defined and s.bind is not Bind.LOCAL and s.name)
+                 if s.defined and s.bind is not Bind.LOCAL and s.name and not s.absolute)

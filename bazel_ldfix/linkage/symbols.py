@@ -73,6 +73,7 @@ class Symbol:
     type: SymbolType
     bind: Bind
     visibility: Visibility
+    absolute: bool = False     # SHN_ABS: a constant (version names, linker markers), no state
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ _SYM32 = "IIIBBH"    # st_name, st_value, st_size, st_info, st_other, st_shndx
 _STT = {0: SymbolType.NOTYPE, 1: SymbolType.OBJECT, 2: SymbolType.FUNC, 5: SymbolType.COMMON,
         6: SymbolType.TLS, 10: SymbolType.IFUNC}
 _STB = {0: Bind.LOCAL, 1: Bind.GLOBAL, 2: Bind.WEAK, 10: Bind.UNIQUE}
+_SHN_ABS = 0xFFF1
 _STV = (Visibility.DEFAULT, Visibility.INTERNAL, Visibility.HIDDEN, Visibility.PROTECTED)
 
 
@@ -184,7 +186,8 @@ def _table(elffile: ELFFile, section: SymbolTableSection, size: int, order: str,
         out.append(Symbol(
             index=index, name=strtab[st_name:end].decode("utf-8", "surrogateescape"),
             defined=st_shndx != 0, type=_STT.get(st_info & 0xF, SymbolType.OTHER),
-            bind=_STB.get(st_info >> 4, Bind.GLOBAL), visibility=_STV[st_other & 0x3]))
+            bind=_STB.get(st_info >> 4, Bind.GLOBAL), visibility=_STV[st_other & 0x3],
+            absolute=st_shndx == _SHN_ABS))
     return tuple(out)
 
 
@@ -202,7 +205,8 @@ def _symbols(raw: Iterator[Any]) -> Iterator[Symbol]:
             index=index, name=sym.name, defined=sym["st_shndx"] != "SHN_UNDEF",
             type=_TYPES.get(info["type"], SymbolType.OTHER),
             bind=_BINDS.get(info["bind"], Bind.GLOBAL),
-            visibility=_VISIBILITY.get(sym["st_other"]["visibility"], Visibility.DEFAULT))
+            visibility=_VISIBILITY.get(sym["st_other"]["visibility"], Visibility.DEFAULT),
+            absolute=sym["st_shndx"] == "SHN_ABS")
 
 
 def _relocations(dynamic: DynamicSegment) -> Iterator[Relocation]:
