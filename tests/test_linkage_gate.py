@@ -136,6 +136,22 @@ def test_binds_follows_the_global_lookup_order(case: StreamCase, tmp_path: Path)
     assert second["ok"]
 
 
+def test_binds_takes_the_environment_options_of_resolve(case: StreamCase,
+                                                        tmp_path: Path) -> None:
+    """Without a RUNPATH the library is found only through --library-path, as the loader
+    finds it only through LD_LIBRARY_PATH."""
+    src = case.lib.parent.parent
+    gxx(src / "runner.cc", "-L", case.lib.parent, "-lextension_cuda", "-o",
+        tmp_path / "runner_norpath", cwd=src)
+    program = tmp_path / "runner_norpath"
+    binds = ("--binds", f"{NS}::getCallerStream=libextension_cuda.so", "--inhibit-cache")
+    lost = gate(program, *binds, env={**os.environ, "LD_LIBRARY_PATH": ""})
+    assert lost.returncode == 1
+    assert "no loaded object defines it; not found: libextension_cuda.so" in lost.stdout
+    found = gate(program, *binds, "--library-path", str(case.lib.parent))
+    assert found.returncode == 0, found.stdout + found.stderr
+
+
 def test_bad_input_is_one_error_line(case: StreamCase, tmp_path: Path) -> None:
     truncated = tmp_path / "runner"
     truncated.write_bytes(case.good.read_bytes()[:100])
