@@ -82,6 +82,7 @@ def test_dupes_agrees_with_the_addresses_the_program_sees(build: str, tmp_path: 
     assert doc["duplicates"][0]["name"] == "shared_state"   # thread-local first
     defs = [(x["object"], x["binding"]) for x in state[0]["definitions"]]
     assert defs == [("liba.so", "chosen"), ("libb.so", binding)]
+    assert state[0]["imported_by"] == [str(program)]   # the program binds to liba's copy
     if build == "shared":
         assert result.returncode == 0, result.stderr
         assert seen["program"] == seen["liba"] == seen["libb"]   # one copy
