@@ -93,6 +93,16 @@ def test_a_mangled_name_matches_as_stored(case: StreamCase) -> None:
     assert result.returncode == 0, result.stdout
 
 
+def test_a_class_name_matches_its_constructor_and_destructor(case: StreamCase) -> None:
+    result = gate(case.good, "--imports", f"{NS}::CallerStreamGuard", "--json")
+    assert result.returncode == 0, result.stdout
+    matched = set(json.loads(result.stdout)["checks"][0]["symbols"])
+    assert matched == {"_ZN10executorch9extension4cuda17CallerStreamGuardC1EPv",
+                       "_ZN10executorch9extension4cuda17CallerStreamGuardD1Ev"}
+    # A namespace that only starts the same way is another name.
+    assert gate(case.good, "--imports", f"{NS}::CallerStream").returncode == 1
+
+
 def test_a_needed_entry_is_matched_exactly(case: StreamCase) -> None:
     result = gate(case.good, "--needs", "libextension_cuda", "--needs", "libc.so.6")
     assert result.returncode == 1
