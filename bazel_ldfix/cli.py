@@ -121,7 +121,7 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @cli.command(cls=BazelArgsCommand, context_settings=_PASSTHROUGH,
-             short_help="Print what `bazel test` needs added to load its tests.")
+             short_help="Print what `bazel test` needs to load its tests.")
 @_bazel_options
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
               default="flags", show_default=True, help="How to print the result.")
@@ -246,7 +246,7 @@ def _diagnose_after(output_base: str, code: int, library_path: str | None) -> No
                                       color=_color(sys.stderr)), err=True)
 
 
-@cli.command(short_help="Explain why failed tests could not load a library, and the fix.")
+@cli.command(short_help="Why failed tests could not load a library; the fix.")
 @click.argument("patterns", nargs=-1)
 @click.option("--bep", metavar="FILE", default=None,
               help="Read the test results of this --build_event_json_file.")
@@ -368,7 +368,7 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
     click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
 
 
-@cli.command(short_help="How the loader finds what FILES need (a model; runs nothing).")
+@cli.command(short_help="How the loader would find what FILES need.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a tree.")
 @click.option("--library-path", metavar="P", default=None,
@@ -414,7 +414,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
     sys.exit(2 if bad else 1 if stops else 0)
 
 
-@cli.command(short_help="Ask the real loader about FILES and compare with the model.")
+@cli.command(short_help="Ask the real loader about FILES; compare.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--library-path", metavar="P", default=None,
@@ -475,7 +475,7 @@ _KINDS = ("shared-object", "pie", "executable", "relocatable", "core", "other-el
           "directory", "special")
 
 
-@cli.command()
+@cli.command(short_help="What each FILE really is, read from its bytes.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--require", "required", type=click.Choice(_KINDS), default=None,
               metavar="KIND", help=f"Exit 1 unless every FILE is of this kind: "
@@ -486,6 +486,11 @@ def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> None
 
     Exit 0 when every FILE is of the --require'd kind (or none is asked), 1 when some is
     not, 2 when a file cannot be read or is corrupt.
+
+    \b
+    Examples:
+      bazel-ldfix inspect third_party/vendor/lib/libvendor.so
+      bazel-ldfix inspect --require shared-object --json lib/libvendor.so.3
     """
     from bazel_ldfix.linkage import kinds, render
 
@@ -527,7 +532,7 @@ def _loader_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-@cli.command("assert-linkage")
+@cli.command("assert-linkage", short_help="Fail unless FILE links as asserted.")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--needs", "needs", multiple=True, metavar="SONAME",
               help="FILE has a DT_NEEDED entry SONAME (repeatable).")
@@ -550,6 +555,11 @@ def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
     matches what is declared inside it (a class its constructors and destructor).
     Exit 0 when every assertion holds, 1 when some fails, 2 for bad input, 68 when a C++
     pattern needs c++filt and there is none.
+
+    \b
+    Examples:
+      bazel-ldfix assert-linkage --needs libvendor.so.3 bazel-bin/app/vendor_test
+      bazel-ldfix assert-linkage --binds 'vendor_value=libvendor.so.3' bazel-bin/app/_ext.so
     """
     import shutil
 
@@ -565,7 +575,7 @@ def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
     sys.exit(0 if report.ok else 1)
 
 
-@cli.command()
+@cli.command(short_help="Symbols several loaded objects define, and split state.")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_loader_options
@@ -575,6 +585,11 @@ def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: boo
 
     Thread-local and data objects first. Exit 0 when interposition unifies every duplicate,
     1 when some object keeps its own copy of a name another object defines, 2 for bad input.
+
+    \b
+    Examples:
+      bazel-ldfix dupes bazel-bin/app/vendor_test
+      bazel-ldfix dupes --json bazel-bin/app/_ext.so
     """
     import shutil
 
