@@ -322,6 +322,10 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
     if not os.path.isdir(base):
         raise BadInputError(f"output_base {base} does not exist")
     if not os.path.isdir(root):
+        # What a Bazel server writes into its output_base on start (Bazel 4 to 8).
+        started = any(os.path.lexists(os.path.join(base, n)) for n in ("server", "install"))
+        if not started:
+            raise BadInputError(f"{root} does not exist: is {base} a Bazel output_base?")
         raise BadInputError(f"no external repository has been fetched into {base} yet (it has "
                             "no external/ directory): build or fetch first, e.g. "
                             "`bazel fetch //...`, then run locate again")

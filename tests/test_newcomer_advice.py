@@ -63,6 +63,23 @@ def test_a_dependency_goes_on_the_cc_target_that_links_the_library_never_the_py_
     assert 'add "@vendor//:vendor_core" to the deps of //app:vendor_test' in build
 
 
+def test_a_pattern_with_a_typo_is_named_and_exit_2_in_text_and_json(
+        ws: Workspace, diagnosis: dict[str, Any]) -> None:
+    result = ws.ldfix("diagnose", "//app:vendr_test")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: no failed test matches //app:vendr_test in the last")
+    assert "//app:vendor_test" in line      # the failed tests there are, to pick from
+    as_json = ws.ldfix("diagnose", "--json", "//app:vendr_test")
+    assert as_json.returncode == 2
+    assert as_json.stderr.splitlines() == [line]
+    doc = json.loads(as_json.stdout)
+    assert doc["version"] == 1
+    assert doc["error"] == {"message": line.removeprefix("error: "), "exit_code": 2}
+
+
+# Last: it changes the workspace, and its run replaces the failed one diagnose reads.
 def test_the_build_fixes_as_printed_make_plain_bazel_test_pass(
         ws: Workspace, diagnosis: dict[str, Any]) -> None:
     vendor_build = ws.root / "third_party" / "vendor.BUILD"
@@ -85,18 +102,3 @@ def test_the_build_fixes_as_printed_make_plain_bazel_test_pass(
     result = ws.bazel("test", *TESTS)
     assert result.returncode == 0, result.stderr[-3000:] + "\n" + app_text + vendor_text
 
-
-def test_a_pattern_with_a_typo_is_named_and_exit_2_in_text_and_json(
-        ws: Workspace, diagnosis: dict[str, Any]) -> None:
-    result = ws.ldfix("diagnose", "//app:vendr_test")
-    assert result.returncode == 2
-    assert result.stdout == ""
-    [line] = result.stderr.splitlines()
-    assert line.startswith("error: no failed test matches //app:vendr_test in the last")
-    assert "//app:vendor_test" in line      # the failed tests there are, to pick from
-    as_json = ws.ldfix("diagnose", "--json", "//app:vendr_test")
-    assert as_json.returncode == 2
-    assert as_json.stderr.splitlines() == [line]
-    doc = json.loads(as_json.stdout)
-    assert doc["version"] == 1
-    assert doc["error"] == {"message": line.removeprefix("error: "), "exit_code": 2}
