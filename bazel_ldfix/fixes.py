@@ -363,8 +363,10 @@ def existing_import(soname: str, repository_dir: str) -> tuple[str, str] | None:
         except OSError:
             continue
         for call in re.finditer(r"cc_import\s*\((.*?)\)", text, re.S):
-            name = re.search(r"\bname\s*=\s*\"([^\"]+)\"", call.group(1))
-            lib = re.search(r"\bshared_library\s*=\s*\"([^\"]+)\"", call.group(1))
+            # Plain string literals only: what is printed back into BUILD text needs no
+            # escaping (no quote, backslash or line break).
+            name = re.search(r"\bname\s*=\s*\"([^\"\\\n]+)\"", call.group(1))
+            lib = re.search(r"\bshared_library\s*=\s*\"([^\"\\\n]+)\"", call.group(1))
             if name and lib:
                 base = os.path.basename(lib.group(1))
                 if base == soname or soname.startswith(base + "."):
