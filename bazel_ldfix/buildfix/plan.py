@@ -305,7 +305,10 @@ def _writable(path: str, output_base: str | None) -> None:
                                   "Bazel rewrites; nothing changed")
     if not os.path.isfile(real):
         raise CannotEditError(f"{path} does not exist; nothing changed")
-    if not os.access(real, os.W_OK) or not os.access(os.path.dirname(real), os.W_OK):
+    # The mode bits as well as access(2): root may write anything, but a file made
+    # read-only says it is not to be edited.
+    if not os.access(real, os.W_OK) or not os.stat(real).st_mode & 0o222 \
+            or not os.access(os.path.dirname(real), os.W_OK):
         raise CannotEditError(f"{path} is read-only (the file or its directory); nothing "
                               "changed")
 
