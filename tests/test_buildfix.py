@@ -187,7 +187,8 @@ def test_a_repository_defined_by_a_macro_is_only_described(tmp_path: Path) -> No
 def test_build_file_content_edited_inside_its_triple_quotes(tmp_path: Path) -> None:
     content = 'cc_import(\n    name = "x",\n    shared_library = "lib/x.so",  # c\n)\n'
     ws = workspace(tmp_path, "", 'new_local_repository(\n    name = "xsdk",\n'
-                                 f'    path = "/x",\n    build_file_content = """{content}""",\n)\n')
+                                 '    path = "/x",\n'
+                                 f'    build_file_content = """{content}""",\n)\n')
     before = (ws / "WORKSPACE").read_text()
     plan = edit_plan([Change("@xsdk//:x", Kind.SET, "shared_library", "lib/x.so.1", "")],
                      str(ws), None, [], [])

@@ -236,3 +236,19 @@ def test_nothing_under_the_output_base_was_edited(layouts: Layouts) -> None:
     generated = layouts.ws.output_base / "external" / "csdk" / "BUILD.bazel"
     assert "libcdemo.so.5" not in generated.read_text()
     assert not list(layouts.ws.root.rglob(".bazel-ldfix-*"))     # no temporary file left
+
+
+def test_a_disk_cache_and_a_cached_result_change_nothing_the_repair_decides(
+        layouts: Layouts) -> None:
+    ws = layouts.ws
+    plain = ws.ldfix("env", "//t:needs_c")
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert "/external/csdk/lib" in plain.stdout
+    cached = ws.ldfix("env", f"--disk_cache={layouts.top / 'disk-cache'}", "//t:needs_c")
+    assert (cached.returncode, cached.stdout) == (0, plain.stdout)
+    for _ in range(2):
+        run = ws.ldfix("test", "//t:needs_c")
+        assert run.returncode == 0, run.stderr[-3000:]
+    assert "(cached) PASSED" in run.stdout + run.stderr
+    after = ws.ldfix("env", "//t:needs_c")
+    assert (after.returncode, after.stdout) == (0, plain.stdout)
