@@ -8,6 +8,7 @@ and leave a workspace where a plain `bazel test` (no --test_env) passes.
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 from bazelws import BAZEL, Workspace, clean_env, make_workspace, sdk
 from elfbuild import cc
+
+from bazel_ldfix.buildfix import staging
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
@@ -214,6 +217,45 @@ def test_a_repository_rule_is_described_not_edited(layouts: Layouts) -> None:
     assert "repository rule `sdk_repository` (loaded from //tools:sdk.bzl)" in out
     assert '+cc_import(name = "cdemo", shared_library = "lib/libcdemo.so.5")' in out
     assert "bazel-ldfix: wrote" not in result.stderr
+
+
+def test_the_staged_tree_is_what_the_loader_model_sees(layouts: Layouts) -> None:
+    # The test failed for real (above); the model of its staged tree agrees, and with the
+    # versioned name added where Bazel would stage it, nothing is missing.
+    exe = os.path.realpath(layouts.ws.root / "bazel-bin" / "t" / "needs_m")
+    solib = next(p for p in os.listdir(os.path.dirname(os.path.dirname(exe)))
+                 if p.startswith("_solib_"))
+    directory = "_U_S_Svendor_Cmdemo___Uvendor_Slib"
+    assert staging.missing_after(exe, [], None) == ("libmdemo.so.2",)
+    versioned = layouts.ws.root / "vendor" / "lib" / "libmdemo.so.2"
+    added = [(f"{solib}/{directory}/libmdemo.so.2", str(versioned))]
+    assert staging.missing_after(exe, added, None) == ()
+    # Under a name the loader does not ask for, it still misses it.
+    wrong = [(f"{solib}/{directory}/libmdemo.so.2.0", str(versioned))]
+    assert staging.missing_after(exe, wrong, None) == ("libmdemo.so.2",)
+
+
+def test_a_read_only_file_stops_the_write_and_nothing_is_written(layouts: Layouts) -> None:
+    build = layouts.ws.root / "vendor" / "BUILD"
+    before = snapshot(layouts.ws.root)
+    os.chmod(build, 0o444)
+    try:
+        result = layouts.ws.ldfix("fix", "--write", "//t:needs_m", "//t:needs_z")
+    finally:
+        os.chmod(build, 0o644)
+    assert result.returncode == 68, result.stderr[-3000:]
+    assert "# cannot fix: " in result.stdout and "vendor/BUILD is read-only" in result.stdout
+    assert result.stderr.rstrip().splitlines()[-1] == (
+        "error: 1 change(s) cannot be made (see above); nothing written")
+    assert snapshot(layouts.ws.root) == before
+
+
+def test_the_interface_shape_written_and_verified(layouts: Layouts) -> None:
+    result = layouts.ws.ldfix("fix", "--write", "--interface", "--verify", "//t:needs_l")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    text = (layouts.top / "sdks" / "lsdk" / "BUILD").read_text()
+    assert text == import_build("ldemo", "lib/libldemo.so.7").replace(
+        "  # the dev link\n", '  # the dev link\n    interface_library = "lib/libldemo.so",\n')
 
 
 def test_write_then_plain_bazel_test_passes(layouts: Layouts) -> None:

@@ -42,4 +42,4 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
         return [os.path.join(directory, soname)] if directory else []
 
     shape = Shape.INTERFACE if interface else Shape.VERSIONED
-    return plan(tests, workspace, repair.output_base, shape, candidates)
+    return plan(tests, workspace, repair.output_base, shape, candidates, base)

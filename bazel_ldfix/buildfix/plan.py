@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import elf, fixes, loader
-from bazel_ldfix.buildfix import starlark
+from bazel_ldfix.buildfix import staging, starlark
 from bazel_ldfix.buildfix.locate import Layout, Place, locate, read_source
 from bazel_ldfix.errors import BadInputError, CannotEditError
 
@@ -96,12 +96,15 @@ class TestMissing:
 
 
 def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
-         shape: Shape = Shape.VERSIONED, candidates: Callable[[str], Sequence[str]] = lambda s: (),
-         ) -> Plan:
+         shape: Shape = Shape.VERSIONED,
+         candidates: Callable[[str], Sequence[str]] = lambda s: (),
+         library_path: str | None = None) -> Plan:
     """The changes that make every test load what it misses (see the module docstring).
 
     ``candidates(soname)`` are known copies (the repair's choice), looked at after the
-    import's own directory. Each proposed import is checked with the loader model first.
+    import's own directory. Each proposed import is checked with the loader model first
+    (``_refuse``), and so is each test as Bazel would stage it after the change
+    (``staging.missing_after``, with ``library_path`` as the test's LD_LIBRARY_PATH).
     """
     changes: list[Change] = []
     notes: list[str] = []
@@ -115,12 +118,19 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
         staged = {i.staged for i in own}
         other = [i for i in fixes.solib_imports(fixes.every_solib_dir(test.executable))
                  if i.staged not in staged]
+        added: list[tuple[str, str]] = []       # what Bazel would stage after the change
+        settled: set[str] = set()               # names the model need not find afterwards
         for soname in test.missing:
             imp = next((i for i in own if i.soname == soname and i.file != soname), None)
             if imp is not None:
-                changes += _import(imp, soname, test.label, header, shape, candidates, problems)
+                found = _import(imp, soname, test.label, header, shape, candidates, problems)
+                if found is not None:
+                    changes += found[0]
+                    added.append((_staged_as(imp, soname), found[1]))
+                settled.add(soname)
                 continue
             imp = next((i for i in other if i.soname == soname), None)
+            settled.add(soname)
             if imp is None:
                 if not any(i.soname == soname for i in own):
                     notes.append(f"{test.label}: no cc_import the build stages provides "
@@ -131,37 +141,58 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
                 problems.append(f"{test.label} needs a dependency on {imp.label}, but it is "
                                 "in another repository")
                 continue
+            # The test links the import after the change: its RUNPATH reaches the staged
+            # name, and glibc reuses that object for the library that needs it.
             changes.append(Change(test.label, Kind.ADD, "deps", imp.label,
                                   f"{soname} is needed by a library {test.label} links; the "
                                   "test's RUNPATH does not reach a dependency's dependency, "
                                   "so the test loads it itself (glibc reuses it by SONAME)"))
             if imp.file != soname:
-                changes += _import(imp, soname, test.label, header, shape, candidates,
-                                   problems)
+                found = _import(imp, soname, test.label, header, shape, candidates, problems)
+                if found is not None:
+                    changes += found[0]
+        if added:
+            # What the change stages must then be found, and nothing new may go missing
+            # (a dependency edge's name is settled: the edge is not in the staged tree).
+            fixed_here = {os.path.basename(a[0]) for a in added}
+            left = staging.missing_after(test.executable, added, library_path) or ()
+            bad = [n for n in dict.fromkeys(left) if n in fixed_here or n not in settled]
+            if bad:
+                problems.append(f"{test.label}: the loader model still misses "
+                                f"{', '.join(bad)} with the change staged as Bazel would "
+                                "stage it")
     return edit_plan(_unique(changes, problems), workspace, output_base, problems, notes)
+
+
+def _staged_as(imp: fixes.SolibImport, soname: str) -> str:
+    """``_solib_<cpu>/<dir>/<soname>``: the import's directory keeps its name."""
+    directory = os.path.dirname(imp.staged)
+    return "/".join([os.path.basename(os.path.dirname(directory)),
+                     os.path.basename(directory), soname])
 
 
 def _import(imp: fixes.SolibImport, soname: str, test: str, header: elf.ElfHeader | None,
             shape: Shape, candidates: Callable[[str], Sequence[str]],
-            problems: list[str]) -> list[Change]:
-    """Import the file named like the SONAME (the name the loader asks for), if it will do."""
+            problems: list[str]) -> tuple[list[Change], str] | None:
+    """Import the file named like the SONAME (the name the loader asks for), if it will do:
+    the changes and the file."""
     versioned = fixes.versioned_in_repository(imp, soname, candidates(soname))
     if versioned is None:
         problems.append(f"{imp.label} imports {imp.attribute_value} (SONAME {soname}), but no "
                         f"file named {soname} is in its package: its repository must provide "
                         "one before the import can name it")
-        return []
+        return None
     path = os.path.join(os.path.dirname(imp.target), os.path.basename(versioned))
     reason = _refuse(path, soname, header)
     if reason is not None:
         problems.append(f"{imp.label}: {versioned} will not do: {reason}")
-        return []
+        return None
     why = f"{test} needs {soname}; Bazel stages a file under the name it is imported by"
     out = [Change(imp.label, Kind.SET, "shared_library", versioned, why)]
     if shape is Shape.INTERFACE:
         out.insert(0, Change(imp.label, Kind.SET, "interface_library", imp.attribute_value,
                              "link against the unversioned file, as before"))
-    return out
+    return out, path
 
 
 def _refuse(path: str, soname: str, header: elf.ElfHeader | None) -> str | None:
