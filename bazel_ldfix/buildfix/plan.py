@@ -274,7 +274,7 @@ def _edit(text: str, place: Place, changes: Sequence[Change], path: str,
     if place.layout is not Layout.BUILD_FILE_CONTENT:
         return _edit_build(starlark.Source.parse(text, name), changes).text
     ws = starlark.Source.parse(text, name)
-    call = ws.rule(place.repository)
+    call = ws.rule(place.name_in_file)
     assert call is not None     # locate found it in this very file
     kw = starlark.keyword(call, "build_file_content")
     assert kw is not None
@@ -292,7 +292,7 @@ def _edit(text: str, place: Place, changes: Sequence[Change], path: str,
     if raw == value and "\\" not in new_value:
         # Written as it reads (a triple-quoted string, say): edit in place, if that holds.
         candidate = ws.replace(span, new_value)
-        again = candidate.rule(place.repository)
+        again = candidate.rule(place.name_in_file)
         if again is not None and starlark.string_attr(
                 again, "build_file_content") == new_value:
             return candidate.text

@@ -111,6 +111,20 @@ class Source:
                     out[kw.arg] = (module, symbol)
         return out
 
+    def assignments(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """``x = f("a", "b")`` at the top level: x -> (f, the string arguments), as
+        MODULE.bazel binds ``use_repo_rule`` and ``use_extension`` proxies."""
+        out: dict[str, tuple[str, tuple[str, ...]]] = {}
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                    and isinstance(stmt.targets[0], ast.Name) \
+                    and isinstance(stmt.value, ast.Call):
+                callee = function_name(stmt.value)
+                args = tuple(v for v in (_string(a) for a in stmt.value.args) if v is not None)
+                if callee:
+                    out[stmt.targets[0].id] = (callee, args)
+        return out
+
     def replace(self, span: Span, new: str) -> Source:
         data = self.data[: span.start] + new.encode("utf-8", "surrogateescape") \
             + self.data[span.end:]
