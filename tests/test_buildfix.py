@@ -167,6 +167,20 @@ def test_a_file_under_the_output_base_is_never_edited(tmp_path: Path) -> None:
     assert not plan.files and "under the output_base" in plan.problems[0]
 
 
+@pytest.mark.parametrize(("value", "ok"), [
+    ("lib/libx.so", True), (":lib/libx.so", True), ("//p:lib/libx.so", True),
+    (":libx_files", False), ("//other:lib/libx.so", False)])
+def test_a_value_that_does_not_name_the_staged_file_is_refused(
+        tmp_path: Path, value: str, ok: bool) -> None:
+    ws = workspace(tmp_path, f'cc_import(name = "x", shared_library = "{value}")\n')
+    change = Change("//p:x", Kind.SET, "shared_library", "lib/libx.so.1", "", "lib/libx.so")
+    plan = edit_plan([change], str(ws), None, [], [])
+    if ok:
+        assert not plan.problems and plan.files
+    else:
+        assert not plan.files and "not the file lib/libx.so itself" in plan.problems[0]
+
+
 def test_two_fixes_that_disagree_are_a_conflict() -> None:
     problems: list[str] = []
     kept = _unique([set_to("a.so.1"), set_to("a.so.1"), set_to("a.so.2")], problems)

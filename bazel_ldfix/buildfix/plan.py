@@ -47,6 +47,7 @@ class Change:
     attribute: str
     value: str
     why: str                    # for people: which test needs it, and what for
+    old: str | None = None      # the file the attribute names now (package-relative)
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,8 @@ def _import(imp: fixes.SolibImport, soname: str, test: str, header: elf.ElfHeade
         problems.append(f"{imp.label}: {versioned} will not do: {reason}")
         return None
     why = f"{test} needs {soname}; Bazel stages a file under the name it is imported by"
-    out = [Change(imp.label, Kind.SET, "shared_library", versioned, why)]
+    out = [Change(imp.label, Kind.SET, "shared_library", versioned, why,
+                  imp.attribute_value)]
     if shape is Shape.INTERFACE:
         out.insert(0, Change(imp.label, Kind.SET, "interface_library", imp.attribute_value,
                              "link against the unversioned file, as before"))
@@ -315,12 +317,27 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]) -> starlark.
                 f"{source.name}:{call.lineno}: {change.label} is made by the macro "
                 f"`{function}`, not by cc_import: change what the macro passes on; nothing "
                 "changed")
+        now = starlark.string_attr(call, change.attribute)
+        if change.old is not None and now is not None and now not in _spellings(
+                change.old, change.label):
+            raise CannotEditError(
+                f"{source.name}:{call.lineno}: {change.label} has {change.attribute} = "
+                f"{starlark.quote(now)}, which is not the file {change.old} itself (a label "
+                "of another rule?); change it by hand; nothing changed")
         if change.kind is Kind.SET:
             source = starlark.set_string(source, call, change.attribute, change.value,
                                          after="shared_library")
         else:
             source = starlark.add_to_list(source, call, change.attribute, change.value)
     return source
+
+
+def _spellings(path: str, label: str) -> set[str]:
+    """How a BUILD file may name a file of its own package: ``lib/x.so``, ``:lib/x.so``,
+    ``//pkg:lib/x.so`` (``@repo//pkg:...`` too)."""
+    package = label.rsplit(":", 1)[0]
+    return {path, f":{path}", f"{package}:{path}", f"{package.split('//', 1)[-1]}:{path}",
+            f"//{package.split('//', 1)[-1]}:{path}"}
 
 
 def _read(path: str) -> str:
