@@ -135,8 +135,8 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         sys.exit(4)  # Bazel's own code for "no test was selected"
     if repair is None:
         sys.exit(code)  # the build failed; Bazel has said why
-    click.echo(report.repair_summary(repair), err=True)
     repair = _remote_guard(repair, force_local_path)
+    click.echo(report.repair_summary(repair), err=True)
     args = with_options(bazel_args, repair.flags)
     if dry_run:
         click.echo(shlex.join(bazel.argv("test", args)))

@@ -33,8 +33,11 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
     for t in repair.tests:
         if not t.missing_before:
             continue
-        model = diagnose.model_missing(t.label, t.executable, repair.output_base, base)
-        names = list(dict.fromkeys([*t.missing_before, *model]))
+        names = list(t.missing_before)
+        if any(m.soname not in names for m in repair.missing):
+            # Some name is needed by a library, not by the tests: whose is it?
+            model = diagnose.model_missing(t.label, t.executable, repair.output_base, base)
+            names += [n for n in model if n not in names]
         tests.append(TestMissing(t.label, t.executable, tuple(names)))
 
     def candidates(soname: str) -> list[str]:
