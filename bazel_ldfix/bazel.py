@@ -309,6 +309,7 @@ class RuleInfo:
 
     env: Mapping[str, str]
     tags: tuple[str, ...]
+    env_inherit: tuple[str, ...] = ()   # names whose value comes from the client
 
 
 def rule_info(bazel: Bazel, labels: Sequence[str]) -> dict[str, RuleInfo]:
@@ -324,6 +325,7 @@ def parse_rules(xml: str) -> dict[str, RuleInfo]:
     for rule in root.iter("rule"):
         env: dict[str, str] = {}
         tags: list[str] = []
+        inherit: list[str] = []
         for node in rule:
             if node.get("name") == "env":
                 for pair in node.iter("pair"):
@@ -332,7 +334,9 @@ def parse_rules(xml: str) -> dict[str, RuleInfo]:
                         env[strings[0]] = strings[1]
             elif node.tag == "list" and node.get("name") == "tags":
                 tags += [s.get("value", "") for s in node.iter("string")]
-        out[rule.get("name", "")] = RuleInfo(env, tuple(tags))
+            elif node.tag == "list" and node.get("name") == "env_inherit":
+                inherit += [s.get("value", "") for s in node.iter("string")]
+        out[rule.get("name", "")] = RuleInfo(env, tuple(tags), tuple(inherit))
     return out
 
 

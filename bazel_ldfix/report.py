@@ -93,6 +93,7 @@ def repair_summary(repair: Repair) -> str:
     for test in repair.tests:
         if test.missing_after and repair.ld_library_path is not None:
             lines.append(f"{test.label} will still miss {', '.join(test.missing_after)}")
+        lines += _reach_lines(test)
     if repair.ld_library_path is not None:
         lines.append(f"adding --test_env={VARIABLE}={repair.ld_library_path}")
         if repair.base:
@@ -100,6 +101,23 @@ def repair_summary(repair: Repair) -> str:
     elif not repair.missing:
         lines.append("every test loads; nothing to add")
     return "\n".join(f"bazel-ldfix: {line}" for line in lines)
+
+
+def _reach_lines(test: Any) -> list[str]:
+    """Why the flag may not reach a test, and the change to its rule that does."""
+    from bazel_ldfix.testenv import Reach
+
+    if test.rule_fix is None:
+        return []
+    if test.reach is Reach.NO:
+        why = (f"the added --test_env cannot reach {test.label}: its rule sets {VARIABLE} "
+               "(env or env_inherit), which wins over --test_env since Bazel 7.2")
+    else:
+        why = (f"the added --test_env may not reach {test.label}: its rule sets {VARIABLE} "
+               "(env or env_inherit), which wins over --test_env if this Bazel (version "
+               "unknown) is 7.2 or later")
+    return [why, f"  fix its rule instead: {test.rule_fix}",
+            "  or import the versioned files (`bazel-ldfix diagnose` prints the BUILD change)"]
 
 
 # -- resolve ------------------------------------------------------------------------------
