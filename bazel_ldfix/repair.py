@@ -6,11 +6,13 @@ ever added (after the base, or before it with ``prepend``), never dropped or rep
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bazel_ldfix import bazel, elf, index, pathlist, testenv
+from bazel_ldfix import bazel, elf, index, pathlist, runfiles, testenv
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError, NoTestsError
 from bazel_ldfix.loader import Environment, Loader, Resolution
 
@@ -100,6 +102,7 @@ class Repair:
     missing: tuple[Missing, ...]
     added: tuple[str, ...]
     ld_library_path: str | None    # the merged value; None when nothing needs adding
+    notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -192,8 +195,9 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         results.append(TestResult(s.label, s.executable, before[s.label], missing_after,
                                   error, reach, rule_fix))
     results_out = tuple(results)
+    notes = tuple(note for s in subjects for note in s.notes)
     return Repair(output_base, env.base, env.source, results_out, missing_out, tuple(added),
-                  merged)
+                  merged, notes)
 
 
 def _rule_fix(value: str | None, added: Sequence[str], prepend: bool) -> str | None:
@@ -250,6 +254,8 @@ class _Subject:
     extras: tuple[str, ...]
     cwd: str
 
+    notes: tuple[str, ...] = ()
+
     @classmethod
     def of(cls, test: TestInput) -> _Subject:
         try:
@@ -257,8 +263,17 @@ class _Subject:
         except BadInputError:
             info = None  # a script (sh_test, py_test): only its runfiles are examined
         runfiles = test.executable + ".runfiles"
-        extras = tuple(sorted(_runfiles_libraries(runfiles, info)))
-        return cls(test.label, test.executable, info, extras, _test_cwd(test, runfiles))
+        notes: tuple[str, ...] = ()
+        if os.path.isdir(runfiles):
+            extras = tuple(sorted(_runfiles_libraries(runfiles, info)))
+        else:
+            # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
+            # manifest names what the test stages.
+            found, absent = _manifest_libraries(test.executable, info)
+            extras = tuple(sorted(found))
+            notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
+                          "that did not download it?)" for path in absent)
+        return cls(test.label, test.executable, info, extras, _test_cwd(test, runfiles), notes)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
@@ -297,6 +312,40 @@ def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None) -> list[str]
                 continue
             out.append(path)
     return out
+
+
+def _manifest_libraries(executable: str, program: elf.ElfInfo | None
+                        ) -> tuple[list[str], list[str]]:
+    """Shared objects the runfiles manifest stages that the loader would accept for this
+    program, and the staged shared objects that are not on disk."""
+    entries = runfiles.read_manifest(runfiles.manifest_of(executable))
+    out: list[str] = []
+    absent: list[str] = []
+    seen: set[str] = set()
+    for entry in entries or ():
+        target = entry.target
+        if target is None or not _SHARED_NAME.search(os.path.basename(entry.path)):
+            continue
+        if not os.path.exists(target):
+            absent.append(target)
+            continue
+        real = os.path.realpath(target)
+        if real in seen:
+            continue
+        seen.add(real)
+        try:
+            header = elf.read_header(target)
+        except BadInputError:
+            continue
+        if header.type != elf.ET_DYN:
+            continue
+        if program is not None and index.check_candidate(target, program.header) is not None:
+            continue
+        out.append(target)
+    return out, absent
+
+
+_SHARED_NAME = re.compile(r"\.so(?:\.[0-9][^/]*)?$")
 
 
 def _test_cwd(test: TestInput, runfiles: str) -> str:
@@ -341,6 +390,22 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     base = output_base or events.output_base or bazel.output_base(runner)
     if not os.path.isdir(base):
         raise BadInputError(f"output_base {base} does not exist")
+    notes: list[str] = []               # about the whole step
+    if any(not os.path.isfile(t.executable) for t in events.tests):
+        # A remote cache with Build without the Bytes: Bazel 7+ does not download a test's
+        # executable in a `bazel test` (RemoteOutputChecker.shouldAddTopLevelTarget, "Do
+        # not download test binary in test/coverage mode"), 4.2.3 with
+        # --remote_download_minimal downloads nothing. A `bazel build` of the same targets
+        # with --remote_download_outputs=toplevel downloads each top-level target's
+        # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
+        # option, so neither this step nor the `bazel test` after it re-analyses.
+        got = bazel.download_outputs(runner, args, expected)
+        if got != 0:
+            notes.append(f"downloading the test executables (`bazel build ... "
+                         f"--remote_download_outputs=toplevel`) failed with exit code {got}")
+    unreadable = {t.label: f"{t.label}: cannot read its executable {t.executable}: not on "
+                  "disk (a remote cache that did not download it?); not examined"
+                  for t in events.tests if not os.path.isfile(t.executable)}
 
     def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
         return Loader(host_of(interp_for(info)), loader_env)
@@ -349,19 +414,25 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         return cache_lookup(info, Options())
 
     def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True) -> Repair:
-        tests = bazel.selected(events.tests, rules, events.command_line)
-        if not tests:
+        chosen = bazel.selected(events.tests, rules, events.command_line)
+        if not chosen:
             patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
             raise NoTestsError(f"the target patterns and test filters select no test: "
                                f"{patterns}")
+        tests = [t for t in chosen if t.label not in unreadable]
+        step_notes = (*notes, *(unreadable[t.label] for t in chosen if t.label in unreadable))
+        if not tests:
+            # Nothing to model; the user's `bazel test` still runs, unchanged.
+            return Repair(base, (), "nothing", (), (), (), None, step_notes)
         labels = [t.label for t in tests]
         env = test_environment(events.options, client_env,
                                {k: r.env for k, r in rules.items()}, labels, events.version,
                                {k: r.env_inherit for k, r in rules.items()})
         inputs = [TestInput(t.label, t.executable) for t in tests]
-        return plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
-                    on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
-                    progress=progress, search=search)
+        planned = plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
+                       on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
+                       progress=progress, search=search)
+        return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
 
     filtered = bool(bazel.option_values(events.command_line, "test_tag_filters")[:-1])
     # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a

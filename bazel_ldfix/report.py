@@ -56,6 +56,7 @@ def repair_json(repair: Repair) -> str:
         "unresolved": list(repair.unresolved),
         "ld_library_path": repair.ld_library_path,
         "flags": list(repair.flags),
+        "notes": list(repair.notes),
     })
 
 
@@ -94,12 +95,16 @@ def repair_summary(repair: Repair) -> str:
         if test.missing_after and repair.ld_library_path is not None:
             lines.append(f"{test.label} will still miss {', '.join(test.missing_after)}")
         lines += _reach_lines(test)
+    lines += [f"note: {note}" for note in repair.notes]
     if repair.ld_library_path is not None:
         lines.append(f"adding --test_env={VARIABLE}={repair.ld_library_path}")
         if repair.base:
             lines.append(f"  (keeps {repair.base_source})")
+    elif not repair.tests and repair.notes:
+        lines.append("no test could be examined; nothing to add")
     elif not repair.missing:
-        lines.append("every test loads; nothing to add")
+        lines.append("every test examined loads; nothing to add" if repair.notes
+                     else "every test loads; nothing to add")
     return "\n".join(f"bazel-ldfix: {line}" for line in lines)
 
 
