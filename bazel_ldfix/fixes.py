@@ -54,6 +54,14 @@ class SolibImport:
     target: str             # the imported file, as Bazel's symlinks name it
     soname: str | None      # DT_SONAME of the real file
     verified: bool          # the decoded repository path leads to the same file
+    # The label as the main repository writes it (``@nvsdk//:x`` for ``@@+ext+nvsdk//:x``,
+    # from the runfiles repository mapping); None when no mapping names it.
+    apparent: str | None = None
+
+    @property
+    def shown_label(self) -> str:
+        """The label to print: canonical names do not resolve from the main repository."""
+        return self.apparent or self.label
 
     @property
     def repository(self) -> str:
@@ -104,8 +112,10 @@ def decode_solib_dir(name: str) -> tuple[str, str] | None:
     return label[1:], directory[1:]
 
 
-def solib_imports(directories: Iterable[str]) -> list[SolibImport]:
-    """Every library staged in these ``_solib_<cpu>/<dir>`` directories."""
+def solib_imports(directories: Iterable[str],
+                  apparent: Callable[[str], str] | None = None) -> list[SolibImport]:
+    """Every library staged in these ``_solib_<cpu>/<dir>`` directories; ``apparent`` maps
+    a decoded (canonical) label to the one the main repository writes."""
     out: list[SolibImport] = []
     seen: set[str] = set()
     staged_as: set[tuple[str, str]] = set()
@@ -126,8 +136,10 @@ def solib_imports(directories: Iterable[str]) -> list[SolibImport]:
             except BadInputError:
                 soname = None
             target = _import_target(staged)
+            shown = apparent(label) if apparent is not None else None
             out.append(SolibImport(label, library_dir, entry, staged, target, soname,
-                                   _verify(target, label, library_dir, entry)))
+                                   _verify(target, label, library_dir, entry),
+                                   shown if shown and shown != label else None))
     return out
 
 
@@ -246,7 +258,8 @@ def where(imp: SolibImport) -> str:
     """The BUILD file a cc_import lives in, in words."""
     if not imp.repository:
         return f"{imp.package or '.'}/BUILD in this workspace"
-    text = (f"the BUILD file of @{imp.repository}"
+    shown = imp.shown_label.split("//", 1)[0] or "@"
+    text = (f"the BUILD file of {shown}"
             + (f" (package {imp.package})" if imp.package else ""))
     root = _repository_root(imp)
     package_dir = os.path.join(root, imp.package) if root and imp.package else root
@@ -261,7 +274,7 @@ def where(imp: SolibImport) -> str:
 def import_versioned(imp: SolibImport, soname: str, versioned: str) -> str:
     """Replace the unversioned file of a cc_import by the file named like its SONAME."""
     return (
-        f"{imp.label} (a cc_import, in {where(imp)}) imports {imp.attribute_value}, whose "
+        f"{imp.shown_label} (a cc_import, in {where(imp)}) imports {imp.attribute_value}, whose "
         f"SONAME is {soname}; Bazel stages only {imp.file} beside the test, so the loader "
         f"never finds {soname}. Import the file the loader asks for:\n"
         "\n"
@@ -355,7 +368,7 @@ def dlopen_by_name(soname: str, path: str | None, output_base: str | None,
 
 
 def add_dependency(imp: SolibImport, test: str | None) -> str:
-    return (f"The test does not depend on {imp.label}; add \"{imp.label}\" to "
+    return (f"The test does not depend on {imp.shown_label}; add \"{imp.shown_label}\" to "
             f"{'the deps of ' + test if test else 'the deps of the test'}.\n")
 
 
