@@ -354,7 +354,26 @@ def rule_info(bazel: Bazel, labels: Sequence[str]) -> dict[str, RuleInfo]:
     """``env`` and ``tags`` of each rule (``bazel query --output=xml``)."""
     if not labels:
         return {}
-    return parse_rules(bazel.capture("query", ["--output=xml", " + ".join(labels)]))
+    return aligned(parse_rules(bazel.capture("query", ["--output=xml", " + ".join(labels)])),
+                   labels)
+
+
+def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, RuleInfo]:
+    """``rules`` keyed by the build events' labels.
+
+    For a test inside another repository the two may write the repository differently
+    (``@@nvsdk+//t:x`` in the events, ``@nvsdk//t:x`` from query, or the reverse): a label
+    not found as it is takes the one rule with the same package and name, if only one has.
+    """
+    out = dict(rules)
+    for label in labels:
+        if label in out or "//" not in label:
+            continue
+        rest = label.split("//", 1)[1]
+        same = [key for key in rules if "//" in key and key.split("//", 1)[1] == rest]
+        if len(same) == 1:
+            out[label] = rules[same[0]]
+    return out
 
 
 def parse_rules(xml: str) -> dict[str, RuleInfo]:

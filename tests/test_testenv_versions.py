@@ -204,3 +204,17 @@ def test_the_rule_fix_is_a_starlark_string(text: str) -> None:
     import ast
 
     assert ast.literal_eval(testenv.starlark_string(text)) == text
+
+
+def test_rules_are_found_whatever_form_the_repository_name_takes() -> None:
+    # Not read from Bazel's sources: the build events may name a test of another repository
+    # canonically (@@nvsdk+//t:x) where query writes its apparent name (@nvsdk//t:x), or the
+    # reverse; the rule is matched by package and name when only one rule has them.
+    from bazel_ldfix.bazel import RuleInfo, aligned
+
+    rules = {"@nvsdk//t:x": RuleInfo({V: "/r"}, ()), "//t:y": RuleInfo({}, ("gpu",)),
+             "@a//p:z": RuleInfo({}, ()), "@b//p:z": RuleInfo({}, ())}
+    got = aligned(rules, ["@@nvsdk+//t:x", "//t:y", "@@c+//p:z"])
+    assert dict(got["@@nvsdk+//t:x"].env) == {V: "/r"}
+    assert got["//t:y"].tags == ("gpu",)
+    assert "@@c+//p:z" not in got       # two candidates: no guess
