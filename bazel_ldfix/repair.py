@@ -262,10 +262,10 @@ class _Subject:
             info: elf.ElfInfo | None = elf.read_elf(test.executable)
         except BadInputError:
             info = None  # a script (sh_test, py_test): only its runfiles are examined
-        runfiles = test.executable + ".runfiles"
+        tree = test.executable + ".runfiles"
         notes: tuple[str, ...] = ()
-        if os.path.isdir(runfiles):
-            extras = tuple(sorted(_runfiles_libraries(runfiles, info)))
+        if os.path.isdir(tree):
+            extras = tuple(sorted(_runfiles_libraries(tree, info)))
         else:
             # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
             # manifest names what the test stages.
@@ -273,7 +273,7 @@ class _Subject:
             extras = tuple(sorted(found))
             notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
                           "that did not download it?)" for path in absent)
-        return cls(test.label, test.executable, info, extras, _test_cwd(test, runfiles), notes)
+        return cls(test.label, test.executable, info, extras, _test_cwd(test, tree), notes)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
