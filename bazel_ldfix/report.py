@@ -151,10 +151,13 @@ def repair_summary(repair: Repair) -> str:
     elif not repair.missing:
         lines.append("every test examined loads; nothing to add" if repair.notes
                      else "every test loads; nothing to add")
-    text = short = "\n".join(lines)
-    if text.count(repair.output_base) > 1:
-        short = f"{OUTPUT_BASE} is {repair.output_base}\n" + abbreviate(text, repair.output_base)
-    return "\n".join(f"bazel-ldfix: {line}" for line in short.splitlines())
+    # A rule's env to paste keeps the real path; the rest is read, not pasted.
+    pasted = {f"  fix its rule instead: {t.rule_fix}" for t in repair.tests
+              if t.rule_fix}
+    if sum(line.count(repair.output_base) for line in lines if line not in pasted) > 1:
+        lines = [f"{OUTPUT_BASE} is {repair.output_base}"] + [
+            line if line in pasted else abbreviate(line, repair.output_base) for line in lines]
+    return "\n".join(f"bazel-ldfix: {line}" for line in "\n".join(lines).splitlines())
 
 
 def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> str | None:

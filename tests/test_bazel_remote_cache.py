@@ -10,6 +10,7 @@ path under output_base/external, so a walk without the test's own staging picks 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,8 +77,11 @@ def test_after_bazel_clean_with_minimal_downloads_the_right_copy_is_chosen(
 
         result = ws.ldfix("test", cache, "--remote_download_minimal", "//t:x_test")
         assert result.returncode == 0, result.stderr
-        assert f"libxdemo.so.11 is in {external}/xsdk/lib" in result.stderr
+        # The output_base is written once, then $OUTPUT_BASE.
+        assert f"$OUTPUT_BASE is {os.path.dirname(external)}" in result.stderr
+        assert "libxdemo.so.11 is in $OUTPUT_BASE/external/xsdk/lib" in result.stderr
         assert f"{external}/o/lib" not in result.stderr
+        assert "$OUTPUT_BASE/external/o/lib" not in result.stderr
         assert "PASSED" in result.stdout + result.stderr
 
 
