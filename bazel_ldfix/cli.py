@@ -15,6 +15,7 @@ import click
 
 from bazel_ldfix import __version__
 from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
+from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import Bazel
@@ -27,8 +28,15 @@ _PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__, prog_name="bazel-ldfix")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Repair and explain Bazel tests that fail at load time."""
+    if ctx.obj is None:  # called as a library (CliRunner), not through main()
+        ctx.obj = from_environ(os.environ, os.getcwd())
+
+
+# Every command that needs to know where the user is takes it from here.
+_pass_invocation = click.make_pass_decorator(Invocation)
 
 
 def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,7 +60,8 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
               default="flags", show_default=True, help="How to print the result.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
-def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+@_pass_invocation
+def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
         prepend: bool, no_cache: bool, fmt: str, bazel_args: tuple[str, ...]) -> None:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
@@ -60,7 +69,8 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
     """
     from bazel_ldfix import report
 
-    repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+    repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
+                         bazel_args)
     if repair is None:
         from bazel_ldfix.errors import BazelError
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
@@ -81,7 +91,8 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
 @click.option("--no-repair", is_flag=True,
               help="Run bazel test as given; only diagnose loader failures afterwards.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
-def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+@_pass_invocation
+def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
          prepend: bool, no_cache: bool, dry_run: bool, no_repair: bool,
          bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
@@ -93,7 +104,7 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     from bazel_ldfix.bazel import output_base as ask_output_base
     from bazel_ldfix.bazel import with_options
 
-    bazel = _make_bazel(bazel_path, startup)
+    bazel = _make_bazel(inv, bazel_path, startup)
     if no_repair:
         if dry_run:
             click.echo(shlex.join(bazel.argv("test", bazel_args)))
@@ -105,7 +116,8 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         _diagnose_after(base, code, None)
         sys.exit(code)
     try:
-        repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+        repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
+                             bazel_args)
     except NoTestsError as exc:
         click.echo(f"bazel-ldfix: {exc}", err=True)
         sys.exit(4)  # Bazel's own code for "no test was selected"
@@ -144,8 +156,9 @@ def _diagnose_after(output_base: str, code: int, library_path: str | None) -> No
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, ...],
-             output_base: str | None, as_json: bool) -> None:
+@_pass_invocation
+def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
+             log_files: tuple[str, ...], output_base: str | None, as_json: bool) -> None:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
@@ -155,7 +168,7 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
     from bazel_ldfix import diagnose as diagnosing
     from bazel_ldfix import logs
 
-    found = logs.find(os.getcwd(), bep=bep, log_files=log_files,
+    found = logs.find(inv.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
     result = diagnosing.diagnose(found, on_error=_warn_unreadable)
     click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
@@ -174,8 +187,9 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
               help="Print {soname: [{dir, machine, class, ...}...]}.")
 @click.option("--no-cache", is_flag=True,
               help="Walk output_base/external; neither read nor write the index cache.")
-def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | None,
-           startup: tuple[str, ...], as_json: bool, no_cache: bool) -> None:
+@_pass_invocation
+def locate(inv: Invocation, sonames: tuple[str, ...], output_base: str | None,
+           bazel_path: str | None, startup: tuple[str, ...], as_json: bool, no_cache: bool) -> None:
     """Every directory under output_base/external holding each SONAME, best first.
 
     Best: a copy this machine's loader would take (ELF class, machine, the loader's other
@@ -187,12 +201,12 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
     if output_base is None:
         from bazel_ldfix.bazel import output_base as ask_output_base
 
-        output_base = ask_output_base(_make_bazel(bazel_path, startup))
+        output_base = ask_output_base(_make_bazel(inv, bazel_path, startup))
     base = output_base
     root = os.path.join(base, "external")
     if not os.path.isdir(root):
         raise BadInputError(f"{root} does not exist: is {base} a Bazel output_base?")
-    cache_dir = None if no_cache else indexcache.default_dir(base, os.environ)
+    cache_dir = None if no_cache else indexcache.default_dir(base, inv.env)
     # The copies this interpreter's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], elf.read_header(sys.executable),
                          cache_dir=cache_dir, on_error=_warn_unreadable,
@@ -201,23 +215,23 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
     sys.exit(0 if all(found.values()) else 1)
 
 
-def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:
+def _make_bazel(inv: Invocation, bazel_path: str | None, startup: Sequence[str]) -> Bazel:
     from bazel_ldfix.bazel import Bazel
 
-    executable = bazel_path or os.environ.get("BAZEL") or "bazel"
-    return Bazel(executable, os.getcwd(), dict(os.environ), tuple(startup))
+    executable = bazel_path or inv.env.get("BAZEL") or "bazel"
+    return Bazel(executable, inv.cwd, dict(inv.env), tuple(startup))
 
 
-def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | None,
+def _plan(inv: Invocation, bazel_path: str | None, startup: Sequence[str], output_base: str | None,
           prepend: bool, no_cache: bool, bazel_args: Sequence[str]
           ) -> tuple[Repair | None, int]:
     from bazel_ldfix import index, indexcache
     from bazel_ldfix.repair import repair_tests
 
     def cache_dir(base: str) -> str:
-        return indexcache.default_dir(base, os.environ)
+        return indexcache.default_dir(base, inv.env)
 
-    return repair_tests(_make_bazel(bazel_path, startup), bazel_args, os.environ,
+    return repair_tests(_make_bazel(inv, bazel_path, startup), bazel_args, inv.env,
                         output_base=output_base, prepend=prepend,
                         cache_dir=None if no_cache else cache_dir,
                         progress=index.Progress(sys.stderr), on_error=_warn_unreadable)
@@ -235,7 +249,8 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
 @click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
               help="Resolve as if DIR were / (a sysroot or container image).")
-def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
+@_pass_invocation
+def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
             inhibit_cache: bool, root: str) -> None:
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
@@ -244,7 +259,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
     from bazel_ldfix import report
     from bazel_ldfix.resolve import resolve_file
 
-    options = _options(library_path, inhibit_cache, root)
+    options = _options(inv, library_path, inhibit_cache, root)
     results = []
     bad = False
     for path in files:
@@ -257,7 +272,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
         if as_json:
             click.echo(report.resolutions_json(results))
         else:
-            color = _color()
+            color = _color(inv)
             click.echo("\n".join(report.resolution_tree(r, color=color) for r in results))
     stops = any(r.missing or r.error or any(v.fatal for v in r.versions) for r in results)
     sys.exit(2 if bad else 1 if stops else 0)
@@ -272,7 +287,8 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
               help="Leave /etc/ld.so.cache out, so that it cannot hide a missing library.")
 @click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
               help="Which of these directories are needed (repeatable).")
-def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
+@_pass_invocation
+def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
           inhibit_cache: bool, matrix_dirs: tuple[str, ...]) -> None:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
@@ -282,7 +298,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     from bazel_ldfix import check as checking
     from bazel_ldfix import report
 
-    options = _options(library_path, inhibit_cache, "/")
+    options = _options(inv, library_path, inhibit_cache, "/")
     bad = False
     if matrix_dirs:
         matrices = []
@@ -304,7 +320,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
             click.echo(f"error: {_explain_bad(exc)}", err=True)
             bad = True
     if results:
-        color = _color()
+        color = _color(inv)
         click.echo(report.checks_json(results) if as_json
                    else "\n".join(report.check_text(r, color=color) for r in results))
     if bad:
@@ -314,11 +330,13 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     sys.exit(0 if all(r.loads for r in results) else 1)
 
 
-def _options(library_path: str | None, inhibit_cache: bool, root: str) -> Options:
+def _options(inv: Invocation, library_path: str | None, inhibit_cache: bool,
+             root: str) -> Options:
     from bazel_ldfix.resolve import Options
 
-    value = library_path if library_path is not None else os.environ.get("LD_LIBRARY_PATH")
-    return Options(value, inhibit_cache, os.path.abspath(root), os.getcwd())
+    value = library_path if library_path is not None else inv.env.get("LD_LIBRARY_PATH")
+    return Options(value, inhibit_cache, os.path.normpath(os.path.join(inv.cwd, root)),
+                   inv.cwd)
 
 
 def _explain_bad(exc: BadInputError) -> str:
@@ -332,15 +350,24 @@ def _explain_bad(exc: BadInputError) -> str:
     return text
 
 
-def _color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+def _color(inv: Invocation) -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in inv.env
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: LdfixError becomes one line on stderr and its exit code."""
+    inv = from_environ(os.environ, os.getcwd())
+    if inv.by_bazel_run:
+        # `bazel run` starts us in our runfiles tree: go where the user is, so that every
+        # relative path given (and every check click makes of one) means what it means there.
+        try:
+            os.chdir(inv.cwd)
+        except OSError as exc:
+            click.echo(f"error: cannot enter {inv.cwd}: {exc.strerror}", err=True)
+            return 2
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="bazel-ldfix",
-                 standalone_mode=False)
+                 standalone_mode=False, obj=inv)
     except LdfixError as exc:
         click.echo(f"error: {exc}", err=True)
         return exc.exit_code
