@@ -1,0 +1,113 @@
+"""The launcher of the test rules in ``//:defs.bzl``, run by ``bazel test``.
+
+Each rule passes a command, the label it checks (for the messages), the target's file as
+``$(rootpath)`` gives it, and the command's options. The file is found through the test's
+runfiles with rules_python's runfiles library (``runfiles``, PyPI ``bazel-runfiles``), which
+reads the runfiles directory or, under ``--nobuild_runfile_links``, the manifest alone; so
+the test names no absolute path and runs the same locally, sandboxed or remotely.
+
+``load`` resolves the file with the loader model in the test's own environment (its
+``LD_LIBRARY_PATH``, this machine's loader) and, when something would not load, prints what
+``bazel-ldfix resolve`` prints, then the BUILD change that fixes a ``cc_import`` of an
+unversioned file. ``inspect`` and ``assert-linkage`` run those commands as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import sys
+from collections.abc import Mapping, Sequence
+
+COMMANDS = ("load", "inspect", "assert-linkage")
+
+
+def rlocation_path(rootpath: str, workspace: str) -> str:
+    """The runfiles path of a file, from ``$(rootpath)`` and the test's workspace name.
+
+    ``$(rootpath)`` is relative to the main repository's runfiles directory: ``pkg/f`` there,
+    ``external/repo/f`` (Bazel 4-6) or ``../repo/f`` (Bazel 7+, and older Bazels with
+    ``--nolegacy_external_runfiles``) for another repository. Bazel 6+ also has
+    ``$(rlocationpath)``, which gives the result directly; 4.2.3 does not.
+    """
+    if rootpath.startswith("../"):
+        return posixpath.normpath(rootpath[len("../"):])
+    if rootpath.startswith("external/"):
+        return posixpath.normpath(rootpath[len("external/"):])
+    # The root package's files come as ./name.
+    return posixpath.normpath(f"{workspace}/{rootpath}")
+
+
+def locate(rootpath: str, env: Mapping[str, str]) -> str | None:
+    """The file's path in this test's runfiles, or None when the runfiles lack it."""
+    import runfiles
+
+    files = runfiles.Create(dict(env))
+    if files is None:
+        return None
+    workspace = env.get("TEST_WORKSPACE") or "_main"
+    try:
+        path = files.Rlocation(rlocation_path(rootpath, workspace))
+    except ValueError:  # a path the library refuses (absolute, with .., ...)
+        return None
+    return path if path is not None and os.path.exists(path) else None
+
+
+def load_fixes(path: str, missing: Sequence[str]) -> list[str]:
+    """The BUILD changes for missing sonames that a ``cc_import`` of ``libX.so`` explains."""
+    from bazel_ldfix import fixes
+
+    out = []
+    imports = fixes.solib_imports(fixes.solib_dirs_of(path))
+    for soname in missing:
+        for imp in imports:
+            if imp.soname != soname or imp.file == soname:
+                continue
+            versioned = fixes.versioned_in_repository(imp, soname)
+            if versioned is not None:
+                out.append(fixes.import_versioned(imp, soname, versioned))
+                break
+    return out
+
+
+def check_load(label: str, path: str, env: Mapping[str, str]) -> int:
+    """0 when the loader model loads ``path`` in ``env``, else 1 with the explanation."""
+    from bazel_ldfix import report
+    from bazel_ldfix.errors import BadInputError
+    from bazel_ldfix.resolve import Options, resolve_file
+
+    options = Options(env.get("LD_LIBRARY_PATH"), False, "/", os.getcwd())
+    try:
+        result = resolve_file(path, options)
+    except BadInputError as exc:
+        print(f"{label}: cannot be loaded: {exc}", file=sys.stderr)
+        return 1
+    tree = report.resolution_tree(result, color=False)
+    stops = result.missing or result.error or any(v.fatal for v in result.versions)
+    if not stops:
+        print(f"{label} loads in this test's environment:\n{tree}")
+        return 0
+    what = ", ".join(result.missing) or result.error or "a symbol version"
+    print(f"{label} would not load: {what}\n{tree}")
+    for text in load_fixes(path, result.missing):
+        print(f"\nfix: {text}")
+    return 1
+
+
+def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    """``COMMAND LABEL ROOTPATH [OPTIONS...]``; the test's exit code."""
+    env = os.environ if env is None else env
+    if len(argv) < 3 or argv[0] not in COMMANDS:
+        print(f"error: usage: COMMAND LABEL ROOTPATH [OPTIONS...], COMMAND one of "
+              f"{', '.join(COMMANDS)}; got {list(argv)!r}", file=sys.stderr)
+        return 2
+    command, label, rootpath, *options = argv
+    path = locate(rootpath, env)
+    if path is None:
+        print(f"error: {label} ({rootpath}) is not in this test's runfiles", file=sys.stderr)
+        return 2
+    if command == "load":
+        return check_load(label, path, env)
+    from bazel_ldfix.cli import main as cli_main
+
+    return cli_main([command, *options, path])
