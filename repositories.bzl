@@ -5,7 +5,8 @@
 
 declares, unless the WORKSPACE already has them:
 
-- `@bazel_ldfix_pip`: the Python packages the tool runs with (click, bazel-runfiles), taken
+- `@bazel_ldfix_pip`: the Python packages the tool runs with (click, pyelftools,
+  bazel-runfiles), taken
   from an installed Python's site-packages. Nothing is downloaded. The Python is
   `$BAZEL_LDFIX_PYTHON` if set, else the `python` argument, else `python3` on PATH; its
   `importlib.metadata` says where each distribution's files are, and those files are linked
@@ -17,7 +18,7 @@ declares, unless the WORKSPACE already has them:
   to install offline; with a real rules_python declared before this call, that one is used).
 """
 
-PACKAGES = ["bazel-runfiles", "click"]
+PACKAGES = ["bazel-runfiles", "click", "pyelftools"]
 
 # Prints {distribution: {"version", "base", "top"}} for the distributions named on the
 # command line: where the installed files are, and which top-level names they provide.

@@ -330,6 +330,52 @@ def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: 
     sys.exit(0 if all(r.loads for r in results) else 1)
 
 
+_KINDS = ("shared-object", "pie", "executable", "relocatable", "core", "other-elf",
+          "static-archive", "thin-archive", "linker-script", "not-elf", "empty", "missing",
+          "directory", "special")
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--require", "required", type=click.Choice(_KINDS), default=None,
+              metavar="KIND", help=f"Exit 1 unless every FILE is of this kind: "
+                                   f"{', '.join(_KINDS)}.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> None:
+    """What each FILE really is, decided by its bytes, never its name.
+
+    Exit 0 when every FILE is of the --require'd kind (or none is asked), 1 when some is
+    not, 2 when a file cannot be read or is corrupt.
+    """
+    from bazel_ldfix.linkage import kinds, render
+
+    want = kinds.Kind(required) if required is not None else None
+    docs = []
+    texts = []
+    bad = mismatched = False
+    for path in files:
+        try:
+            item = kinds.inspect(path)
+        except BadInputError as exc:
+            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            bad = True
+            docs.append(render.inspection_document(
+                kinds.Inspection(path, kinds.Kind.NOT_ELF), want, error=str(exc)))
+            continue
+        docs.append(render.inspection_document(item, want))
+        texts.append(render.inspection_text(item))
+        problem = item.mismatch(want) if want is not None else None
+        if problem is not None and want is not None:
+            mismatched = True
+            click.echo(f"bazel-ldfix: {render.printable(path)} is not {want.words}: {problem}",
+                       err=True)
+    if as_json:
+        click.echo(render.inspections_json(docs))
+    elif texts:
+        click.echo("\n".join(texts))
+    sys.exit(2 if bad else 1 if mismatched else 0)
+
+
 def _options(inv: Invocation, library_path: str | None, inhibit_cache: bool,
              root: str) -> Options:
     from bazel_ldfix.resolve import Options
