@@ -6,8 +6,7 @@
 declares, unless the WORKSPACE already has them:
 
 - `@bazel_ldfix_pip`: the Python packages the tool runs with (click, pyelftools,
-  bazel-runfiles), taken
-  from an installed Python's site-packages. Nothing is downloaded. The Python is
+  bazel-runfiles), taken from an installed Python's site-packages. Nothing is downloaded. The Python is
   `$BAZEL_LDFIX_PYTHON` if set, else the `python` argument, else `python3` on PATH; its
   `importlib.metadata` says where each distribution's files are, and those files are linked
   into the repository as one `py_library` per distribution, at the same labels rules_python's
