@@ -46,9 +46,14 @@ def locate(rootpath: str, env: Mapping[str, str]) -> str | None:
     if files is None:
         return None
     workspace = env.get("TEST_WORKSPACE") or "_main"
+    wanted = rlocation_path(rootpath, workspace)
+    if wanted.startswith(("/", "../")) or wanted == "..":
+        return None  # outside the runfiles, which the library would hand back as it is
     try:
-        path = files.Rlocation(rlocation_path(rootpath, workspace))
-    except ValueError:  # a path the library refuses (absolute, with .., ...)
+        # The path already names the repository canonically (as the runfiles tree does):
+        # the main repository's mapping, which maps only apparent names, leaves it alone.
+        path = files.Rlocation(wanted, source_repo="")
+    except ValueError:  # a path the library refuses (not normalized)
         return None
     return path if path is not None and os.path.exists(path) else None
 

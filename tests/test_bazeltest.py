@@ -41,6 +41,7 @@ def test_locate_reads_the_runfiles_directory(tmp_path: Path) -> None:
     env = {"RUNFILES_DIR": str(tree), "TEST_WORKSPACE": "ws"}
     assert locate("app/app", env) == str(tree / "ws" / "app" / "app")
     assert locate("../ws/../../etc/passwd", env) is None  # not a runfiles path
+    assert locate("external//etc/passwd", env) is None
 
 
 def test_load_verdict_names_the_missing_library_and_the_search(tmp_path: Path,
@@ -71,3 +72,20 @@ def test_a_file_outside_the_runfiles_is_a_usage_error(tmp_path: Path,
     assert main(["load", "//bin:app", "bin/app"], env) == 2
     assert "error: //bin:app (bin/app) is not in this test's runfiles" in capsys.readouterr().err
     assert main(["frobnicate", "//bin:app", "bin/app"], env) == 2
+
+
+def test_locate_under_bzlmod_with_a_repository_mapping(tmp_path: Path) -> None:
+    """Bazel 8 with bzlmod (recorded layout, not run here): the main repository is `_main`,
+    another is `<name>+` (`<name>~` on Bazel 7), `$(rootpath)` of its files starts with
+    `../`, and the runfiles carry `_repo_mapping` (source canonical, apparent, canonical)."""
+    real = program(tmp_path / "out" / "bin" / "app")
+    sdk_lib = lib(tmp_path / "out" / "sdk" / "libx.so.1")
+    mapping = tmp_path / "_repo_mapping"
+    mapping.write_text(",bazel_ldfix,bazel_ldfix+\n,demo_sdk,+demo+demo_sdk\n,ws,_main\n"
+                       "bazel_ldfix+,bazel_ldfix,bazel_ldfix+\n")
+    manifest = tmp_path / "t.runfiles_manifest"
+    manifest.write_text(f"_repo_mapping {mapping}\n_main/app/app {real}\n"
+                        f"+demo+demo_sdk/lib/libx.so.1 {sdk_lib}\n")
+    env = {"RUNFILES_MANIFEST_FILE": str(manifest), "TEST_WORKSPACE": "_main"}
+    assert locate("app/app", env) == str(real)
+    assert locate("../+demo+demo_sdk/lib/libx.so.1", env) == str(sdk_lib)
