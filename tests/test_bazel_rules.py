@@ -32,8 +32,12 @@ USES_DEMO = """
 int demo_value(void);
 int main(void) { return demo_value() == 11 ? 0 : 1; }
 """
-# The library's own function, compiled into the program: a private static copy.
 DEMO_SRC = "int demo_value(void){return 11;}"
+USES_GOOD = """
+int good_value(void);
+int main(void) { return good_value() == 2 ? 0 : 1; }
+"""
+GOOD_SRC = "int good_value(void){return 2;}"
 
 
 def demo_repository(path: Path, shared_library: str) -> str:
@@ -44,11 +48,16 @@ def demo_repository(path: Path, shared_library: str) -> str:
             f"build_file_content = {json.dumps(build)})\n")
 
 
-def consumer_workspace(top: Path, sdk_dir: Path) -> str:
+def consumer_workspace(top: Path, sdk_dir: Path, good_dir: Path) -> str:
+    # @good_sdk imports its versioned file: what the linkage tests check loads as linked.
+    good_build = ('package(default_visibility = ["//visibility:public"])\n'
+                  'cc_import(name = "good", shared_library = "lib/libgood.so.2")\n')
     return (f'local_repository(name = "bazel_ldfix", path = "{REPO}")\n'
             'load("@bazel_ldfix//:repositories.bzl", "bazel_ldfix_dependencies")\n'
             "bazel_ldfix_dependencies()\n"
-            + demo_repository(sdk_dir, "lib/libdemo.so"))
+            + demo_repository(sdk_dir, "lib/libdemo.so")
+            + f'new_local_repository(name = "good_sdk", path = "{good_dir}", '
+              f"build_file_content = {json.dumps(good_build)})\n")
 
 
 def runtime_env(top: Path) -> dict[str, str]:
@@ -75,8 +84,31 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     top = tmp_path_factory.mktemp("rules")
     sdk_dir = top / "sdks" / "demo"
     sdk(sdk_dir, "demo", "11", src=DEMO_SRC)
+    good_dir = top / "sdks" / "good"
+    sdk(good_dir, "good", "2", src=GOOD_SRC)
     files = {
-        "WORKSPACE": consumer_workspace(top, sdk_dir),
+        "WORKSPACE": consumer_workspace(top, sdk_dir, good_dir),
+        "linkage/BUILD": """
+load("@bazel_ldfix//:defs.bzl", "ldfix_linkage_test")
+
+cc_binary(name = "shared", srcs = ["main.c"], deps = ["@good_sdk//:good"])
+
+cc_library(name = "good_static", srcs = ["good.c"])
+
+cc_binary(name = "private_copy", srcs = ["main.c"], deps = [":good_static"])
+
+[ldfix_linkage_test(
+    name = binary + "_linkage_test",
+    binary = binary,
+    needs = ["libgood.so.2"],
+    imports = ["good_value"],
+    no_defines = ["good_value"],
+    binds = {"good_value": "libgood.so.2"},
+    tags = tags,
+) for binary, tags in [("shared", []), ("private_copy", ["manual"])]]
+""",
+        "linkage/main.c": USES_GOOD,
+        "linkage/good.c": GOOD_SRC + "\n",
         "app/BUILD": """
 load("@bazel_ldfix//:defs.bzl", "ldfix_load_test")
 
@@ -149,6 +181,18 @@ def test_bazel_run_env_and_diagnose_work_in_the_users_workspace(ws: Workspace) -
     assert diagnosis.returncode == 1, diagnosis.stderr[-3000:]
     failures = json.loads(diagnosis.stdout)["failures"]
     assert [(f["test"], f["soname"]) for f in failures] == [("//app:app_test", "libdemo.so.11")]
+
+
+def test_linkage_test_passes_for_the_shared_library_and_fails_for_a_private_copy(
+        ws: Workspace) -> None:
+    good = ws.bazel("test", "//linkage:shared_linkage_test")
+    assert good.returncode == 0, good.stderr[-3000:]
+    # The same assertions on the program with good_value compiled in.
+    bad = ws.bazel("test", "//linkage:private_copy_linkage_test")
+    assert bad.returncode == 3, bad.stderr[-3000:]
+    log = ws.test_log("linkage", "private_copy_linkage_test")
+    assert "FAIL --no-defines good_value: defined in .symtab (a private copy)" in log
+    assert "FAIL --needs libgood.so.2" in log
 
 
 def test_inspect_test_rejects_a_static_archive_named_so(ws: Workspace) -> None:
