@@ -9,17 +9,26 @@ the test names no absolute path and runs the same locally, sandboxed or remotely
 ``load`` resolves the file with the loader model in the test's own environment (its
 ``LD_LIBRARY_PATH``, this machine's loader) and, when something would not load, prints what
 ``bazel-ldfix resolve`` prints, then the BUILD change that fixes a ``cc_import`` of an
-unversioned file. ``inspect`` and ``assert-linkage`` run those commands as they are.
+unversioned file. The other shared objects in the runfiles (what the binary may ``dlopen``:
+plugins in its ``data``) are resolved too, each as ``dlopen`` would load it into the
+binary's process: a soname the binary already loaded is reused, not searched again (glibc
+``_dl_map_object`` matches loaded objects by name first). ``inspect`` and ``assert-linkage``
+run those commands as they are.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import re
 import sys
 from collections.abc import Mapping, Sequence
 
 COMMANDS = ("load", "inspect", "assert-linkage")
+# The test's own repositories (the tool, its Python packages, a Python toolchain): their
+# files are in the runfiles too, but are not the binary's.
+_TOOL_REPOSITORIES = ("bazel_ldfix", "bazel_ldfix_pip", "rules_python")
+_SHARED_NAME = re.compile(r"\.so(\.[0-9][0-9A-Za-z.]*)?$")
 
 
 def rlocation_path(rootpath: str, workspace: str) -> str:
@@ -58,6 +67,53 @@ def locate(rootpath: str, env: Mapping[str, str]) -> str | None:
     return path if path is not None and os.path.exists(path) else None
 
 
+def _is_tool_repository(name: str) -> bool:
+    # Under bzlmod the names are canonical: bazel_ldfix~, bazel_ldfix+, rules_python~~python~...
+    return any(name == repo or name.startswith((repo + "~", repo + "+"))
+               or (repo == "rules_python" and "rules_python" in name)
+               for repo in _TOOL_REPOSITORIES)
+
+
+def runfiles_entries(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(runfiles path, file) for every file of the test's runfiles, directory or manifest."""
+    root = env.get("RUNFILES_DIR")
+    if root and os.path.isdir(root):
+        out = []
+        for top, dirs, files in os.walk(root):
+            dirs.sort()
+            for name in sorted(files):
+                path = os.path.join(top, name)
+                out.append((os.path.relpath(path, root), path))
+        return out
+    manifest = env.get("RUNFILES_MANIFEST_FILE")
+    if not manifest:
+        return []
+    out = []
+    with open(manifest, encoding="utf-8", errors="surrogateescape") as lines:
+        for line in lines:
+            rlocation, _, target = line.rstrip("\n").partition(" ")
+            if target:
+                out.append((rlocation, target))
+    return out
+
+
+def runfiles_shared_objects(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The shared objects in the runfiles outside the test's own repositories."""
+    from bazel_ldfix.linkage import kinds
+
+    out = []
+    for rlocation, path in runfiles_entries(env):
+        repository = rlocation.split("/", 1)[0]
+        if _is_tool_repository(repository) or not _SHARED_NAME.search(rlocation):
+            continue
+        try:
+            if kinds.inspect(path).kind is kinds.Kind.SHARED_OBJECT:
+                out.append((rlocation, path))
+        except OSError:
+            continue
+    return out
+
+
 def load_fixes(path: str, missing: Sequence[str]) -> list[str]:
     """The BUILD changes for missing sonames that a ``cc_import`` of ``libX.so`` explains."""
     from bazel_ldfix import fixes
@@ -89,14 +145,35 @@ def check_load(label: str, path: str, env: Mapping[str, str]) -> int:
         return 1
     tree = report.resolution_tree(result, color=False)
     stops = result.missing or result.error or any(v.fatal for v in result.versions)
-    if not stops:
-        print(f"{label} loads in this test's environment:\n{tree}")
-        return 0
-    what = ", ".join(result.missing) or result.error or "a symbol version"
-    print(f"{label} would not load: {what}\n{tree}")
-    for text in load_fixes(path, result.missing):
-        print(f"\nfix: {text}")
-    return 1
+    if stops:
+        what = ", ".join(result.missing) or result.error or "a symbol version"
+        print(f"{label} would not load: {what}\n{tree}")
+        for text in load_fixes(path, result.missing):
+            print(f"\nfix: {text}")
+        return 1
+    print(f"{label} loads in this test's environment:\n{tree}")
+    loaded = {os.path.realpath(lib.path) for lib in result.libraries if lib.path}
+    loaded.add(os.path.realpath(path))
+    sonames = {lib.name for lib in result.libraries if lib.path}
+    failed = False
+    for rlocation, other in runfiles_shared_objects(env):
+        if os.path.realpath(other) in loaded:
+            continue
+        try:
+            more = resolve_file(other, options)
+        except BadInputError as exc:
+            print(f"\n{rlocation} (in the runfiles) cannot be loaded: {exc}")
+            failed = True
+            continue
+        missing = [name for name in more.missing if name not in sonames]
+        if missing or more.error or any(v.fatal for v in more.versions):
+            what = ", ".join(missing) or more.error or "a symbol version"
+            print(f"\n{rlocation} (in the runfiles, loaded with dlopen) would not load: "
+                  f"{what}\n{report.resolution_tree(more, color=False)}")
+            for text in load_fixes(other, missing):
+                print(f"\nfix: {text}")
+            failed = True
+    return 1 if failed else 0
 
 
 def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:

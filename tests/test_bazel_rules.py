@@ -115,8 +115,18 @@ load("@bazel_ldfix//:defs.bzl", "ldfix_load_test")
 cc_test(name = "app_test", srcs = ["app_test.c"], deps = ["@demo_sdk//:demo"])
 
 ldfix_load_test(name = "app_load_test", binary = ":app_test")
+
+# A plugin the test would dlopen: in its runfiles, not in its own load.
+cc_binary(name = "libplugin.so", srcs = ["plugin.c"], deps = ["@demo_sdk//:demo"],
+          linkshared = True)
+
+cc_test(name = "host_test", srcs = ["host.c"], data = [":libplugin.so"])
+
+ldfix_load_test(name = "host_load_test", binary = ":host_test")
 """,
         "app/app_test.c": USES_DEMO,
+        "app/plugin.c": "int demo_value(void);\nint plugin_value(void){return demo_value();}\n",
+        "app/host.c": "int main(void) { return 0; }\n",
         "inspect/BUILD": """
 load("@bazel_ldfix//:defs.bzl", "ldfix_inspect_test")
 
@@ -215,6 +225,13 @@ def test_load_test_explains_a_missing_versioned_library_and_passes_once_fixed(
         assert "libdemo.so.11 not found" in log
         assert "searched, in this order:" in log
         assert 'shared_library = "lib/libdemo.so.11",  # was "lib/libdemo.so"' in log
+        red = ws.bazel("test", links, "//app:host_load_test")
+        assert red.returncode == 3, red.stderr[-3000:]
+        log = ws.test_log("app", "host_load_test")
+        assert "//app:host_test loads in this test's environment" in log
+        assert ("ws/app/libplugin.so (in the runfiles, loaded with dlopen) would not load: "
+                "libdemo.so.11") in log
+        assert 'shared_library = "lib/libdemo.so.11",  # was "lib/libdemo.so"' in log
 
     # The fix the test names: import the versioned file.
     workspace_file = ws.root / "WORKSPACE"
@@ -223,6 +240,8 @@ def test_load_test_explains_a_missing_versioned_library_and_passes_once_fixed(
         demo_repository(sdk_dir, "lib/libdemo.so"),
         demo_repository(sdk_dir, "lib/libdemo.so.11")))
     for links in ("--build_runfile_links", "--nobuild_runfile_links"):
-        green = ws.bazel("test", links, "//app:app_load_test", "//app:app_test")
+        green = ws.bazel("test", links, "//app:app_load_test", "//app:app_test",
+                         "//app:host_load_test")
         assert green.returncode == 0, green.stderr[-3000:]
         assert "loads in this test's environment" in ws.test_log("app", "app_load_test")
+        assert "would not load" not in ws.test_log("app", "host_load_test")

@@ -89,3 +89,31 @@ def test_locate_under_bzlmod_with_a_repository_mapping(tmp_path: Path) -> None:
     env = {"RUNFILES_MANIFEST_FILE": str(manifest), "TEST_WORKSPACE": "_main"}
     assert locate("app/app", env) == str(real)
     assert locate("../+demo+demo_sdk/lib/libx.so.1", env) == str(sdk_lib)
+
+
+def test_load_resolves_the_other_shared_objects_of_the_runfiles_as_dlopen_would(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    x = lib(tmp_path / "x" / "libx.so.1")
+    # The binary finds libx.so.1 through its own RUNPATH, which a plugin does not have.
+    real = program(tmp_path / "out" / "bin" / "app", needs=[x], runpath=str(x.parent))
+    reuses = lib(tmp_path / "out" / "bin" / "libreuses.so", needs=[x])
+    missing = lib(tmp_path / "sdk" / "libmissing.so.3")
+    lonely = lib(tmp_path / "out" / "bin" / "liblonely.so", needs=[missing])
+    tool_own = lib(tmp_path / "pip" / "libtool_own.so", needs=[missing])
+    manifest = tmp_path / "t.runfiles_manifest"
+    entries = [f"ws/bin/app {real}", f"ws/bin/libreuses.so {reuses}",
+               f"bazel_ldfix_pip/click/site/libtool_own.so {tool_own}",
+               f"ws/bin/data.txt {tmp_path / 'nonexistent'}"]
+    manifest.write_text("\n".join(entries) + "\n")
+    env = {"RUNFILES_MANIFEST_FILE": str(manifest), "TEST_WORKSPACE": "ws"}
+    # libreuses.so needs libx.so.1, which the binary has already loaded: dlopen reuses it.
+    # The tool's own repositories are not the binary's.
+    assert main(["load", "//bin:app", "bin/app"], env) == 0, capsys.readouterr().out
+    capsys.readouterr()
+
+    manifest.write_text("\n".join([*entries, f"ws/bin/liblonely.so {lonely}"]) + "\n")
+    assert main(["load", "//bin:app", "bin/app"], env) == 1
+    out = capsys.readouterr().out
+    assert "ws/bin/liblonely.so (in the runfiles, loaded with dlopen) would not load: " \
+           "libmissing.so.3" in out
+    assert "libtool_own" not in out and "libreuses" not in out
