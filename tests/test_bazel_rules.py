@@ -22,6 +22,8 @@ import pytest
 from bazelws import BAZEL, REPO, Workspace, clean_env, make_workspace, sdk
 from elfbuild import cc
 
+from bazel_ldfix import __version__
+
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
@@ -159,6 +161,13 @@ def test_bazel_run_test_turns_the_red_test_green(ws: Workspace) -> None:
     assert "--test_env=LD_LIBRARY_PATH=" in result.stderr
     # The load test too, in the environment the repair gave it.
     assert "loads in this test's environment" in ws.test_log("app", "app_load_test")
+
+
+def test_bazel_run_version_comes_from_the_source_tree(ws: Workspace) -> None:
+    """The py_binary runs the package from its runfiles: no installed metadata there."""
+    result = ws.bazel(*RUN, "--version")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == f"bazel-ldfix, version {__version__}\n"
 
 
 def test_bazel_run_reads_relative_paths_where_the_user_is(ws: Workspace) -> None:
