@@ -27,7 +27,6 @@ def _ldfix_test(name, command, target, options, **kwargs):
         data = [target] + kwargs.pop("data", []),
         deps = _DEPS,
         legacy_create_init = False,  # see //:bazel-ldfix
-        python_version = "PY3",
         **kwargs
     )
 

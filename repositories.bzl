@@ -55,7 +55,8 @@ def _installed_python_packages_impl(rctx):
             fail("bazel_ldfix_dependencies: no `%s` on PATH; set BAZEL_LDFIX_PYTHON or " % python +
                  "pass python = \"/path/to/python3\"")
         python = str(found)
-    result = rctx.execute([python, "-I", "-c", _FIND] + rctx.attr.packages)
+    # -E: PYTHONPATH and the like do not decide; the user's site-packages still count.
+    result = rctx.execute([python, "-E", "-c", _FIND] + rctx.attr.packages)
     if result.return_code != 0:
         fail("bazel_ldfix_dependencies: %s failed (exit code %d):\n%s" %
              (python, result.return_code, result.stderr))

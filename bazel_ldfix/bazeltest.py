@@ -34,10 +34,10 @@ _SHARED_NAME = re.compile(r"\.so(\.[0-9][0-9A-Za-z.]*)?$")
 def rlocation_path(rootpath: str, workspace: str) -> str:
     """The runfiles path of a file, from ``$(rootpath)`` and the test's workspace name.
 
-    ``$(rootpath)`` is relative to the main repository's runfiles directory: ``pkg/f`` there,
-    ``external/repo/f`` (Bazel 4-6) or ``../repo/f`` (Bazel 7+, and older Bazels with
-    ``--nolegacy_external_runfiles``) for another repository. Bazel 6+ also has
-    ``$(rlocationpath)``, which gives the result directly; 4.2.3 does not.
+    ``$(rootpath)`` is relative to the main repository's runfiles directory: ``pkg/f`` there
+    (``./f`` in the root package), and for another repository's file ``external/repo/f``,
+    or ``../repo/f`` with ``--nolegacy_external_runfiles`` (both seen on Bazel 4.2.3).
+    Bazel 6+ also has ``$(rlocationpath)``, which gives the result directly; 4.2.3 does not.
     """
     if rootpath.startswith("../"):
         return posixpath.normpath(rootpath[len("../"):])

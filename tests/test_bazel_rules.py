@@ -53,7 +53,8 @@ def demo_repository(path: Path, shared_library: str) -> str:
 def consumer_workspace(top: Path, sdk_dir: Path, good_dir: Path) -> str:
     # @good_sdk imports its versioned file: what the linkage tests check loads as linked.
     good_build = ('package(default_visibility = ["//visibility:public"])\n'
-                  'cc_import(name = "good", shared_library = "lib/libgood.so.2")\n')
+                  'cc_import(name = "good", shared_library = "lib/libgood.so.2")\n'
+                  'exports_files(["lib/libgood.so.2"])\n')
     return (f'local_repository(name = "bazel_ldfix", path = "{REPO}")\n'
             'load("@bazel_ldfix//:repositories.bzl", "bazel_ldfix_dependencies")\n'
             "bazel_ldfix_dependencies()\n"
@@ -133,6 +134,9 @@ ldfix_load_test(name = "host_load_test", binary = ":host_test")
 load("@bazel_ldfix//:defs.bzl", "ldfix_inspect_test")
 
 ldfix_inspect_test(name = "real_so_test", file = "libreal.so")
+
+# A file of another repository: its $(rootpath) is external/good_sdk/... or ../good_sdk/...
+ldfix_inspect_test(name = "sdk_so_test", file = "@good_sdk//:lib/libgood.so.2")
 
 # A static archive renamed libfake.so: what a careless prebuilt drop delivers.
 ldfix_inspect_test(name = "fake_so_test", file = "libfake.so", tags = ["manual"])
@@ -215,8 +219,10 @@ def test_linkage_test_passes_for_the_shared_library_and_fails_for_a_private_copy
 
 
 def test_inspect_test_rejects_a_static_archive_named_so(ws: Workspace) -> None:
-    good = ws.bazel("test", "//inspect:real_so_test")
-    assert good.returncode == 0, good.stderr[-3000:]
+    for links in ("--legacy_external_runfiles", "--nolegacy_external_runfiles"):
+        good = ws.bazel("test", links, "//inspect:real_so_test", "//inspect:sdk_so_test")
+        assert good.returncode == 0, good.stderr[-3000:]
+        assert "libgood.so.2: a shared object" in ws.test_log("inspect", "sdk_so_test")
     bad = ws.bazel("test", "//inspect:fake_so_test")
     assert bad.returncode == 3, bad.stderr[-3000:]
     log = ws.test_log("inspect", "fake_so_test")
