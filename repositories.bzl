@@ -11,7 +11,8 @@ declares, unless the WORKSPACE already has them:
   `importlib.metadata` says where each distribution's files are, and those files are linked
   into the repository as one `py_library` per distribution, at the same labels rules_python's
   `pip.parse` hub gives (`@bazel_ldfix_pip//click`, `@bazel_ldfix_pip//bazel_runfiles`), so
-  that BUILD.bazel reads the same under WORKSPACE and bzlmod.
+  that BUILD.bazel reads the same under WORKSPACE and bzlmod. A version other than the one
+  requirements_lock.txt pins is used, with a warning: offline, it is all there is.
 - `@rules_python`, when the WORKSPACE has none: `python/defs.bzl` forwarding `py_binary`,
   `py_library` and `py_test` to the rules built into Bazel (no package of rules_python exists
   to install offline; with a real rules_python declared before this call, that one is used).
@@ -47,6 +48,16 @@ def _normalize(name):
     # PEP 503 names as rules_python's hub spells them: lower case, runs of -_. become _.
     return name.lower().replace("-", "_").replace(".", "_")
 
+def _pinned(text):
+    """{normalized name: version} of the `name==version` lines of a requirements lock."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if "==" in line and not line.startswith("#"):
+            name, _, rest = line.partition("==")
+            out[_normalize(name.strip())] = rest.split(" ")[0].split(";")[0].strip()
+    return out
+
 def _installed_python_packages_impl(rctx):
     python = rctx.os.environ.get("BAZEL_LDFIX_PYTHON") or rctx.attr.python
     if "/" not in python:
@@ -68,6 +79,17 @@ def _installed_python_packages_impl(rctx):
             ", ".join(missing),
             " ".join(missing),
         ) + "BAZEL_LDFIX_PYTHON to a Python that has")
+    pinned = _pinned(rctx.read(rctx.attr.lock))
+    for name in rctx.attr.packages:
+        want = pinned.get(_normalize(name))
+        if want and want != found[name]["version"]:
+            # Offline, what is installed is all there is: say so, and go on.
+            print("bazel_ldfix_dependencies: %s has %s %s; requirements_lock.txt pins %s" % (
+                python,
+                name,
+                found[name]["version"],
+                want,
+            ))
     rctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % rctx.name)
     rctx.file("BUILD.bazel", "# Found in %s\n" % python)
     for name in rctx.attr.packages:
@@ -95,6 +117,7 @@ alias(name = "pkg", actual = ":{package}")
 installed_python_packages = repository_rule(
     implementation = _installed_python_packages_impl,
     attrs = {
+        "lock": attr.label(default = Label("//:requirements_lock.txt"), allow_single_file = True),
         "packages": attr.string_list(mandatory = True),
         "python": attr.string(default = "python3"),
     },
