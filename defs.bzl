@@ -26,7 +26,7 @@ def _ldfix_test(name, command, target, options, **kwargs):
         args = [command, _label(target), "$(rootpath %s)" % target] + options,
         data = [target] + kwargs.pop("data", []),
         deps = _DEPS,
-        legacy_create_init = False,  # see //:bazel-ldfix
+        legacy_create_init = 0,  # see //:bazel-ldfix
         **kwargs
     )
 
