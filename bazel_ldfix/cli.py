@@ -55,17 +55,39 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def _force_local_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--force-local-path", is_flag=True,
+                        help="Add the output_base paths even under --remote_executor (the "
+                             "tests run on this machine).")(func)
+
+
+def _remote_guard(repair: Repair, force_local_path: bool) -> Repair:
+    """Under remote execution, no --test_env naming this machine's paths (one line why)."""
+    import dataclasses
+
+    from bazel_ldfix import execution
+
+    if force_local_path or not repair.flags \
+            or execution.of(repair.options) is not execution.Execution.REMOTE:
+        return repair
+    click.echo(f"bazel-ldfix: {execution.REMOTE_REFUSAL}", err=True)
+    return dataclasses.replace(repair, ld_library_path=None)
+
+
 @cli.command(context_settings=_PASSTHROUGH)
 @_bazel_options
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
               default="flags", show_default=True, help="How to print the result.")
+@_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @_pass_invocation
-def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-        prepend: bool, no_cache: bool, fmt: str, bazel_args: tuple[str, ...]) -> None:
+def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
+        output_base: str | None, prepend: bool, no_cache: bool, fmt: str,
+        force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
-    Exit 0 when every missing library was located, 1 when some exist nowhere.
+    Exit 0 when every missing library was located, 1 when some exist nowhere (or, under
+    remote execution, when the tests need a BUILD change: see `bazel-ldfix fix`).
     """
     from bazel_ldfix import report
 
@@ -75,6 +97,7 @@ def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outpu
         from bazel_ldfix.errors import BazelError
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                          "see Bazel's output above")
+    repair = _remote_guard(repair, force_local_path)
     render = {"flags": report.repair_flags, "shell": report.repair_shell,
               "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
     text = render(repair)
@@ -82,7 +105,7 @@ def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outpu
         click.echo(report.repair_summary(repair), err=True)
     if text:
         click.echo(text)
-    sys.exit(1 if repair.unresolved else 0)
+    sys.exit(1 if repair.unresolved or (repair.missing and not repair.flags) else 0)
 
 
 @cli.command(context_settings=_PASSTHROUGH)
@@ -90,11 +113,12 @@ def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outpu
 @click.option("--dry-run", is_flag=True, help="Print the bazel command instead of running it.")
 @click.option("--no-repair", is_flag=True,
               help="Run bazel test as given; only diagnose loader failures afterwards.")
+@_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @_pass_invocation
 def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
          prepend: bool, no_cache: bool, dry_run: bool, no_repair: bool,
-         bazel_args: tuple[str, ...]) -> None:
+         force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
     When tests still fail in the dynamic loader, says why after Bazel's summary (as
@@ -123,6 +147,7 @@ def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outp
         sys.exit(4)  # Bazel's own code for "no test was selected"
     if repair is None:
         sys.exit(code)  # the build failed; Bazel has said why
+    repair = _remote_guard(repair, force_local_path)
     click.echo(report.repair_summary(repair), err=True)
     args = with_options(bazel_args, repair.flags)
     if dry_run:
@@ -131,6 +156,67 @@ def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outp
     code = bazel.stream("test", args)
     _diagnose_after(repair.output_base, code, repair.ld_library_path)
     sys.exit(code)
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+              help="The bazel to run (default: $BAZEL, else bazel).")
+@click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+              help="A Bazel startup option, e.g. --output_user_root=DIR (repeatable).")
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Use this output_base instead of asking Bazel.")
+@click.option("--no-cache", is_flag=True,
+              help="Walk output_base/external; neither read nor write the index cache.")
+@click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
+                                            "by a rename).")
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
+@click.option("--verify", is_flag=True,
+              help="After --write, run `bazel test BAZEL_ARGS` as given (no --test_env) and "
+                   "exit with its code.")
+@click.option("--interface", is_flag=True,
+              help="Keep linking against the unversioned file (interface_library) and import "
+                   "the versioned one as shared_library.")
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+@_pass_invocation
+def fix(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+        no_cache: bool, write: bool, check: bool, verify: bool, interface: bool,
+        bazel_args: tuple[str, ...]) -> None:
+    """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
+
+    Prints a unified diff of each file it would edit, and describes what it cannot edit.
+    Exit 0: nothing needed, or every change written; 1: a change is needed (--check) or
+    only described; 68: a change cannot be made safely (nothing written).
+    """
+    from bazel_ldfix import buildfix
+    from bazel_ldfix.bazel import workspace_of
+    from bazel_ldfix.errors import BazelError, CannotEditError
+
+    if check and (write or verify):
+        raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
+    if verify and not write:
+        raise click.UsageError("--verify runs the tests after --write")
+    repair, code = _plan(inv, bazel_path, startup, output_base, False, no_cache, bazel_args)
+    if repair is None:
+        raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
+                         "see Bazel's output above")
+    workspace = workspace_of(inv.cwd) or inv.cwd
+    result = buildfix.plan_for(repair, workspace, interface=interface)
+    text = buildfix.to_text(result, workspace)
+    if text:
+        click.echo(text)
+    if result.problems:
+        raise CannotEditError(f"{len(result.problems)} change(s) cannot be made (see "
+                              "above); nothing written")
+    if not result.needed:
+        click.echo("bazel-ldfix: no BUILD change needed", err=True)
+        sys.exit(0)
+    if check or not write:
+        sys.exit(1 if check else 0)
+    for path in buildfix.write(result.files, repair.output_base):
+        click.echo(f"bazel-ldfix: wrote {path}", err=True)
+    if verify:
+        sys.exit(_make_bazel(inv, bazel_path, startup).stream("test", bazel_args))
+    sys.exit(1 if result.described_only else 0)
 
 
 def _diagnose_after(output_base: str, code: int, library_path: str | None) -> None:

@@ -665,6 +665,13 @@ class _TestContext:
         return None
 
 
+def model_missing(label: str | None, executable: str, output_base: str,
+                  library_path: str | None) -> tuple[str, ...]:
+    """Every name the loader model misses for one test, its libraries' own included."""
+    return tuple(_model(label, executable, output_base, library_path, _host_loader,
+                        _host_cache, None, []))
+
+
 def _host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
     from bazel_ldfix.resolve import host_of, interp_for
 

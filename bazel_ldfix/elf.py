@@ -143,6 +143,9 @@ class _Reader:
         return data
 
     def cstring(self, offset: int) -> str:
+        if not 0 <= offset < self.size:
+            # A corrupt string offset can exceed what pread accepts (OverflowError).
+            raise NotElfError(f"{self.path}: string table runs past the end of the file")
         chunks = []
         while True:
             chunk = os.pread(self.fd, 256, offset)

@@ -255,7 +255,8 @@ def where(imp: SolibImport) -> str:
             text += f", now {os.path.join(package_dir, name)}"
             break
     return text + (": change it where its repository rule gets it (build_file, "
-                   "build_file_content, a patch, or the rule that writes it)")
+                   "build_file_content, a patch, or the rule that writes it; "
+                   "`bazel-ldfix fix` finds that place and makes the change)")
 
 
 def import_versioned(imp: SolibImport, soname: str, versioned: str) -> str:

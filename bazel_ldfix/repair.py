@@ -6,6 +6,7 @@ ever added (after the base, or before it with ``prepend``), never dropped or rep
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,6 +95,7 @@ class Repair:
     missing: tuple[Missing, ...]
     added: tuple[str, ...]
     ld_library_path: str | None    # the merged value; None when nothing needs adding
+    options: tuple[bazel.Option, ...] = ()  # the build step's canonical options
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -337,7 +339,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     if result is None:
         result = repair_with(bazel.rule_info(runner, [t.label for t in events.tests]))
     _write_memo(memo, result.flags)
-    return result, 0
+    return dataclasses.replace(result, options=events.options), 0
 
 
 def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]) -> str:

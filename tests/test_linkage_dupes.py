@@ -22,6 +22,10 @@ LIB_SRC = """
 {attr} _Thread_local int shared_state;
 const void* slot_{name}(void) {{ return &shared_state; }}
 """
+EXTERN_SRC = """
+extern _Thread_local int shared_state;
+const void* slot_{name}(void) {{ return &shared_state; }}
+"""
 MAIN_SRC = """
 #include <stdio.h>
 extern _Thread_local int shared_state;
@@ -43,11 +47,11 @@ BUILDS = {
 }
 
 
-def _build(d: Path, attr: str, flags: list[str]) -> Path:
+def _build(d: Path, attr: str, flags: list[str], libb_src: str = LIB_SRC) -> Path:
     liba = cc(d / "liba.so", "-shared", "-Wl,-soname,liba.so", "-O2",
               src=LIB_SRC.format(attr="", name="a"))
     libb = cc(d / "libb.so", "-shared", "-Wl,-soname,libb.so", "-O2", *flags,
-              src=LIB_SRC.format(attr=attr, name="b"))
+              src=libb_src.format(attr=attr, name="b"))
     return cc(d / "app", "-L", str(d), f"-l:{liba.name}", f"-l:{libb.name}",
               "-Wl,-rpath,$ORIGIN", src=MAIN_SRC)
 
@@ -78,6 +82,7 @@ def test_dupes_agrees_with_the_addresses_the_program_sees(build: str, tmp_path: 
     assert doc["duplicates"][0]["name"] == "shared_state"   # thread-local first
     defs = [(x["object"], x["binding"]) for x in state[0]["definitions"]]
     assert defs == [("liba.so", "chosen"), ("libb.so", binding)]
+    assert state[0]["imported_by"] == [str(program)]   # the program binds to liba's copy
     if build == "shared":
         assert result.returncode == 0, result.stderr
         assert seen["program"] == seen["liba"] == seen["libb"]   # one copy
@@ -86,6 +91,16 @@ def test_dupes_agrees_with_the_addresses_the_program_sees(build: str, tmp_path: 
         assert result.returncode == 1, result.stderr
         assert seen["program"] == seen["liba"] != seen["libb"]   # libb keeps its own
         assert doc["split"] == ["shared_state"]
+
+
+def test_one_definition_is_no_duplicate(tmp_path: Path) -> None:
+    """liba defines the thread-local, libb and the program only use it: one copy, no entry."""
+    program = _build(tmp_path, "", [], libb_src=EXTERN_SRC)
+    seen = _addresses(program)
+    assert seen["program"] == seen["liba"] == seen["libb"]
+    result = _dupes(program, "--json")
+    assert result.returncode == 0, result.stderr
+    assert not any(d["name"] == "shared_state" for d in json.loads(result.stdout)["duplicates"])
 
 
 def test_text_names_the_split_and_its_cause(tmp_path: Path) -> None:

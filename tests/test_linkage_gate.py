@@ -93,6 +93,16 @@ def test_a_mangled_name_matches_as_stored(case: StreamCase) -> None:
     assert result.returncode == 0, result.stdout
 
 
+def test_a_class_name_matches_its_constructor_and_destructor(case: StreamCase) -> None:
+    result = gate(case.good, "--imports", f"{NS}::CallerStreamGuard", "--json")
+    assert result.returncode == 0, result.stdout
+    matched = set(json.loads(result.stdout)["checks"][0]["symbols"])
+    assert matched == {"_ZN10executorch9extension4cuda17CallerStreamGuardC1EPv",
+                       "_ZN10executorch9extension4cuda17CallerStreamGuardD1Ev"}
+    # A namespace that only starts the same way is another name.
+    assert gate(case.good, "--imports", f"{NS}::CallerStream").returncode == 1
+
+
 def test_a_needed_entry_is_matched_exactly(case: StreamCase) -> None:
     result = gate(case.good, "--needs", "libextension_cuda", "--needs", "libc.so.6")
     assert result.returncode == 1
@@ -136,6 +146,22 @@ def test_binds_follows_the_global_lookup_order(case: StreamCase, tmp_path: Path)
     assert second["ok"]
 
 
+def test_binds_takes_the_environment_options_of_resolve(case: StreamCase,
+                                                        tmp_path: Path) -> None:
+    """Without a RUNPATH the library is found only through --library-path, as the loader
+    finds it only through LD_LIBRARY_PATH."""
+    src = case.lib.parent.parent
+    gxx(src / "runner.cc", "-L", case.lib.parent, "-lextension_cuda", "-o",
+        tmp_path / "runner_norpath", cwd=src)
+    program = tmp_path / "runner_norpath"
+    binds = ("--binds", f"{NS}::getCallerStream=libextension_cuda.so", "--inhibit-cache")
+    lost = gate(program, *binds, env={**os.environ, "LD_LIBRARY_PATH": ""})
+    assert lost.returncode == 1
+    assert "no loaded object defines it; not found: libextension_cuda.so" in lost.stdout
+    found = gate(program, *binds, "--library-path", str(case.lib.parent))
+    assert found.returncode == 0, found.stdout + found.stderr
+
+
 def test_bad_input_is_one_error_line(case: StreamCase, tmp_path: Path) -> None:
     truncated = tmp_path / "runner"
     truncated.write_bytes(case.good.read_bytes()[:100])
@@ -157,7 +183,7 @@ def test_bad_input_is_one_error_line(case: StreamCase, tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "bazel_ldfix", "assert-linkage",
                              str(case.good), "--imports", f"{NS}::getCallerStream"],
                             capture_output=True, text=True, env=no_demangler)
-    assert result.returncode == 68
+    assert result.returncode == 69
     assert result.stderr.startswith("error: ") and "c++filt" in result.stderr
     # A mangled pattern needs no demangler.
     result = subprocess.run([sys.executable, "-m", "bazel_ldfix", "assert-linkage",

@@ -54,8 +54,7 @@ def test_dynsym_of_other_classes_and_byte_orders(path: str) -> None:
 
 
 def test_symtab_and_relocations_of_a_made_library(tmp_path: Path) -> None:
-    made = lib(tmp_path / "libt.so", extra=["-Wl,-Bsymbolic"],
-               )
+    made = lib(tmp_path / "libt.so", extra=["-Wl,-Bsymbolic"])
     tables = read_symbols(str(made))
     assert tables.symtab is not None
     assert _mine(tables.symtab) == [e if e[2] != "STT_FILE" and e[2] != "STT_SECTION"

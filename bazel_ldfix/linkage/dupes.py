@@ -78,6 +78,7 @@ class Duplicate:
     name: str
     type: SymbolType       # of the chosen definition
     definitions: tuple[Definition, ...]   # in lookup order; the first is chosen
+    importers: tuple[str, ...] = ()       # objects that only import it (bind to the chosen)
 
     @property
     def split(self) -> bool:
@@ -114,14 +115,20 @@ def dupes_of(scope: Scope) -> DupesReport:
             # @GLIBC_2.3, ...): one object, one copy of its state for this count.
             if not defs or defs[-1][0] is not obj:
                 defs.append((obj, sym))
+    shared = {name for name, defs in definers.items() if len(defs) > 1}
+    importers: dict[str, list[str]] = {}
+    for obj in scope.objects:
+        for sym in obj.symbols.dynsym:
+            if not sym.defined and sym.name in shared:
+                importers.setdefault(sym.name, []).append(obj.label)
     dupes = []
-    for name, defs in definers.items():
-        if len(defs) < 2:
-            continue
+    for name in shared:
+        defs = definers[name]
         chosen = defs[0][0]
         entries = tuple(_definition(obj, sym, chosen, first=i == 0)
                         for i, (obj, sym) in enumerate(defs))
-        dupes.append(Duplicate(name, defs[0][1].type, entries))
+        dupes.append(Duplicate(name, defs[0][1].type, entries,
+                               tuple(dict.fromkeys(importers.get(name, ())))))
     dupes.sort(key=lambda d: (not d.split, _ORDER.get(d.type, 2), d.name))
     return DupesReport(scope.file, tuple(o.label for o in scope.objects), scope.missing,
                        tuple(dupes))

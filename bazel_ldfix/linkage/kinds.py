@@ -212,7 +212,7 @@ def classify(e_type: int, facts: ElfFacts) -> tuple[Kind, str | None]:
     """The kind of an ELF file, and for ET_DYN the rule that decided it.
 
     ET_DYN is both a shared object and a PIE. The linker marks a PIE with DF_1_PIE
-    (binutils 2.33 and later, lld, gold); that flag decides when present. Without it:
+    (GNU ld since binutils 2.33, lld); that flag decides when present. Without it:
     a file with a DT_SONAME is a shared object (a library is named so that programs can
     record it; ``libc.so.6`` and ``ld-linux`` have a SONAME, a PT_INTERP or an entry point,
     and are libraries); a file without a SONAME but with a PT_INTERP is a PIE (``-pie``

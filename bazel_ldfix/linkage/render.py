@@ -99,7 +99,8 @@ def dupes_json(report: DupesReport, demangled: Mapping[str, str]) -> str:
              "split": d.split,
              "definitions": [{"object": x.object, "path": x.path, "type": x.type.value,
                               "visibility": x.visibility.value, "binding": x.binding.value,
-                              "binds_to": x.binds_to} for x in d.definitions]}
+                              "binds_to": x.binds_to} for x in d.definitions],
+             "imported_by": list(d.importers)}
             for d in report.duplicates],
     })
 
@@ -120,6 +121,9 @@ def dupes_text(report: DupesReport, demangled: Mapping[str, str]) -> str:
             lines.append(f"  {printable(x.object)}: {x.binding.words}"
                          + (f" ({printable(x.binds_to)})"
                             if x.binding.value == "interposed" else ""))
+        if d.importers:
+            lines.append(f"  imported by {', '.join(printable(i) for i in d.importers)}: "
+                         f"binds to {printable(d.definitions[0].object)}")
     split = [printable(demangled.get(d.name, d.name)) for d in report.split]
     lines.append(f"{len(report.duplicates)} duplicate name(s); "
                  + (f"{len(split)} split state: {', '.join(split)}" if split

@@ -106,7 +106,8 @@ class SymbolTables:
 
 
 _PARSE_ERRORS = (ELFError, ConstructError, struct.error, ValueError, IndexError, KeyError,
-                 OverflowError, UnicodeDecodeError, AttributeError, TypeError)
+                 OverflowError, UnicodeDecodeError, AttributeError, TypeError,
+                 StopIteration, OSError)  # OSError: a seek to a negative offset
 
 
 def read_symbols(path: str, *, relocations: bool = True) -> SymbolTables:
@@ -198,24 +199,30 @@ def _check_count(dynamic: DynamicSegment, size: int, path: str) -> None:
                           "than the file can hold")
 
 
-def _symbols(raw: Iterator[Any]) -> Iterator[Symbol]:
+def _symbols(raw: Iterator[Any]) -> list[Symbol]:
+    # A list, not a generator: a StopIteration escaping pyelftools on a corrupt file must
+    # stay a StopIteration (a generator would turn it into RuntimeError).
+    out = []
     for index, sym in enumerate(raw):
         info = sym["st_info"]
-        yield Symbol(
+        out.append(Symbol(
             index=index, name=sym.name, defined=sym["st_shndx"] != "SHN_UNDEF",
             type=_TYPES.get(info["type"], SymbolType.OTHER),
             bind=_BINDS.get(info["bind"], Bind.GLOBAL),
             visibility=_VISIBILITY.get(sym["st_other"]["visibility"], Visibility.DEFAULT),
-            absolute=sym["st_shndx"] == "SHN_ABS")
+            absolute=sym["st_shndx"] == "SHN_ABS"))
+    return out
 
 
-def _relocations(dynamic: DynamicSegment) -> Iterator[Relocation]:
+def _relocations(dynamic: DynamicSegment) -> list[Relocation]:
+    out = []
     tables: Any = dynamic.get_relocation_tables()
     for kind, table in tables.items():
         if kind == "RELR":   # relative relocations name no symbol
             continue
-        for rel in table.iter_relocations():
-            yield Relocation(rel["r_info_type"], rel["r_info_sym"])
+        out += [Relocation(rel["r_info_type"], rel["r_info_sym"])
+                for rel in table.iter_relocations()]
+    return out
 
 
 def _symbolic(dynamic: DynamicSegment) -> bool:
