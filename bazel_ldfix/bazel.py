@@ -153,6 +153,7 @@ class BuildEvents:
     # only the last value of a single-valued option, which hides the user's test filters.
     command_line: tuple[str, ...] = ()
     exec_root: str | None = None    # workspaceInfo.localExecRoot: OUTPUT_BASE/execroot/NAME
+    patterns: tuple[str, ...] = ()  # the target patterns, as Bazel read them (the pattern event)
 
     @property
     def output_base(self) -> str | None:
@@ -171,6 +172,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     exit_code = None
     command_line: tuple[str, ...] = ()
     exec_root = None
+    patterns: tuple[str, ...] = ()
     for line in lines:
         line = line.strip()
         if not line:
@@ -183,6 +185,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         if "started" in event:
             version = event["started"].get("buildToolVersion") or None
             workspace = event["started"].get("workspaceDirectory") or None
+        if "pattern" in ident and not patterns:
+            patterns = tuple(str(p) for p in ident["pattern"].get("pattern", []))
         if "workspaceInfo" in event:
             exec_root = event["workspaceInfo"].get("localExecRoot") or None
         if "targetConfigured" in ident and "configured" in event:
@@ -223,7 +227,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         if executable:
             tests.append(TestTarget(label, executable, sizes.get(label, "")))
     return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code,
-                       command_line, exec_root)
+                       command_line, exec_root, patterns)
 
 
 def _expand(files: list[str], sets: Mapping[str, tuple[list[str], list[str]]]) -> list[str]:

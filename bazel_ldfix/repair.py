@@ -6,12 +6,15 @@ ever added (after the base, or before it with ``prepend``), never dropped or rep
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix import bazel, elf, index, pathlist
-from bazel_ldfix.errors import BadInputError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix import bazel, elf, failopen, index, pathlist
+from bazel_ldfix.errors import BadInputError, LdfixError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix.failopen import Skipped
 from bazel_ldfix.loader import Environment, Loader, Resolution
 
 VARIABLE = "LD_LIBRARY_PATH"
@@ -94,6 +97,8 @@ class Repair:
     missing: tuple[Missing, ...]
     added: tuple[str, ...]
     ld_library_path: str | None    # the merged value; None when nothing needs adding
+    skipped: tuple[Skipped, ...] = ()   # files left out of the model, once each
+    patterns: tuple[str, ...] = ()      # the command's target patterns, as Bazel read them
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -118,7 +123,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          *, prepend: bool = False,
          on_error: Callable[[str, OSError], None] | None = None,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
-         search: bool = True) -> Repair:
+         search: bool = True, host: elf.ElfHeader | None = None) -> Repair:
     """Find what the tests cannot load and the directories that fix it.
 
     Each round resolves every test in the environment it would get with the directories
@@ -127,8 +132,16 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     needed by the library that really needs it; the other shared objects of the runfiles
     (which a test may dlopen) follow. Without ``search``, only what is missing is found
     (each test's ``missing_before``); nothing is looked for.
+
+    A file the model cannot take (see :mod:`failopen`) is skipped and listed in
+    ``skipped``; it never stops the plan. ``host`` is the class and machine a test that is
+    a script (sh_test, py_test) runs as: this machine's, unless given.
     """
-    subjects = [_Subject.of(t) for t in tests]
+    if host is None:
+        from bazel_ldfix.resolve import host_header
+
+        host = host_header()
+    subjects = [_Subject.of(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]
     scan = _Scan(subjects, make_loader, cache_for)
     # A separate scan, so that "needed by" comes from the rounds below (closures first).
@@ -167,8 +180,14 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         for name, c in choices.items())
     results_out = tuple(TestResult(s.label, s.executable, before[s.label], *after[s.label])
                         for s in subjects)
+    skipped: dict[str, Skipped] = {}
+    for s in subjects:
+        for skip in s.skipped:
+            skipped.setdefault(os.path.realpath(skip.path), skip)
+    for skip in scan.skipped.values():
+        skipped.setdefault(os.path.realpath(skip.path), skip)
     return Repair(output_base, env.base, env.source, results_out, missing_out, tuple(added),
-                  merged)
+                  merged, tuple(skipped.values()))
 
 
 class _Scan:
@@ -183,6 +202,7 @@ class _Scan:
         self.needed_by: dict[str, list[str]] = {}
         self.linked: dict[str, None] = {}
         self.expect: elf.ElfHeader | None = None
+        self.skipped: dict[str, Skipped] = {}
 
     def run(self, values: Mapping[str, str | None], *, extras: bool
             ) -> list[tuple[_Subject, tuple[str, ...], str | None]]:
@@ -192,6 +212,9 @@ class _Scan:
             error = None
             for res in subject.resolve(self.make_loader, self.cache_for,
                                        values.get(subject.label), extras=extras):
+                if isinstance(res, Skipped):
+                    self.skipped.setdefault(res.path, res)
+                    continue
                 self.expect = self.expect or res.info.header
                 error = error or res.error
                 for lib in res.libraries:
@@ -214,37 +237,70 @@ class _Subject:
     info: elf.ElfInfo | None
     extras: tuple[str, ...]
     cwd: str
+    skipped: tuple[Skipped, ...] = ()
 
     @classmethod
-    def of(cls, test: TestInput) -> _Subject:
+    def of(cls, test: TestInput, host: elf.ElfHeader) -> _Subject:
         try:
             info: elf.ElfInfo | None = elf.read_elf(test.executable)
         except BadInputError:
             info = None  # a script (sh_test, py_test): only its runfiles are examined
         runfiles = test.executable + ".runfiles"
-        extras = tuple(sorted(_runfiles_libraries(runfiles, info)))
-        return cls(test.label, test.executable, info, extras, _test_cwd(test, runfiles))
+        # A script runs under an interpreter of this machine, which is what would load
+        # the libraries of its runfiles.
+        expect = info.header if info is not None else host
+        extras, skipped = _runfiles_libraries(runfiles, expect)
+        return cls(test.label, test.executable, info, tuple(sorted(extras)),
+                   _test_cwd(test, runfiles), tuple(skipped))
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
-                library_path: str | None, *, extras: bool) -> list[Resolution]:
+                library_path: str | None, *, extras: bool) -> list[Resolution | Skipped]:
+        """The model's load of the executable (with the runfiles' objects as if dlopen()ed),
+        or of each runfiles object for a script; a file the model fails on is skipped."""
         if self.info is not None:
-            env = Environment(library_path, self.cwd, cache_for(self.info))
-            return [make_loader(self.info, env).resolve(
-                self.executable, self.extras if extras else (), info=self.info)]
+            info = self.info
+            env = Environment(library_path, self.cwd, cache_for(info))
+            try:
+                return [make_loader(info, env).resolve(
+                    self.executable, self.extras if extras else (), info=info)]
+            except _PER_FILE_ERRORS as exc:
+                if not (extras and self.extras):
+                    return [failopen.from_error(self.executable, exc)]
+            # One of the extras defeats the model: take them one at a time.
+            out: list[Resolution | Skipped] = [*self.resolve(
+                make_loader, cache_for, library_path, extras=False)]
+            for path in self.extras:
+                try:
+                    out.append(make_loader(info, env).resolve(self.executable, (path,),
+                                                              info=info))
+                except _PER_FILE_ERRORS as exc:
+                    out.append(failopen.from_error(path, exc))
+            return out
         out = []
         for path in self.extras:
-            info = elf.read_elf(path)
-            env = Environment(library_path, self.cwd, cache_for(info))
-            out.append(make_loader(info, env).resolve(path, info=info))
+            try:
+                extra = elf.read_elf(path)
+                env = Environment(library_path, self.cwd, cache_for(extra))
+                out.append(make_loader(extra, env).resolve(path, info=extra))
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.from_error(path, exc))
         return out
 
 
-def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None) -> list[str]:
-    """Shared objects in a runfiles tree that the loader would accept for this program."""
+# What one hostile file can make the reader or the model raise: reported as a skipped file.
+# Anything else is a bug, and `bazel-ldfix test` falls back to the unchanged `bazel test`.
+_PER_FILE_ERRORS = (LdfixError, OSError, ValueError, IndexError, struct.error)
+
+
+def _runfiles_libraries(runfiles: str, expect: elf.ElfHeader
+                        ) -> tuple[list[str], list[Skipped]]:
+    """Shared objects in a runfiles tree that the loader of ``expect`` would accept, and
+    the files named like libraries that it would not (each with the reason)."""
     if not os.path.isdir(runfiles):
-        return []
+        return [], []
     out: list[str] = []
+    skipped: list[Skipped] = []
     seen: set[str] = set()
     for paths in index.walk(runfiles).values():
         for path in paths:
@@ -252,16 +308,12 @@ def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None) -> list[str]
             if real in seen:
                 continue
             seen.add(real)
-            try:
-                header = elf.read_header(path)
-            except BadInputError:
-                continue
-            if header.type != elf.ET_DYN:
-                continue
-            if program is not None and index.check_candidate(path, program.header) is not None:
-                continue
-            out.append(path)
-    return out
+            verdict = failopen.examine(path, expect)
+            if isinstance(verdict, Skipped):
+                skipped.append(verdict)
+            else:
+                out.append(path)
+    return out, skipped
 
 
 def _test_cwd(test: TestInput, runfiles: str) -> str:
@@ -337,7 +389,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     if result is None:
         result = repair_with(bazel.rule_info(runner, [t.label for t in events.tests]))
     _write_memo(memo, result.flags)
-    return result, 0
+    return dataclasses.replace(result, patterns=events.patterns), 0
 
 
 def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]) -> str:

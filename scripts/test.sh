@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check of the project on a fresh Debian machine: installs Bazel
-# (Debian's bazel-bootstrap) when none is on PATH, the package and its test
-# tools into .venv, then ruff, mypy and the whole pytest suite.
+# (Debian's bazel-bootstrap) when none is on PATH, aarch64 binutils (for test
+# libraries of another machine), the package and its test tools into .venv,
+# then ruff, mypy and the whole pytest suite.
 # Extra arguments go to pytest (e.g. `-m "not bazel"` for the quick part).
 set -euo pipefail
 
@@ -14,6 +15,14 @@ if ! command -v bazel >/dev/null 2>&1; then
   echo "test.sh: no bazel on PATH; installing Debian's bazel-bootstrap" >&2
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap >/dev/null
+fi
+if ! command -v aarch64-linux-gnu-ld >/dev/null 2>&1; then
+  # The tests link real aarch64 libraries (another machine's files in a test's runfiles).
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "test.sh: installing binutils-aarch64-linux-gnu (aarch64 test libraries)" >&2
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils-aarch64-linux-gnu >/dev/null
 fi
 if ! command -v cc >/dev/null 2>&1; then
   echo "test.sh: the tests compile ELF files and need a C compiler (apt-get install gcc)" >&2

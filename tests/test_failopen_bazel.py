@@ -1,0 +1,139 @@
+"""`bazel-ldfix test` is never worse than `bazel test`, against a real Bazel.
+
+Tests whose runfiles hold files the repair cannot model (libraries of another machine or
+class, a linker script, a text file, a truncated library, a file that cannot be read) run
+beside a test that needs repairing: each such file is skipped with a note, every test runs
+and the repairable one passes. A library a Python test opens with ctypes by name, which no
+plan made before the run can know, is repaired by one rerun of exactly that test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from bazelws import BAZEL, Workspace, clean_env, make_workspace, sdk
+from elfbuild import cc, truncated
+from foreign import aarch64_lib, i386_lib, linker_script, text_file
+
+pytestmark = [pytest.mark.bazel,
+              pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
+
+SDK_BUILD = """package(default_visibility = ["//visibility:public"])
+cc_import(name = "xdemo", shared_library = "lib/libxdemo.so")
+filegroup(name = "odd", srcs = glob(["odd/**"]))
+"""
+LOADS_X = "int xdemo_value(void);\nint main(void) { return xdemo_value() == 11 ? 0 : 1; }\n"
+PY_DLOPEN = ("import ctypes\n"
+             "assert ctypes.CDLL('libpdemo.so.3').pdemo_value() == 3\n")
+# Capabilities that let root read any file: without them a file of mode 000 is unreadable,
+# to root too. Bazel's server (started before, with every capability) still reads it.
+NO_READ_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+# Each odd file, and the kind of note the repair gives for it.
+ODD = {"libarm64.so": "other_machine", "libi386.so": "other_class",
+       "libscript.so": "linker_script", "libtext.so": "not_elf",
+       "libtrunc.so": "malformed", "liblocked.so": "unreadable"}
+
+
+@dataclass
+class Setup:
+    ws: Workspace
+    sdk: Path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    top = tmp_path_factory.mktemp("failopen")
+    root = top / "sdk"
+    sdk(root, "xdemo", "11")
+    # The library the Python test opens by name, and an aarch64 copy that a choice by path
+    # alone would take ("arm" sorts before "lib"; both are as deep).
+    cc(root / "lib" / "libpdemo.so.3", "-shared", "-Wl,-soname,libpdemo.so.3",
+       src="int pdemo_value(void){return 3;}")
+    aarch64_lib(root / "arm" / "libpdemo.so.3", "libpdemo.so.3")
+    odd = root / "odd"
+    aarch64_lib(odd / "libarm64.so", "libarm64.so")
+    i386_lib(odd / "libi386.so", "libi386.so")
+    linker_script(odd / "libscript.so")
+    text_file(odd / "libtext.so")
+    # The first 200 bytes of a real library: the ELF header is whole, the rest is not.
+    truncated(odd / "libtrunc.so", root / "lib" / "libxdemo.so.11", 200)
+    locked = cc(odd / "liblocked.so", "-shared", "-Wl,-soname,liblocked.so")
+    locked.chmod(0)
+    files = {
+        "WORKSPACE": f'new_local_repository(name = "sdk", path = "{root}", '
+                     f"build_file_content = {json.dumps(SDK_BUILD)})\n",
+        "t/BUILD": """
+sh_test(name = "odd_sh", srcs = ["ok.sh"], data = ["@sdk//:odd"])
+cc_test(name = "odd_cc", srcs = ["plain.c"], data = ["@sdk//:odd"])
+cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@sdk//:xdemo"])
+py_test(name = "py_dlopen", srcs = ["py_dlopen.py"])
+cc_test(name = "fails", srcs = ["fails.c"])
+""",
+        "t/ok.sh": "#!/bin/sh\nexit 0\n",
+        "t/plain.c": "int main(void) { return 0; }\n",
+        "t/fails.c": "int main(void) { return 1; }\n",
+        "t/x.c": LOADS_X,
+        "t/py_dlopen.py": PY_DLOPEN,
+    }
+    ws = make_workspace(top / "ws", files, env=clean_env())
+    (ws.root / "t" / "ok.sh").chmod(0o755)
+    # Start Bazel's server with every capability, and build everything once.
+    built = ws.bazel("build", "//t:all")
+    assert built.returncode == 0, built.stderr[-3000:]
+    try:
+        yield Setup(ws, root)
+    finally:
+        ws.shutdown()
+        locked.chmod(0o644)
+
+
+def ldfix_without_read_override(ws: Workspace, *args: str
+                                ) -> subprocess.CompletedProcess[str]:
+    """``bazel-ldfix ARGS`` as root that cannot read a file of mode 000."""
+    assert shutil.which("setpriv"), "setpriv (util-linux) is missing"
+    return subprocess.run([*NO_READ_OVERRIDE, sys.executable, "-m", "bazel_ldfix", *args],
+                          cwd=ws.root, env=ws.env, capture_output=True, text=True)
+
+
+def test_the_locked_file_is_unreadable_here(setup: Setup) -> None:
+    # What the notes below rely on: the capability drop really makes the file unreadable.
+    proc = subprocess.run([*NO_READ_OVERRIDE, "head", "-c1", str(setup.sdk / "odd" /
+                                                                  "liblocked.so")],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "Permission denied" in proc.stderr
+
+
+def test_every_test_runs_and_the_repairable_one_passes(setup: Setup) -> None:
+    ws = setup.ws
+    plain = ws.bazel("test", "//t:odd_sh", "//t:odd_cc", "//t:needs_x")
+    assert plain.returncode == 3  # needs_x cannot load libxdemo.so.11
+    result = ldfix_without_read_override(ws, "test", "//t:odd_sh", "//t:odd_cc", "//t:needs_x")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    for label in ("//t:odd_sh", "//t:odd_cc", "//t:needs_x"):
+        assert re.search(re.escape(label) + r"\s+PASSED", out), out
+    # One note per skipped file (the same file in two tests' runfiles is noted once).
+    for name, kind in ODD.items():
+        notes = [line for line in out.splitlines() if "note: skipped" in line and name in line]
+        assert len(notes) == 1, (name, out)
+        assert f"({kind.replace('_', ' ').replace('elf', 'ELF')})" in notes[0], notes[0]
+
+
+def test_env_reports_skipped_files(setup: Setup) -> None:
+    result = ldfix_without_read_override(setup.ws, "env", "--format", "json", "//t:odd_sh",
+                                         "//t:needs_x")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    kinds = {os.path.basename(s["path"]): s["kind"] for s in doc["skipped"]}
+    assert kinds == ODD
+    assert all(s["reason"] for s in doc["skipped"])
+    assert doc["flags"], doc
