@@ -89,10 +89,15 @@ def arguments(args: Sequence[str], patterns: Sequence[str], labels: Sequence[str
     or the value of the option before it (``--test_output errors``); a pattern Bazel names
     is taken out where it first stands as a word of its own.
     """
+    if not patterns:
+        return None     # no pattern event (Bazel stopped early): nothing to go by
     words = list(args)
+    remaining = list(patterns)
     if "--" in words:
+        for word in words[words.index("--") + 1:]:
+            if word in remaining:
+                remaining.remove(word)
         words = words[:words.index("--")]
-    remaining = [p for p in patterns if not p.startswith("-")]
     out: list[str] = []
     skip_value = False
     for word in words:

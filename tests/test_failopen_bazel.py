@@ -54,9 +54,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     top = tmp_path_factory.mktemp("failopen")
     root = top / "sdk"
     sdk(root, "xdemo", "11")
-    # The library the Python test opens by name, and an aarch64 copy that a choice by path
-    # alone would take ("arm" sorts before "lib"; both are as deep).
-    cc(root / "lib" / "libpdemo.so.3", "-shared", "-Wl,-soname,libpdemo.so.3",
+    # The library the Python test opens by name (in a directory the repair does not add for
+    # libxdemo), and an aarch64 copy that a choice by path alone would take ("arm" sorts
+    # before "plib"; both are as deep).
+    cc(root / "plib" / "libpdemo.so.3", "-shared", "-Wl,-soname,libpdemo.so.3",
        src="int pdemo_value(void){return 3;}")
     aarch64_lib(root / "arm" / "libpdemo.so.3", "libpdemo.so.3")
     odd = root / "odd"
@@ -72,12 +73,16 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         "WORKSPACE": f'new_local_repository(name = "sdk", path = "{root}", '
                      f"build_file_content = {json.dumps(SDK_BUILD)})\n",
         "t/BUILD": """
+exports_files(["ok.sh"])
 sh_test(name = "odd_sh", srcs = ["ok.sh"], data = ["@sdk//:odd"])
 cc_test(name = "odd_cc", srcs = ["plain.c"], data = ["@sdk//:odd"])
 cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@sdk//:xdemo"])
 py_test(name = "py_dlopen", srcs = ["py_dlopen.py"])
 cc_test(name = "fails", srcs = ["fails.c"])
 """,
+        "b/BUILD": 'cc_binary(name = "broken", srcs = ["broken.c"])\n'
+                   'sh_test(name = "ok", srcs = ["//t:ok.sh"])\n',
+        "b/broken.c": "this does not compile\n",
         "t/ok.sh": "#!/bin/sh\nexit 0\n",
         "t/plain.c": "int main(void) { return 0; }\n",
         "t/fails.c": "int main(void) { return 1; }\n",
@@ -137,3 +142,72 @@ def test_env_reports_skipped_files(setup: Setup) -> None:
     assert kinds == ODD
     assert all(s["reason"] for s in doc["skipped"])
     assert doc["flags"], doc
+
+
+def summaries(stdout: str) -> list[str]:
+    """Each Bazel run's test summary, in order (each ends with "Executed N out of M")."""
+    return [part for part in re.split(r"Executed \d+ out of \d+ tests?.*\n", stdout)
+            if "//t:" in part]
+
+
+def test_a_library_opened_by_name_is_repaired_by_one_rerun(setup: Setup) -> None:
+    ws = setup.ws
+    plain = ws.bazel("test", "//t:py_dlopen")
+    assert plain.returncode == 3
+    assert "libpdemo.so.3: cannot open shared object file" in ws.test_log("t", "py_dlopen")
+    # No ELF file names it: the repair made before the run cannot know it.
+    assert ws.ldfix("test", "//t:py_dlopen", "//t:needs_x").returncode == 3
+
+    result = ws.ldfix("test", "--rerun-loader-failures", "//t:py_dlopen", "//t:needs_x")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    flag = re.search(r"rerunning //t:py_dlopen with --test_env=LD_LIBRARY_PATH=(\S+)", out)
+    assert flag, out
+    # The rerun keeps the first run's value and adds the directory of the x86-64 copy (the
+    # aarch64 one sorts first and is passed over).
+    first, *rest = flag.group(1).split(":")
+    assert os.path.realpath(os.path.join(first, "libxdemo.so.11")) == str(
+        setup.sdk / "lib" / "libxdemo.so.11")
+    (added,) = rest
+    assert os.path.realpath(os.path.join(added, "libpdemo.so.3")) == str(
+        setup.sdk / "plib" / "libpdemo.so.3")
+    assert re.search(r"passed over \S+/arm/libpdemo.so.3: wrong machine: aarch64", out), out
+    # Bazel's summaries (stdout): the first run's, then the rerun's, of exactly that test.
+    first_run, rerun = summaries(result.stdout)
+    assert re.search(r"//t:py_dlopen\s+FAILED", first_run), first_run
+    assert re.search(r"//t:py_dlopen\s+PASSED", rerun), rerun
+    assert "//t:needs_x" not in rerun
+    assert "after the rerun, //t:py_dlopen passes" in result.stderr
+    assert result.stderr.count("bazel-ldfix: rerunning") == 1
+
+
+def test_a_test_that_failed_for_another_reason_is_not_rerun(setup: Setup) -> None:
+    ws = setup.ws
+    result = ws.ldfix("test", "--rerun-loader-failures", "--keep_going", "//t:py_dlopen",
+                      "//t:fails")
+    out = result.stdout + result.stderr
+    assert result.returncode == 3, out           # //t:fails still failed in the first run
+    first_run, rerun = summaries(result.stdout)
+    assert re.search(r"//t:fails\s+FAILED", first_run), first_run
+    assert re.search(r"//t:py_dlopen\s+PASSED", rerun), rerun
+    assert "//t:fails" not in rerun
+    assert "not rerun, failed in the first run: //t:fails" in result.stderr
+
+
+def test_nothing_to_rerun_leaves_bazels_code(setup: Setup) -> None:
+    result = setup.ws.ldfix("test", "--rerun-loader-failures", "//t:fails")
+    assert result.returncode == 3
+    assert "rerunning" not in result.stderr
+
+
+def test_a_failing_build_step_runs_bazel_test_unchanged(setup: Setup) -> None:
+    # --build_tests_only: `bazel test` builds the tests alone. The build step must build
+    # more (it selects no test), so a broken binary beside the tests fails it.
+    ws = setup.ws
+    args = ["--build_tests_only", "//b:all"]
+    assert ws.bazel("test", *args).returncode == 0
+    result = ws.ldfix("test", *args)
+    assert result.returncode == 0, result.stderr
+    assert ("bazel-ldfix: no repair: the build step of `bazel test` failed (exit code 1); "
+            "running `bazel test` unchanged") in result.stderr.splitlines()
+    assert re.search(r"//b:ok\s+(\(cached\) )?PASSED", result.stdout), result.stdout
