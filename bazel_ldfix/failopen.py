@@ -38,6 +38,7 @@ class SkipKind(str, enum.Enum):
     NOT_A_FILE = "not_a_file"          # a FIFO, socket or device named like a library
     MALFORMED = "malformed"            # ELF, but cut short or inconsistent
     NOT_SHARED = "not_shared"          # an executable or object file named like a library
+    NO_LOADER = "no_loader"            # its program interpreter is not installed here
 
     @property
     def words(self) -> str:
@@ -100,6 +101,11 @@ def examine(path: str, expect: elf.ElfHeader) -> elf.ElfHeader | Skipped:
         return Skipped(path, SkipKind.MALFORMED, f"the loader would refuse it: "
                                                  f"{verdict.reason or 'not loadable'}")
     return header
+
+
+def no_loader(path: str, exc: Exception) -> Skipped:
+    """A file whose loader cannot be asked how it searches (not installed, not glibc's)."""
+    return Skipped(path, SkipKind.NO_LOADER, _words(path, exc))
 
 
 def from_error(path: str, exc: Exception) -> Skipped:

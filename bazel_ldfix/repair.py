@@ -260,10 +260,14 @@ class _Subject:
         or of each runfiles object for a script; a file the model fails on is skipped."""
         if self.info is not None:
             info = self.info
-            env = Environment(library_path, self.cwd, cache_for(info))
             try:
-                return [make_loader(info, env).resolve(
-                    self.executable, self.extras if extras else (), info=info)]
+                env = Environment(library_path, self.cwd, cache_for(info))
+                loader = make_loader(info, env)
+            except _PER_FILE_ERRORS as exc:
+                return [failopen.no_loader(self.executable, exc)]
+            try:
+                return [loader.resolve(self.executable, self.extras if extras else (),
+                                       info=info)]
             except _PER_FILE_ERRORS as exc:
                 if not (extras and self.extras):
                     return [failopen.from_error(self.executable, exc)]
@@ -281,8 +285,17 @@ class _Subject:
         for path in self.extras:
             try:
                 extra = elf.read_elf(path)
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.from_error(path, exc))
+                continue
+            try:
                 env = Environment(library_path, self.cwd, cache_for(extra))
-                out.append(make_loader(extra, env).resolve(path, info=extra))
+                loader = make_loader(extra, env)
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.no_loader(path, exc))
+                continue
+            try:
+                out.append(loader.resolve(path, info=extra))
             except _PER_FILE_ERRORS as exc:
                 out.append(failopen.from_error(path, exc))
         return out

@@ -20,6 +20,16 @@ LINKER_SCRIPT = "/* GNU ld script\n   Use the shared library, but some functions
 
 def aarch64_lib(out: Path, soname: str) -> Path:
     """An aarch64 shared library with one function, linked by aarch64 binutils."""
+    return _aarch64_link(out, "-shared", "-soname", soname)
+
+
+def aarch64_program(out: Path) -> Path:
+    """An aarch64 position-independent executable naming aarch64 glibc's loader."""
+    return _aarch64_link(out, "-pie", "-e", "f", "-dynamic-linker",
+                         "/lib/ld-linux-aarch64.so.1")
+
+
+def _aarch64_link(out: Path, *flags: str) -> Path:
     if shutil.which(AARCH64_AS) is None or shutil.which(AARCH64_LD) is None:
         raise RuntimeError("aarch64 binutils are missing: apt-get install "
                            "binutils-aarch64-linux-gnu (scripts/test.sh installs it)")
@@ -27,8 +37,8 @@ def aarch64_lib(out: Path, soname: str) -> Path:
     obj = out.with_name(out.name + ".o")
     subprocess.run([AARCH64_AS, "-o", str(obj), "-"], check=True, capture_output=True,
                    input=b".text\n.globl f\n.type f, %function\nf:\n mov w0, #0\n ret\n")
-    subprocess.run([AARCH64_LD, "-shared", "-soname", soname, "-o", str(out), str(obj)],
-                   check=True, capture_output=True)
+    subprocess.run([AARCH64_LD, *flags, "-o", str(out), str(obj)], check=True,
+                   capture_output=True)
     obj.unlink()
     return out
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from elfbuild import empty, lfs_pointer, lib, truncated
-from foreign import aarch64_lib, i386_lib, linker_script, text_file
+from foreign import aarch64_lib, aarch64_program, i386_lib, linker_script, text_file
 
 from bazel_ldfix import elf, failopen, repair
 from bazel_ldfix.failopen import Fallback, SkipKind, Skipped
@@ -131,6 +131,18 @@ def test_a_file_that_vanishes_after_the_walk_is_skipped(tmp_path: Path) -> None:
     good.unlink()
     (out,) = subject.resolve(make_loader, cache_for, None, extras=True)
     assert isinstance(out, Skipped) and out.kind is SkipKind.GONE
+
+
+def test_a_test_built_for_another_machine_is_skipped_not_fatal(tmp_path: Path) -> None:
+    exe = aarch64_program(tmp_path / "bin" / "t" / "arm_test")
+    assert not os.path.exists("/lib/ld-linux-aarch64.so.1"), "an aarch64 loader is installed"
+    env = repair.TestEnvironment((), "nothing", {"//t:arm_test": None})
+    result = repair.plan([repair.TestInput("//t:arm_test", str(exe))], env,
+                         str(tmp_path / "ob"), make_loader, cache_for)
+    (skip,) = result.skipped
+    assert (skip.path, skip.kind) == (str(exe), SkipKind.NO_LOADER)
+    assert "/lib/ld-linux-aarch64.so.1 is not installed" in skip.reason
+    assert result.flags == ()
 
 
 def test_attempt_turns_errors_and_bugs_into_one_line() -> None:
