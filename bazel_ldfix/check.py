@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix import conformance, elf, ldcache, pathlist, trace
+from bazel_ldfix import conformance, elf, ldconfig, pathlist, trace
 from bazel_ldfix.resolve import Options, cache_of, interp_for, loader_for, profile_of
 
 _MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
@@ -66,10 +66,11 @@ def check_file(path: str, options: Options) -> CheckResult:
 
 
 def _notes(missing: Sequence[str], info: elf.ElfInfo, options: Options) -> tuple[Note, ...]:
-    cache = cache_of(options.root)
+    interp = interp_for(info)
+    cache = cache_of(options.root, interp)
     if cache is None:
         return ()
-    profile = profile_of(interp_for(info))
+    profile = profile_of(interp)
     listed = {e.soname for e in cache.entries}
     out = []
     for name in missing:
@@ -80,7 +81,7 @@ def _notes(missing: Sequence[str], info: elf.ElfInfo, options: Options) -> tuple
             continue
         if name in listed:
             continue
-        for directory in ldcache.conf_dirs(options.root):
+        for directory in ldconfig.conf_dirs(options.root):
             candidate = os.path.join(directory, name)
             if os.path.exists(candidate):
                 out.append(Note(name, f"ldconfig is stale: {candidate} exists in an ld.so.conf "
