@@ -1,10 +1,17 @@
 """`bazel-ldfix test` is never worse than `bazel test`, against a real Bazel.
 
 Tests whose runfiles hold files the repair cannot model (libraries of another machine or
-class, a linker script, a text file, a truncated library, a file that cannot be read) run
-beside a test that needs repairing: each such file is skipped with a note, every test runs
-and the repairable one passes. A library a Python test opens with ctypes by name, which no
-plan made before the run can know, is repaired by one rerun of exactly that test.
+class, a linker script, a text file, a truncated library, a file that cannot be read, a
+dangling symlink) run beside a test that needs repairing: each such file is skipped with a
+note, every test runs and the repairable one passes.
+
+Tests run as root, who reads every file; so the tool runs without the two capabilities that
+let root read a file of mode 000 (setpriv), while Bazel's server, started before with all of
+them, builds and runs the tests as usual. The dangling symlink is Bazel's own (an unresolved
+symlink artifact). A FIFO is left to tests/test_failopen.py: Bazel would block reading it.
+
+A library a Python test opens with ctypes by name, which no plan made before the run can
+know, is repaired by one rerun of exactly that test.
 """
 
 from __future__ import annotations
@@ -34,13 +41,21 @@ filegroup(name = "odd", srcs = glob(["odd/**"]))
 LOADS_X = "int xdemo_value(void);\nint main(void) { return xdemo_value() == 11 ? 0 : 1; }\n"
 PY_DLOPEN = ("import ctypes\n"
              "assert ctypes.CDLL('libpdemo.so.3').pdemo_value() == 3\n")
+DANGLING_RULE = """
+def _impl(ctx):
+    out = ctx.actions.declare_symlink(ctx.attr.name)
+    ctx.actions.symlink(output = out, target_path = "nowhere.so")
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles([out]))]
+
+dangling = rule(implementation = _impl)
+"""
 # Capabilities that let root read any file: without them a file of mode 000 is unreadable,
 # to root too. Bazel's server (started before, with every capability) still reads it.
 NO_READ_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
 # Each odd file, and the kind of note the repair gives for it.
 ODD = {"libarm64.so": "other_machine", "libi386.so": "other_class",
        "libscript.so": "linker_script", "libtext.so": "not_elf",
-       "libtrunc.so": "malformed", "liblocked.so": "unreadable"}
+       "libtrunc.so": "malformed", "liblocked.so": "unreadable", "libgone.so": "gone"}
 
 
 @dataclass
@@ -72,10 +87,16 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     files = {
         "WORKSPACE": f'new_local_repository(name = "sdk", path = "{root}", '
                      f"build_file_content = {json.dumps(SDK_BUILD)})\n",
+        # Bazel itself puts a dangling symlink into the runfiles (an unresolved symlink
+        # artifact): a file that is gone by the time anything reads it.
+        ".bazelrc": "build --experimental_allow_unresolved_symlinks\n",
+        "t/defs.bzl": DANGLING_RULE,
         "t/BUILD": """
+load(":defs.bzl", "dangling")
 exports_files(["ok.sh"])
-sh_test(name = "odd_sh", srcs = ["ok.sh"], data = ["@sdk//:odd"])
-cc_test(name = "odd_cc", srcs = ["plain.c"], data = ["@sdk//:odd"])
+dangling(name = "libgone.so")
+sh_test(name = "odd_sh", srcs = ["ok.sh"], data = ["@sdk//:odd", ":libgone.so"])
+cc_test(name = "odd_cc", srcs = ["plain.c"], data = ["@sdk//:odd", ":libgone.so"])
 cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@sdk//:xdemo"])
 py_test(name = "py_dlopen", srcs = ["py_dlopen.py"])
 cc_test(name = "fails", srcs = ["fails.c"])
