@@ -19,6 +19,7 @@ from bazel_ldfix.errors import BadInputError, LdfixError
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import Bazel
     from bazel_ldfix.diagnose import Diagnosis
+    from bazel_ldfix.failopen import Fallback
     from bazel_ldfix.repair import Repair
     from bazel_ldfix.resolve import Options
 
@@ -97,30 +98,16 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     from bazel_ldfix import failopen, report
     from bazel_ldfix.bazel import output_base as ask_output_base
     from bazel_ldfix.bazel import with_options
-    from bazel_ldfix.rerun import INTERRUPTED
 
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
     bazel = _make_bazel(bazel_path, startup)
-    repair = None
-    if no_repair:
-        fallback = None
-    else:
-        planned = failopen.attempt(lambda: _plan(bazel_path, startup, output_base, prepend,
-                                                 no_cache, bazel_args))
-        if isinstance(planned, failopen.Fallback):
-            fallback = planned
-        else:
-            repair, code = planned
-            fallback = None
-            if repair is None:
-                if code == INTERRUPTED:
-                    sys.exit(code)
-                fallback = failopen.Fallback(
-                    f"the build step of `bazel test` failed (exit code {code})")
-    if repair is None:
-        if fallback is not None:
-            click.echo(fallback.message(), err=True)
+    repair = None if no_repair else _repair_or_fallback(
+        bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+    if repair is None or isinstance(repair, failopen.Fallback):
+        # --no-repair, or no repair could be computed: the user's command as given.
+        if repair is not None:
+            click.echo(repair.message(), err=True)
         if dry_run:
             click.echo(shlex.join(bazel.argv("test", bazel_args)))
             sys.exit(0)
@@ -128,8 +115,9 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         # diagnosis reads.
         base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
         code = bazel.stream("test", bazel_args)
-        if isinstance(base, str):
-            _diagnose_after(base, code, None)
+        if isinstance(base, str) and _diagnose_after(base, code, None) and rerun_failures:
+            click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
+                       "(no repair was computed)", err=True)
         sys.exit(code)
     click.echo(report.repair_summary(repair), err=True)
     args = with_options(bazel_args, repair.flags)
@@ -141,6 +129,26 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     if rerun_failures and diagnosis is not None:
         code = _rerun(bazel, bazel_args, repair, diagnosis, code, prepend)
     sys.exit(code)
+
+
+def _repair_or_fallback(bazel_path: str | None, startup: Sequence[str],
+                        output_base: str | None, prepend: bool, no_cache: bool,
+                        bazel_args: Sequence[str]) -> Repair | Fallback:
+    """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
+    the command unchanged). Exits with Bazel's code when the build step was interrupted."""
+    from bazel_ldfix import failopen
+    from bazel_ldfix.rerun import INTERRUPTED
+
+    planned = failopen.attempt(lambda: _plan(bazel_path, startup, output_base, prepend,
+                                             no_cache, bazel_args))
+    if isinstance(planned, failopen.Fallback):
+        return planned
+    repair, code = planned
+    if repair is not None:
+        return repair
+    if code == INTERRUPTED:
+        sys.exit(code)
+    return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")
 
 
 def _diagnose_after(output_base: str, code: int, library_path: str | None
