@@ -232,3 +232,20 @@ def test_a_failing_build_step_runs_bazel_test_unchanged(setup: Setup) -> None:
     assert ("bazel-ldfix: no repair: the build step of `bazel test` failed (exit code 1); "
             "running `bazel test` unchanged") in result.stderr.splitlines()
     assert re.search(r"//b:ok\s+(\(cached\) )?PASSED", result.stdout), result.stdout
+
+
+def test_without_a_runfiles_tree_the_manifest_is_judged_the_same(setup: Setup) -> None:
+    # --nobuild_runfile_links (which --remote_download_minimal sets): the repair reads what
+    # each test stages from its runfiles manifest. No tree is left over from before.
+    tree = (setup.ws.root / "bazel-bin" / "t" / "odd_sh.runfiles").resolve()
+    shutil.rmtree(tree, ignore_errors=True)
+    result = ldfix_without_read_override(setup.ws, "env", "--format", "json",
+                                         "--nobuild_runfile_links", "//t:odd_sh")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    kinds = {os.path.basename(s["path"]): s["kind"] for s in doc["skipped"]}
+    assert not tree.is_dir()
+    # The dangling symlink is named among the files not on disk (in the notes).
+    assert any("libgone.so" in note for note in doc["notes"]), doc["notes"]
+    assert {k: v for k, v in kinds.items() if k != "libgone.so"} == {
+        k: v for k, v in ODD.items() if k != "libgone.so"}
