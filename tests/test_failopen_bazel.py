@@ -126,6 +126,8 @@ def ldfix_without_read_override(ws: Workspace, *args: str
                                 ) -> subprocess.CompletedProcess[str]:
     """``bazel-ldfix ARGS`` as root that cannot read a file of mode 000."""
     assert shutil.which("setpriv"), "setpriv (util-linux) is missing"
+    # Bazel's server must be the one with every capability (started again here if it quit).
+    assert ws.bazel("info", "release").returncode == 0
     return subprocess.run([*NO_READ_OVERRIDE, sys.executable, "-m", "bazel_ldfix", *args],
                           cwd=ws.root, env=ws.env, capture_output=True, text=True)
 
