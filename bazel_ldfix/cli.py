@@ -227,6 +227,12 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
     click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
 
 
+_loader_option = click.option(
+    "--loader", metavar="PATH", default=None,
+    help="Ask this dynamic loader how it searches (default: this host's own, if only root "
+         "can change it). A file's own PT_INTERP is never run.")
+
+
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a tree.")
@@ -235,8 +241,9 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
 @click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
               help="Resolve as if DIR were / (a sysroot or container image).")
+@_loader_option
 def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
-            inhibit_cache: bool, root: str) -> None:
+            inhibit_cache: bool, root: str, loader: str | None) -> None:
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
     Exit 0 when everything resolves, 1 when something is missing, 2 for bad input.
@@ -244,7 +251,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
     from bazel_ldfix import report
     from bazel_ldfix.resolve import resolve_file
 
-    options = _options(library_path, inhibit_cache, root)
+    options = _options(library_path, inhibit_cache, root, loader)
     results = []
     bad = False
     for path in files:
@@ -272,8 +279,9 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
               help="Leave /etc/ld.so.cache out, so that it cannot hide a missing library.")
 @click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
               help="Which of these directories are needed (repeatable).")
+@_loader_option
 def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
-          inhibit_cache: bool, matrix_dirs: tuple[str, ...]) -> None:
+          inhibit_cache: bool, matrix_dirs: tuple[str, ...], loader: str | None) -> None:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
     Exit 0 when everything loads, 1 when something is missing, 2 for bad input, 3 when the
@@ -282,7 +290,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     from bazel_ldfix import check as checking
     from bazel_ldfix import report
 
-    options = _options(library_path, inhibit_cache, "/")
+    options = _options(library_path, inhibit_cache, "/", loader)
     bad = False
     if matrix_dirs:
         matrices = []
@@ -314,11 +322,12 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     sys.exit(0 if all(r.loads for r in results) else 1)
 
 
-def _options(library_path: str | None, inhibit_cache: bool, root: str) -> Options:
+def _options(library_path: str | None, inhibit_cache: bool, root: str,
+             loader: str | None = None) -> Options:
     from bazel_ldfix.resolve import Options
 
     value = library_path if library_path is not None else os.environ.get("LD_LIBRARY_PATH")
-    return Options(value, inhibit_cache, os.path.abspath(root), os.getcwd())
+    return Options(value, inhibit_cache, os.path.abspath(root), os.getcwd(), loader)
 
 
 def _explain_bad(exc: BadInputError) -> str:

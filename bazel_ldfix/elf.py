@@ -29,6 +29,7 @@ DT_NULL, DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 14, 15
 DT_STRSZ, DT_FLAGS_1 = 10, 0x6FFFFFFB
 DT_VERDEF, DT_VERDEFNUM = 0x6FFFFFFC, 0x6FFFFFFD
 DT_VERNEED, DT_RELR = 0x6FFFFFFE, 36
+DT_AUDIT, DT_DEPAUDIT = 0x6FFFFEFC, 0x6FFFFEFB
 VER_FLG_WEAK = 0x2
 DF_1_NODEFLIB = 0x800
 EM_NAMES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm",
@@ -99,6 +100,7 @@ class ElfInfo:
     version_needs: tuple[VersionNeed, ...] = ()
     has_verdef: bool = False
     has_relr: bool = False
+    has_audit: bool = False         # DT_AUDIT or DT_DEPAUDIT: the loader would run code
 
     @property
     def elf_class(self) -> int:
@@ -243,7 +245,8 @@ def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
         needs = _version_needs(reader, header, _file_offset(phdrs, last[DT_VERNEED], reader.path),
                                _file_offset(phdrs, strtab, reader.path))
     return ElfInfo(reader.path, header, interp, True, needed, soname, rpath, runpath,
-                   last.get(DT_FLAGS_1, 0), needs, DT_VERDEF in last, DT_RELR in last)
+                   last.get(DT_FLAGS_1, 0), needs, DT_VERDEF in last, DT_RELR in last,
+                   DT_AUDIT in last or DT_DEPAUDIT in last)
 
 
 # Elf32_Verneed and Elf64_Verneed are the same: vn_version, vn_cnt, vn_file, vn_aux, vn_next;

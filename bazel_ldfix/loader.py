@@ -126,6 +126,7 @@ class Resolution:
     libraries: tuple[Library, ...]
     error: str | None = None          # set when the loader would stop with an error
     versions: tuple[VersionProblem, ...] = ()
+    notes: tuple[str, ...] = ()       # e.g. the file's PT_INTERP was set aside
 
     @property
     def missing(self) -> tuple[str, ...]:

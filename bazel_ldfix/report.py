@@ -125,6 +125,7 @@ def resolution_document(res: Resolution) -> dict[str, Any]:
         "versions": [{"object": v.object, "required_by": v.required_by, "version": v.version,
                       "weak": v.weak, "fatal": v.fatal, "message": v.message}
                      for v in res.versions],
+        "notes": list(res.notes),
     }
 
 
@@ -178,6 +179,7 @@ def resolution_tree(res: Resolution, *, color: bool) -> str:
                      + (" (a real start stops here)" if v.fatal else ""))
     if res.error:
         lines.append(f"{red}the load stops: {res.error}{reset}")
+    lines += [f"  note: {note}" for note in res.notes]
     return "\n".join(lines)
 
 
@@ -209,6 +211,7 @@ def check_document(result: CheckResult) -> dict[str, Any]:
         "error": result.trace.error,
         "versions": list(result.trace.versions),
         "notes": [{"soname": n.soname, "note": n.what} for n in result.notes],
+        "interpreter_note": result.interp_note,
         "disagreements": [{"soname": d.name, "model": d.model, "loader": d.loader,
                            "what": d.what} for d in result.disagreements],
     }
@@ -238,6 +241,8 @@ def check_text(result: CheckResult, *, color: bool) -> str:
         lines.append(f"  {red if fatal else ''}{message}{reset if fatal else ''}"
                      + (" (a real start stops here)" if fatal else ""))
     lines += [f"  note: {n.soname}: {n.what}" for n in result.notes]
+    if result.interp_note:
+        lines.append(f"  note: {result.interp_note}")
     if result.disagreements:
         lines.append(f"{red}the model disagrees with the loader (a bug in bazel-ldfix, please "
                      f"report it):{reset}")
