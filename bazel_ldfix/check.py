@@ -7,6 +7,7 @@ library is then explained with what the cache and ld.so.conf say about it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Callable, Sequence
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix import conformance, elf, ldcache, pathlist, trace
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.loader import Resolution
 from bazel_ldfix.resolve import Options, cache_of, loader_for, profile_of, trusted_for
 
 _MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
@@ -63,12 +65,20 @@ def check_file(path: str, options: Options) -> CheckResult:
         static = trace.Trace(path, (), None, 0, static=True)
         return CheckResult(path, interp, static, (), (), trusted.note)
     _refuse_audit(info)
+    # The model first: it finds, without blocking, a FIFO the real loader would wait on.
+    model = loader_for(info, options).resolve(path, info=info)
+    _refuse_blocking(model)
     real = trace.run_trace(interp, path, library_path=options.library_path,
                            inhibit_cache=options.inhibit_cache, cwd=options.cwd)
-    model = loader_for(info, options).resolve(path, info=info)
     notes = _notes(real.missing, info, options) if real.missing else ()
     return CheckResult(path, interp, real, conformance.compare(model, real), notes,
                        trusted.note)
+
+
+def _refuse_blocking(model: Resolution) -> None:
+    if model.blocked is not None:
+        raise BadInputError(f"{model.blocked}: not a regular file where the loader searches; "
+                            "the real loader would block on it, so it is not run")
 
 
 def _refuse_audit(info: elf.ElfInfo) -> None:
@@ -125,6 +135,9 @@ def matrix(path: str, dirs: Sequence[str], options: Options) -> Matrix:
     interp = trusted_for(info, options.loader).path
     _refuse_audit(info)
     base = pathlist.split(options.library_path)
+    everything = pathlist.join(pathlist.merge(base, dirs)) or None
+    _refuse_blocking(loader_for(info, dataclasses.replace(options, library_path=everything))
+                     .resolve(path, info=info))
 
     def run(chosen: Sequence[str]) -> trace.Trace:
         value = pathlist.join(pathlist.merge(base, chosen)) or None

@@ -64,8 +64,15 @@ def ask(interp: str, env: Mapping[str, str] | None = None) -> tuple[Host, str]:
     except OSError as exc:
         raise BadInputError(
             f"cannot run the program interpreter {interp}: {exc.strerror}") from None
-    probe_out = probing.communicate(timeout=30)[0].decode("utf-8", "replace")
-    diag_out = diagnosing.communicate(timeout=30)[0].decode("utf-8", "replace")
+    try:
+        probe_out = probing.communicate(timeout=30)[0].decode("utf-8", "replace")
+        diag_out = diagnosing.communicate(timeout=30)[0].decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        probing.kill()
+        diagnosing.kill()
+        probing.wait()
+        diagnosing.wait()
+        raise BadInputError(f"the loader {interp} did not answer within 30 s") from None
     return parse_probe(interp, probe_out), diag_out
 
 
