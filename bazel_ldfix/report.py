@@ -72,7 +72,10 @@ def repair_shell(repair: Repair) -> str:
 def repair_bazelrc(repair: Repair) -> str:
     if repair.ld_library_path is None:
         return ""
-    return f"test --test_env={VARIABLE}={repair.ld_library_path}"
+    from bazel_ldfix import quoting
+
+    # Quoted for Bazel's rc tokenizer; a value it cannot carry raises UnquotableError.
+    return "test " + quoting.bazelrc_word(f"--test_env={VARIABLE}={repair.ld_library_path}")
 
 
 def repair_summary(repair: Repair) -> str:
