@@ -192,7 +192,7 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
     root = os.path.join(base, "external")
     if not os.path.isdir(root):
         raise BadInputError(f"{root} does not exist: is {base} a Bazel output_base?")
-    cache_dir = None if no_cache else indexcache.default_dir(base, os.environ)
+    cache_dir = None if no_cache else indexcache.default_dir(os.environ)
     # The copies this interpreter's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], elf.read_header(sys.executable),
                          cache_dir=cache_dir, on_error=_warn_unreadable,
@@ -214,8 +214,9 @@ def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | Non
     from bazel_ldfix import index, indexcache
     from bazel_ldfix.repair import repair_tests
 
-    def cache_dir(base: str) -> str:
-        return indexcache.default_dir(base, os.environ)
+    def cache_dir(base: str) -> str | None:
+        del base  # one per-user directory, whatever the output_base
+        return indexcache.default_dir(os.environ)
 
     return repair_tests(_make_bazel(bazel_path, startup), bazel_args, os.environ,
                         output_base=output_base, prepend=prepend,
