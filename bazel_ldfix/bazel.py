@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import FrameType
 from urllib.parse import unquote, urlparse
 
+from bazel_ldfix import bepshape
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
@@ -179,7 +180,12 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
             event = json.loads(line)
         except json.JSONDecodeError:
             continue  # a truncated last line when Bazel was interrupted
-        ident = event.get("id", {})
+        # Fields of another type than Bazel's schema gives them are dropped, and a line
+        # that is no event at all is skipped: never a traceback.
+        event, _changed = bepshape.sanitize(event)
+        if event is None:
+            continue
+        ident = event["id"]
         if "started" in event:
             version = event["started"].get("buildToolVersion") or None
             workspace = event["started"].get("workspaceDirectory") or None

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlparse
 
+from bazel_ldfix import bepshape
 from bazel_ldfix.bazel import workspace_of
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
@@ -411,6 +412,7 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
     ends: dict[str, float] = {}
     events = 0
     broken: tuple[int, str] | None = None   # a line that is not JSON, kept until the next one
+    misshaped = 0                           # the first event with fields of the wrong type
     for number, line in enumerate(read_lines(path, MAX_BEP_LINE), 1):
         if not line.strip():
             continue
@@ -425,6 +427,12 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
         if not isinstance(event, dict) or "id" not in event:
             raise BadInputError(f"{path}: line {number} is not a build event (no \"id\"): "
                                 "not a --build_event_json_file")
+        event, changed = bepshape.sanitize(event)
+        if event is None:
+            raise BadInputError(f"{path}: line {number} is not a build event (its \"id\" is "
+                                "not an object): not a --build_event_json_file")
+        if changed and not misshaped:
+            misshaped = number
         events += 1
         ident = event["id"]
         if "workspace" in ident:
@@ -456,6 +464,9 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
                      "interrupted, or is still writing it; read what is there")
     if events == 0:
         raise BadInputError(f"{path}: empty, not a --build_event_json_file")
+    if misshaped:
+        notes.append(f"{path}: fields of an unexpected type ignored, from line {misshaped} "
+                     "on (not written by Bazel?)")
     kept = []
     for log in logs.values():
         if not os.path.isfile(log.path):
