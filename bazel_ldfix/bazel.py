@@ -82,10 +82,21 @@ class Bazel:
                     if not any(h.encode() in raw for h in hide):
                         sys.stderr.buffer.write(raw)
                         sys.stderr.buffer.flush()
-            return child.wait()
+            code = child.wait()
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
+        if code < 0:
+            # Killed by a signal: say so, and exit as a shell would (128 + N), not with
+            # the byte Python would make of -N.
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            sys.stderr.write(f"bazel-ldfix: {self.executable} was killed by {name} "
+                             f"(exit code {128 - code})\n")
+            return 128 - code
+        return code
 
     def _run(self, cmd: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
         try:

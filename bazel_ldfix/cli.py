@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bazel_ldfix import __version__
-from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
+from bazel_ldfix.errors import BadInputError, BazelError, LdfixError, NoTestsError
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import Bazel
@@ -62,7 +62,6 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
 
     repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
     if repair is None:
-        from bazel_ldfix.errors import BazelError
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                          "see Bazel's output above")
     render = {"flags": report.repair_flags, "shell": report.repair_shell,
@@ -225,7 +224,8 @@ def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | Non
 
 
 def _warn_unreadable(path: str, exc: OSError) -> None:
-    click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
+    click.echo(f"bazel-ldfix: warning: cannot read {_printable(path)}: {exc.strerror}",
+               err=True)
 
 
 _loader_option = click.option(
@@ -259,7 +259,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
         try:
             results.append(resolve_file(path, options))
         except BadInputError as exc:
-            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
             bad = True
     if results:
         if as_json:
@@ -299,7 +299,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
             try:
                 matrices.append(checking.matrix(path, matrix_dirs, options))
             except BadInputError as exc:
-                click.echo(f"error: {_explain_bad(exc)}", err=True)
+                click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
                 bad = True
         if matrices:
             click.echo(report.matrix_json(matrices) if as_json
@@ -310,7 +310,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
         try:
             results.append(checking.check_file(path, options))
         except BadInputError as exc:
-            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
             bad = True
     if results:
         color = _color()
@@ -342,6 +342,12 @@ def _explain_bad(exc: BadInputError) -> str:
     return text
 
 
+def _printable(text: str) -> str:
+    from bazel_ldfix.quoting import printable
+
+    return printable(text)
+
+
 def _color() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
@@ -352,7 +358,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.main(args=list(argv) if argv is not None else None, prog_name="bazel-ldfix",
                  standalone_mode=False)
     except LdfixError as exc:
-        click.echo(f"error: {exc}", err=True)
+        # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
+        # has lines of its own (Bazel's stderr, indented), escaped one by one.
+        message = str(exc)
+        text = "\n".join(_printable(line) for line in message.split("\n")) \
+            if isinstance(exc, BazelError) else _printable(message)
+        click.echo(f"error: {text}", err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code

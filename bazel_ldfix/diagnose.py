@@ -944,7 +944,12 @@ def to_text(diagnosis: Diagnosis, prefix: str = "") -> str:
     lines += ["", _summary(diagnosis)]
     while lines and not lines[0]:
         lines.pop(0)
-    return "\n".join(f"{prefix}{line}" if line else prefix.rstrip() for line in lines)
+    from bazel_ldfix.quoting import printable
+
+    # Names come from logs and files: escaped, so that none can forge a line or drive the
+    # terminal.
+    return "\n".join(f"{prefix}{printable(line)}" if line else prefix.rstrip()
+                     for line in lines)
 
 
 def _summary(d: Diagnosis) -> str:

@@ -74,3 +74,65 @@ def starlark_string(text: str) -> str:
         else:
             out.append(c)
     return '"' + "".join(out) + '"'
+
+
+# -- a terminal ----------------------------------------------------------------------------
+
+# Characters that move the cursor, end a line, reorder text or start an escape sequence:
+# in a name, they would forge lines of the output or drive the terminal.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\x1b": "\\e"}
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters (C0 but tab, DEL, C1), line and bidi
+    controls written as backslash escapes, and bytes that are not UTF-8 (kept by
+    ``surrogateescape``) as ``\\xNN``."""
+    if text.isprintable():
+        return text
+    out = []
+    for c in text:
+        code = ord(c)
+        if c in _NAMED:
+            out.append(_NAMED[c])
+        elif 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif (code < 0x20 and c != "\t") or 0x7F <= code < 0xA0 or c in _BIDI \
+                or c in "\u2028\u2029" or 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+# -- JSON ------------------------------------------------------------------------------------
+
+def json_safe(value: object) -> object:
+    """``value`` with every string that is not valid UTF-8 made lossless for JSON.
+
+    Names read from files are decoded with ``surrogateescape``; as JSON, the lone
+    surrogates would be invalid Unicode that other tools replace. Such a string becomes
+    ``{"base64": <its bytes>}``; such a key (an object key must be a string) is written
+    with :func:`printable`'s ``\\xNN`` escapes.
+    """
+    if isinstance(value, str):
+        if _utf8(value):
+            return value
+        import base64
+
+        raw = value.encode("utf-8", "surrogateescape")
+        return {"base64": base64.b64encode(raw).decode("ascii")}
+    if isinstance(value, dict):
+        return {(k if not isinstance(k, str) or _utf8(k) else printable(k)): json_safe(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
