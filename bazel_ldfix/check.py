@@ -13,10 +13,10 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix import conformance, elf, ldcache, pathlist, trace
+from bazel_ldfix import conformance, elf, ldconfig, pathlist, trace
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import Resolution
-from bazel_ldfix.resolve import Options, cache_of, loader_for, profile_of, trusted_for
+from bazel_ldfix.resolve import Options, cache_of, interp_for, loader_for, profile_of, trusted_for
 
 _MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
 
@@ -90,10 +90,11 @@ def _refuse_audit(info: elf.ElfInfo) -> None:
 
 
 def _notes(missing: Sequence[str], info: elf.ElfInfo, options: Options) -> tuple[Note, ...]:
-    cache = cache_of(options.root)
+    interp = interp_for(info, options.loader)
+    cache = cache_of(options.root, interp)
     if cache is None:
         return ()
-    profile = profile_of(trusted_for(info, options.loader).path)
+    profile = profile_of(interp)
     listed = {e.soname for e in cache.entries}
     out = []
     for name in missing:
@@ -104,7 +105,7 @@ def _notes(missing: Sequence[str], info: elf.ElfInfo, options: Options) -> tuple
             continue
         if name in listed:
             continue
-        for directory in ldcache.conf_dirs(options.root):
+        for directory in ldconfig.conf_dirs(options.root):
             candidate = os.path.join(directory, name)
             if os.path.exists(candidate):
                 out.append(Note(name, f"ldconfig is stale: {candidate} exists in an ld.so.conf "

@@ -1,5 +1,6 @@
-"""glibc's ``/etc/ld.so.cache``: parse it, answer lookups the way ld.so 2.36 does, and build
-an equivalent table for a sysroot that has no cache.
+"""glibc's ``/etc/ld.so.cache``: parse it, and answer lookups the way ld.so 2.36 does.
+
+What ldconfig would write for a sysroot without a cache is :mod:`bazel_ldfix.ldconfig`.
 
 Why this exists: once RPATH, LD_LIBRARY_PATH and RUNPATH have failed, the loader asks the
 cache. The cache's answer is not simply "the first file with that name". The loader
@@ -10,27 +11,24 @@ hwcap bits. To explain or predict what a test will load, we repeat that lookup s
 Behaviour follows glibc 2.36: elf/dl-cache.c (``search_cache``, ``_dl_cache_libcmp``,
 ``_dl_load_cache_lookup``), sysdeps/generic/dl-cache.h plus the per-architecture
 dl-cache.h files (``_dl_cache_check_flags``, cache extensions), sysdeps/generic/ldconfig.h
-(``FLAG_*``), elf/cache.c (sort order and file layout) and elf/ldconfig.c (which files
-become rows). The code here is our own; only the file format and the rules come from glibc.
+(``FLAG_*``), elf/cache.c (sort order and file layout). The code here is our own; only the
+file format and the rules come from glibc.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
-import glob
 import os
 import re
-import stat
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
 
 __all__ = [
-    "DEBIAN_X86_64_TRUSTED_DIRS",
     "DL_CACHE_HWCAP_EXTENSION",
     "ELFCLASS32",
     "ELFCLASS64",
@@ -75,8 +73,6 @@ __all__ = [
     "LdCache",
     "LegacyHwcaps",
     "LoaderProfile",
-    "SearchDir",
-    "conf_dirs",
     "expected_flags",
     "host_flag_rule",
     "libcmp",
@@ -84,8 +80,6 @@ __all__ = [
     "parse_cache",
     "parse_diagnostics",
     "read_cache",
-    "scan_sysroot",
-    "search_dirs",
 ]
 
 # --- flags (sysdeps/generic/ldconfig.h) --------------------------------------------------
@@ -118,15 +112,6 @@ DL_CACHE_HWCAP_EXTENSION = 1 << 62
 _ISA_LEVEL_MASK = (1 << 10) - 1
 _TLS_HWCAP = 1 << 63  # always acceptable: "tls" subdirectories were universal
 _U64 = (1 << 64) - 1
-
-# Debian 12's ldconfig (checked with ``ldconfig -v``) adds exactly these after ld.so.conf.
-# It adds no lib64 variants. Other distributions pass their own list.
-DEBIAN_X86_64_TRUSTED_DIRS: tuple[str, ...] = (
-    "/lib/x86_64-linux-gnu",
-    "/usr/lib/x86_64-linux-gnu",
-    "/lib",
-    "/usr/lib",
-)
 
 _NEW_MAGIC = b"glibc-ld.so.cache1.1"
 _OLD_MAGIC = b"ld.so-1.7.0"
@@ -637,14 +622,20 @@ _EF_LARCH_ABI_DOUBLE_FLOAT = 0x3
 _EF_LARCH_ABI_SOFT_FLOAT = 0x1
 
 
-def expected_flags(elf_class: int, machine: int, e_flags: int = 0) -> int:
+def expected_flags(elf_class: int, machine: int, e_flags: int = 0, *,
+                   libc6: bool = True) -> int:
     """The flags ldconfig records for a shared object with this ELF class, e_machine and
     e_flags (e.g. x86_64 -> 0x0303, i386 -> 0x0003, aarch64 -> 0x0a03).
 
-    Architectures without their own ldconfig rule get the generic ``FLAG_ELF_LIBC6``.
+    Architectures without their own ldconfig rule get the generic type: ``FLAG_ELF_LIBC6``
+    for an object that uses glibc (it needs ``libc.so.6`` or ``libm.so.6``, or names a
+    glibc program interpreter), plain ``FLAG_ELF`` otherwise (``libc6=False``: i386's
+    ``ld-linux.so.2`` itself, say). The generic loader rule accepts both.
     """
     arch = _arch_flag(elf_class, machine, e_flags)
-    return FLAG_ELF_LIBC6 | arch if arch is not None else FLAG_ELF_LIBC6
+    if arch is not None:
+        return FLAG_ELF_LIBC6 | arch
+    return FLAG_ELF_LIBC6 if libc6 else FLAG_ELF
 
 
 def _arch_flag(elf_class: int, machine: int, e_flags: int) -> int | None:
@@ -824,324 +815,4 @@ def parse_diagnostics(text: str) -> LoaderProfile:
         legacy=legacy,
         flags_ok=rule,
         version=strings.get("version.version"),
-    )
-
-
-# --- ld.so.conf and the ldconfig directory scan (sysroot fallback) ------------------------
-
-_C_SPACE = " \t\n\v\f\r"
-_MAX_SYMLINKS = 40
-_MAX_INCLUDE_DEPTH = 32
-
-
-def _resolve_in_root(root: str, path: str) -> str | None:
-    """Host path of ``path`` as seen from inside ``root``, like ldconfig's ``chroot_canon``.
-
-    Symlinks are followed, absolute targets are re-rooted, and ``..`` stops at the root. This
-    matters because an absolute link in a sysroot (``lib64 -> /usr/lib64``) must not resolve
-    against the host. Returns None when a directory on the way is missing or the links loop.
-    A missing last component is kept, so the caller's stat or open reports it.
-    """
-    base = os.path.abspath(root)
-    pending = [part for part in reversed(path.split("/")) if part]
-    done: list[str] = []
-    hops = 0
-    while pending:
-        part = pending.pop()
-        if part == ".":
-            continue
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        host = os.path.join(base, *done, part)
-        try:
-            info = os.lstat(host)
-        except OSError:
-            if pending:
-                return None
-            done.append(part)
-            break
-        if stat.S_ISLNK(info.st_mode):
-            hops += 1
-            if hops > _MAX_SYMLINKS:
-                return None
-            try:
-                target = os.readlink(host)
-            except OSError:
-                return None
-            if target.startswith("/"):
-                done = []
-            pending.extend(p for p in reversed(target.split("/")) if p)
-            continue
-        done.append(part)
-    return os.path.join(base, *done)
-
-
-def _has_magic(text: str) -> bool:
-    return any(c in text for c in "*?[")
-
-
-def _glob_in_root(root: str, pattern: str) -> list[str]:
-    """In-root paths matching ``pattern``, sorted bytewise (ldconfig sets LC_COLLATE=C)."""
-    directory, _, base = pattern.rpartition("/")
-    found: list[str] = []
-    if _has_magic(directory):
-        prefix = os.path.abspath(root).rstrip("/")
-        for match in glob.glob(glob.escape(prefix) + "/" + pattern.lstrip("/")):
-            found.append("/" + os.path.relpath(match, prefix or "/"))
-    else:
-        host_dir = _resolve_in_root(root, directory or "/")
-        if host_dir is None:
-            return []
-        for match in glob.glob(os.path.join(glob.escape(host_dir), base)):
-            found.append(f"{directory}/{os.path.basename(match)}")
-    return sorted(found, key=os.fsencode)
-
-
-def _conf_lines(root: str, conf: str, depth: int, seen: set[str]) -> Iterator[str]:
-    """Directory lines of one config file, with ``include`` expanded in place, in order."""
-    if depth > _MAX_INCLUDE_DEPTH or conf in seen:
-        return
-    seen.add(conf)
-    host = _resolve_in_root(root, conf)
-    if host is None:
-        return
-    try:
-        fd = elf.open_regular(host)  # a FIFO planted as a config file is not waited on
-    except BadInputError:
-        return  # ldconfig skips a missing or unreadable config file (with a warning at most)
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            text = os.fsdecode(handle.read(_MAX_CACHE_SIZE))
-    except OSError:
-        return
-    for raw in text.split("\n"):
-        line = raw.split("#", 1)[0].lstrip(_C_SPACE)
-        if not line:
-            continue
-        if line.startswith("include") and line[7:8] in (" ", "\t"):
-            for word in re.split(r"[ \t]", line[8:]):
-                if not word:
-                    continue
-                pattern = word
-                if not pattern.startswith("/"):
-                    pattern = f"{os.path.dirname(conf) or ''}/{pattern}"
-                for included in _glob_in_root(root, pattern):
-                    yield from _conf_lines(root, included, depth + 1, seen)
-        elif line[:5].lower() == "hwcap" and line[5:6] in (" ", "\t"):
-            continue  # ignored by ldconfig since 2.33
-        else:
-            directory = line.split("=", 1)[0]  # "dir=libc6": the library-type suffix is dropped
-            end = len(directory) - 1
-            while end > 0 and directory[end] in _C_SPACE:
-                end -= 1
-            while end > 0 and directory[end] == "/":
-                end -= 1
-            directory = directory[: end + 1]
-            if directory:
-                yield directory
-
-
-def conf_dirs(root: str = "/", conf: str = "etc/ld.so.conf") -> tuple[str, ...]:
-    """Directories named by ld.so.conf under ``root``, in ldconfig's order, without repeats.
-
-    ``conf`` is a path inside ``root``. Each result is the path as written in the file,
-    that is, as seen from inside ``root``; join it with ``root`` to reach it from outside.
-    ``include`` globs are expanded (relative ones against the including file's directory),
-    and comments, ``hwcap`` lines and ``=libtype`` suffixes are dropped. Directories that do
-    not exist are kept, since callers use this list to tell a stale cache. ldconfig itself
-    also drops directories that are missing or that alias an earlier one (see
-    :func:`search_dirs`). Trusted system directories are not included.
-    """
-    seen: dict[str, None] = {}
-    for directory in _conf_lines(root, "/" + conf.lstrip("/"), 0, set()):
-        seen.setdefault(directory, None)
-    return tuple(seen)
-
-
-@dataclass(frozen=True)
-class SearchDir:
-    """A directory ldconfig scans. ``hwcaps`` names the glibc-hwcaps subdirectory it is, if any."""
-
-    path: str
-    hwcaps: str | None = None
-
-
-def search_dirs(
-    root: str = "/",
-    conf: str = "etc/ld.so.conf",
-    trusted_dirs: Sequence[str] = DEBIAN_X86_64_TRUSTED_DIRS,
-) -> tuple[SearchDir, ...]:
-    """The directories ``ldconfig -r root`` scans, in order.
-
-    These are the ld.so.conf directories, then ``trusted_dirs``. A directory that does not
-    exist, or that is the same inode as an earlier one, is skipped. Right after each kept
-    directory come its ``glibc-hwcaps/<name>`` subdirectories, sorted by name. ldconfig uses
-    readdir order there, but rows are sorted by hwcaps name, so the table comes out the
-    same either way. Legacy hwcap subdirectories
-    (``tls``, ``x86_64``, ...) are not scanned; glibc 2.37 dropped them and current
-    distributions ship none.
-    """
-    result: list[SearchDir] = []
-    seen: set[tuple[int, int]] = set()
-
-    def add(directory: str, hwcaps: str | None) -> bool:
-        host = _resolve_in_root(root, directory)
-        if host is None:
-            return False
-        try:
-            info = os.stat(host)
-        except OSError:
-            return False
-        ident = (info.st_dev, info.st_ino)
-        if ident in seen:
-            return False
-        seen.add(ident)
-        result.append(SearchDir(directory, hwcaps))
-        return True
-
-    for directory in (*conf_dirs(root, conf), *trusted_dirs):
-        if not add(directory, None):
-            continue
-        hwcaps_root = _resolve_in_root(root, f"{directory}/glibc-hwcaps")
-        try:
-            names = sorted(os.listdir(hwcaps_root)) if hwcaps_root else []
-        except OSError:
-            names = []
-        for name in names:
-            if name.startswith(".") or ":" in name:
-                continue
-            sub = f"{directory}/glibc-hwcaps/{name}"
-            host = _resolve_in_root(root, sub)
-            if host is not None and os.path.isdir(host):
-                add(sub, name)
-    return tuple(result)
-
-
-def _is_dso_name(name: str) -> bool:
-    """ldconfig's file-name filter (``_dl_is_dso``) plus its skip list for temporary files."""
-    looks_like = (
-        (name.startswith(("lib", "ld-")) and ".so" in name)
-        or name.startswith(("ld.so.", "ld64.so."))
-    )
-    temporary = (
-        name.endswith((".#prelink#", ".dpkg-new", ".dpkg-tmp"))
-        or ".#prelink#." in name
-        or ";" in name
-    )
-    return looks_like and not temporary
-
-
-@dataclass(frozen=True)
-class _Found:
-    name: str
-    soname: str
-    is_link: bool
-
-
-def _scan_dir(
-    root: str, directory: SearchDir, soname_of: Callable[[str], str | None]
-) -> list[tuple[str, str]]:
-    """(soname, recorded path) pairs that ldconfig's ``search_dir`` adds for one directory."""
-    host_dir = _resolve_in_root(root, directory.path)
-    try:
-        names = sorted(os.listdir(host_dir)) if host_dir else []
-    except OSError:
-        return []
-    libs: dict[str, _Found] = {}
-    for name in names:
-        if not _is_dso_name(name):
-            continue
-        inner = f"{directory.path}/{name}"
-        try:
-            is_link = stat.S_ISLNK(os.lstat(os.path.join(host_dir or "", name)).st_mode)
-        except OSError:
-            continue
-        target = _resolve_in_root(root, inner)
-        try:
-            if target is None or not stat.S_ISREG(os.stat(target).st_mode):
-                continue
-        except OSError:
-            continue
-        soname = soname_of(target)
-        if soname is None:
-            continue
-        soname = soname or name  # no DT_SONAME: ldconfig keys the file by its own name
-        if is_link and name != soname and not (
-            name.endswith(".so") and soname.startswith(name)
-        ):
-            is_link = False  # a link that is neither the soname nor the dev link is a file
-        if is_link:
-            soname = name
-        previous = libs.get(soname)
-        # Prefer a real file over a link; between equals, the "newer" name by libcmp wins.
-        if (
-            previous is None
-            or (not is_link and previous.is_link)
-            or (
-                is_link == previous.is_link
-                and libcmp(os.fsencode(previous.name), os.fsencode(name)) < 0
-            )
-        ):
-            libs[soname] = _Found(name, soname, is_link)
-    return [
-        (lib.soname, f"{directory.path}/{lib.name if directory.hwcaps else lib.soname}")
-        for lib in libs.values()
-    ]
-
-
-def _ldconfig_order(a: tuple[bytes, CacheEntry], b: tuple[bytes, CacheEntry]) -> int:
-    """elf/cache.c ``compare``: key descending, flags descending, then hwcaps rows first,
-    by subdirectory name. Ties keep insertion (directory) order because the sort is stable."""
-    res = libcmp(b[0], a[0])
-    if res:
-        return res
-    if a[1].flags != b[1].flags:
-        return -1 if a[1].flags > b[1].flags else 1
-    ha, hb = a[1].hwcaps, b[1].hwcaps
-    if (ha is None) != (hb is None):
-        return -1 if ha is not None else 1
-    if ha is not None and hb is not None and ha != hb:
-        return -1 if os.fsencode(ha) < os.fsencode(hb) else 1
-    return 0
-
-
-def scan_sysroot(
-    root: str,
-    *,
-    soname_of: Callable[[str], str | None],
-    conf: str = "etc/ld.so.conf",
-    trusted_dirs: Sequence[str] = DEBIAN_X86_64_TRUSTED_DIRS,
-    flags: int = FLAG_ELF_LIBC6 | FLAG_X8664_LIB64,
-) -> LdCache:
-    """The table ``ldconfig -r root`` would write, for a sysroot that has no cache.
-
-    ``soname_of(host_path)`` is the ELF reader hook, kept out of this module. It returns the
-    object's DT_SONAME, "" for a shared object without one (ldconfig then keys it by file
-    name), or None for a file ldconfig would not record. That includes objects of another
-    ELF class or machine: every row gets ``flags``, and the loader would reject a
-    foreign-ABI row anyway. Rows for plain directories point at ``dir/SONAME``, the soname
-    link, whether or not it exists yet. Rows in glibc-hwcaps subdirectories point at the
-    file itself, as ldconfig records them.
-    """
-    directories = search_dirs(root, conf, trusted_dirs)
-    rows: list[tuple[bytes, CacheEntry]] = []
-    for directory in directories:
-        for soname, path in _scan_dir(root, directory, soname_of):
-            rows.append((os.fsencode(soname), CacheEntry(soname, path, flags, directory.hwcaps)))
-    rows.sort(key=functools.cmp_to_key(_ldconfig_order))
-    names = sorted({e.hwcaps for _, e in rows if e.hwcaps is not None}, key=os.fsencode)
-    slot = {name: i for i, name in enumerate(names)}
-    entries = tuple(
-        entry
-        if entry.hwcaps is None
-        else CacheEntry(
-            entry.soname, entry.path, entry.flags, entry.hwcaps,
-            DL_CACHE_HWCAP_EXTENSION | slot[entry.hwcaps],
-        )
-        for _, entry in rows
-    )
-    return LdCache(
-        os.path.join(root, "etc/ld.so.cache"), entries, CacheFormat.SCANNED, tuple(names)
     )

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bazel_ldfix import elf, host, ldcache
+from bazel_ldfix import elf, host, ldcache, ldconfig
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import Environment, Loader, Resolution
 
@@ -59,14 +59,20 @@ def profile_of(interp: str) -> ldcache.LoaderProfile:
 
 
 @functools.cache
-def cache_of(root: str) -> ldcache.LdCache | None:
-    """``root``'s /etc/ld.so.cache; for a sysroot without one, what ldconfig would write."""
+def cache_of(root: str, interp: str) -> ldcache.LdCache | None:
+    """``root``'s /etc/ld.so.cache; for a sysroot without one, what its ldconfig would write.
+
+    That ldconfig's built-in directories are its loader's system directories and its rows
+    carry that loader's flags: both are taken from the loader at ``interp``.
+    """
     path = os.path.join(root, "etc/ld.so.cache")
     if os.path.exists(path):
         return ldcache.read_cache(path)
     if root == "/":
         return None
-    return ldcache.scan_sysroot(root, soname_of=_soname_of)
+    return ldconfig.scan_sysroot(root, soname_of=_soname_of,
+                                 trusted_dirs=host_of(interp).system_dirs,
+                                 flags=profile_of(interp).flags_ok.default)
 
 
 def _soname_of(path: str) -> str | None:
@@ -82,10 +88,11 @@ def _soname_of(path: str) -> str | None:
 def cache_lookup(info: elf.ElfInfo, options: Options) -> CacheLookup | None:
     if options.inhibit_cache:
         return None
-    cache = cache_of(options.root)
+    interp = interp_for(info, options.loader)
+    cache = cache_of(options.root, interp)
     if cache is None:
         return None
-    return functools.partial(profile_of(interp_for(info, options.loader)).lookup, cache)
+    return functools.partial(profile_of(interp).lookup, cache)
 
 
 def loader_for(info: elf.ElfInfo, options: Options) -> Loader:

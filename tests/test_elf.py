@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 from elfbuild import empty, lfs_pointer, lib, program, truncated
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
+from elftools.elf.enums import ENUM_E_MACHINE, ENUM_E_TYPE, ENUM_EI_OSABI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,19 +53,31 @@ def ours(path: str) -> dict[str, object]:
     return {
         "class": 64 if info.elf_class == elf.ELFCLASS64 else 32,
         "little": info.header.data == elf.ELFDATA2LSB,
-        "machine": {62: "EM_X86_64", 3: "EM_386", 183: "EM_AARCH64"}.get(info.machine,
-                                                                          info.machine),
-        "type": {2: "ET_EXEC", 3: "ET_DYN"}.get(info.header.type, info.header.type),
-        "osabi": {0: "ELFOSABI_SYSV", 3: "ELFOSABI_LINUX"}.get(info.header.osabi,
-                                                                 info.header.osabi),
+        # pyelftools names the numbers it knows: name ours with its own tables.
+        "machine": _named(ENUM_E_MACHINE, info.machine),
+        "type": _named(ENUM_E_TYPE, info.header.type),
+        "osabi": _named(ENUM_EI_OSABI, info.header.osabi),
         "interp": info.interp, "needed": list(info.needed), "soname": info.soname,
         "rpath": info.rpath, "runpath": info.runpath, "flags_1": info.flags_1}
 
 
+def _named(table: Mapping[str, int], value: int) -> str | int:
+    return next((name for name, number in table.items() if number == value
+                 and not name.startswith("_")), value)
+
+
+def _library_dir() -> Path:
+    """This machine's multiarch library directory, as its compiler names it."""
+    multiarch = subprocess.run(["cc", "-print-multiarch"], capture_output=True,
+                               text=True).stdout.strip()
+    return Path("/usr/lib") / multiarch if multiarch else Path("/usr/lib")
+
+
 def system_sample(count: int = 60) -> list[str]:
-    """A deterministic sample of this machine's ELF files (every n-th, sorted)."""
+    """A deterministic sample of this machine's ELF files (every n-th, sorted): whatever
+    types are installed (executables, shared objects, relocatable objects, ...)."""
     files = []
-    for directory in (Path("/usr/bin"), Path("/usr/lib/x86_64-linux-gnu")):
+    for directory in (Path("/usr/bin"), _library_dir()):
         for path in sorted(directory.iterdir()):
             if path.is_file() and not path.is_symlink():
                 with path.open("rb") as fh:

@@ -26,6 +26,7 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bazel_ldfix import host
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.ldcache import (
     DL_CACHE_HWCAP_EXTENSION,
@@ -49,16 +50,14 @@ from bazel_ldfix.ldcache import (
     LdCache,
     LegacyHwcaps,
     LoaderProfile,
-    conf_dirs,
     expected_flags,
     libcmp,
     loader_flag_rule,
     parse_cache,
     parse_diagnostics,
     read_cache,
-    scan_sysroot,
-    search_dirs,
 )
+from bazel_ldfix.ldconfig import conf_dirs, scan_sysroot, search_dirs
 
 LDSO = "/lib64/ld-linux-x86-64.so.2"
 SYSTEM_CACHE = "/etc/ld.so.cache"
@@ -165,6 +164,20 @@ def _soname_of(path: str) -> str | None:
         return None
 
 
+def _uses_glibc(path: str) -> bool:
+    """Whether ldconfig counts ``path`` as a libc6 object: it needs libc.so.6 or libm.so.6,
+    or names a glibc program interpreter (read with pyelftools, not the project's reader)."""
+    with open(path, "rb") as handle:
+        elf = ELFFile(handle)
+        dynamic = elf.get_section_by_name(".dynamic")
+        needed = ({t.needed for t in dynamic.iter_tags("DT_NEEDED")}
+                  if dynamic is not None else set())
+        interp = next((seg.get_interp_name() for seg in elf.iter_segments()
+                       if seg["p_type"] == "PT_INTERP"), "")
+    return bool(needed & {"libc.so.6", "libm.so.6"}) or os.path.basename(interp).startswith(
+        ("ld-linux", "ld64.so", "ld.so"))
+
+
 def _elf_ident(path: str) -> tuple[int, int, int] | None:
     try:
         with open(path, "rb") as handle:
@@ -255,7 +268,7 @@ def test_system_cache_flags_are_what_expected_flags_predicts() -> None:
         ident = _elf_ident(entry.path)
         if ident is None:
             continue
-        assert expected_flags(*ident) == entry.flags, entry
+        assert expected_flags(*ident, libc6=_uses_glibc(entry.path)) == entry.flags, entry
         checked += 1
     assert checked > 0
 
@@ -303,7 +316,9 @@ def test_lookup_misses_and_flag_mismatch() -> None:
     assert cache.lookup("") is None
     libc = cache.lookup("libc.so.6", flags_ok=X86_64)
     assert libc is not None
-    assert cache.lookup("libc.so.6", flags_ok=FLAG_ELF_LIBC6) is None  # an i386 loader
+    # An i386 loader's rule selects only an i386 row: this system's 32-bit libc, if any.
+    i386 = cache.lookup("libc.so.6", flags_ok=FLAG_ELF_LIBC6)
+    assert i386 is None or (_elf_ident(i386) or (0, 0, 0))[:2] == (1, EM_386)
     assert cache.lookup("libc.so.6", flags_ok=lambda flags: True) == libc
 
 
@@ -521,6 +536,11 @@ def test_conf_dirs_follows_symlinks_inside_the_root(tmp_path: Path) -> None:
     assert conf_dirs(str(root)) == ("/opt/from-link",)
 
 
+def _builtin_dirs() -> tuple[str, ...]:
+    """ldconfig's built-in directories: this machine's loader's system search path."""
+    return host.probe(LDSO).system_dirs
+
+
 def _hwcaps_runs_sorted(paths: list[str]) -> list[str]:
     out: list[str] = []
     for is_hwcaps, group in itertools.groupby(paths, key=lambda p: "/glibc-hwcaps/" in p):
@@ -539,13 +559,13 @@ def test_scan_sysroot_builds_what_ldconfig_writes(tmp_path: Path) -> None:
     scanned_dirs = re.findall(r"^(/.*?): \((?:hwcap:|from) ", verbose, re.M)
     # ldconfig lists a directory's glibc-hwcaps subdirectories in readdir order, and we list
     # them by name. Rows are sorted by hwcaps name anyway, so only the grouping is compared.
-    assert _hwcaps_runs_sorted([d.path for d in search_dirs(str(root))]) == _hwcaps_runs_sorted(
-        scanned_dirs
-    )
+    ours = search_dirs(str(root), trusted_dirs=_builtin_dirs())
+    assert _hwcaps_runs_sorted([d.path for d in ours]) == _hwcaps_runs_sorted(scanned_dirs)
 
     _run(LDCONFIG, "-X", "-r", str(root))
     real = read_cache(root / "etc" / "ld.so.cache")
-    built = scan_sysroot(str(root), soname_of=_soname_of)
+    built = scan_sysroot(str(root), soname_of=_soname_of, trusted_dirs=_builtin_dirs(),
+                         flags=_host_profile().flags_ok.default)
     assert [(e.soname, e.path, e.flags, e.hwcaps) for e in built.entries] == [
         (e.soname, e.path, e.flags, e.hwcaps) for e in real.entries
     ]
@@ -757,6 +777,8 @@ def test_expected_flags_and_loader_rules() -> None:
     assert expected_flags(2, EM_X86_64) == 0x0303
     assert expected_flags(1, EM_X86_64) == FLAG_ELF_LIBC6 | FLAG_X8664_LIBX32
     assert expected_flags(1, EM_386) == FLAG_ELF_LIBC6
+    assert expected_flags(1, EM_386, libc6=False) == FLAG_ELF
+    assert expected_flags(2, EM_X86_64, libc6=False) == 0x0303  # x86 always adds its ABI
     assert expected_flags(2, EM_AARCH64) == FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64
     assert expected_flags(1, EM_ARM, 0x400) == FLAG_ELF_LIBC6 | FLAG_ARM_LIBHF
     assert expected_flags(1, EM_ARM) == FLAG_ELF_LIBC6
