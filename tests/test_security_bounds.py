@@ -172,3 +172,17 @@ def test_a_string_longer_than_any_name_is_malformed(tmp_path: Path) -> None:
 def test_a_directory_is_still_reported_as_one(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="is a directory"):
         elf.read_elf(str(tmp_path))
+
+
+def test_files_with_offsets_near_2_63_under_external_do_not_break_locate(
+        tmp_path: Path) -> None:
+    base = tmp_path / "ob"
+    lib(base / "external" / "good" / "libx.so.1")
+    craft(base / "external" / "bad1" / "libx.so.1", needed=["libc.so.6"], phoff=NEAR_2_63)
+    craft(base / "external" / "bad2" / "libx.so.1", needed_offsets=[NEAR_2_63])
+    result, _ = run("locate", "--no-cache", "--output-base", str(base), "libx.so.1")
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    lines = result.stdout.splitlines()
+    assert "good" in lines[1]  # the usable copy first
+    assert any("bad1" in line and "not loadable" in line for line in lines)
+    assert any("bad2" in line and "not loadable" in line for line in lines)
