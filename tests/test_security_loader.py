@@ -161,3 +161,26 @@ def test_a_file_with_the_standard_interpreter_gets_no_note(tmp_path: Path) -> No
     app = program(tmp_path / "app")
     doc = json.loads(run("resolve", "--json", str(app)).stdout)
     assert doc["notes"] == []
+
+
+def test_diagnose_models_the_test_with_the_host_loader_never_the_named_one(
+        tmp_path: Path) -> None:
+    """The failed test's executable names a hostile interpreter: diagnose still explains
+    the failure (with the host loader's rules) and the marker never appears."""
+    from diagnose_fixtures import fake_bazel
+
+    from bazel_ldfix import diagnose, logs
+
+    fake = fake_bazel(tmp_path)
+    marker = tmp_path / "MARKER"
+    interp = script_interp(tmp_path, marker)
+    solib = "_solib_k8/_U@xsdk_S_S_Cxdemo___Ulib"
+    cc(fake.executable, "-L", str(fake.bin / solib), "-l:libxdemo.so",
+       "-Wl,--enable-new-dtags", f"-Wl,-rpath,$ORIGIN/../{solib}",
+       f"-Wl,--dynamic-linker,{interp}",
+       src="int xdemo_value(void); int main(void){return xdemo_value() != 11;}")
+    assert elf.read_elf(str(fake.executable)).interp == str(interp)
+    result = diagnose.diagnose(logs.find(str(fake.workspace)))
+    assert result.exit_code == 1
+    assert [f.soname for f in result.findings] == ["libxdemo.so.11"]
+    assert not marker.exists()
