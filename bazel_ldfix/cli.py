@@ -47,6 +47,12 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+_loader_option = click.option(
+    "--loader", metavar="PATH", default=None,
+    help="Ask this dynamic loader how it searches (default: this host's own, if only root "
+         "can change it). A file's own PT_INTERP is never run.")
+
+
 @cli.command(context_settings=_PASSTHROUGH)
 @_bazel_options
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
@@ -143,8 +149,9 @@ def _diagnose_after(output_base: str, code: int, library_path: str | None) -> No
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_loader_option
 def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, ...],
-             output_base: str | None, as_json: bool) -> None:
+             output_base: str | None, as_json: bool, loader: str | None) -> None:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
@@ -156,7 +163,8 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
 
     found = logs.find(os.getcwd(), bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
-    result = diagnosing.diagnose(found, on_error=_warn_unreadable)
+    result = diagnosing.diagnose(found, on_error=_warn_unreadable,
+                                 **diagnosing.with_loader(loader))
     click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
     sys.exit(result.exit_code)
 
@@ -226,12 +234,6 @@ def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | Non
 def _warn_unreadable(path: str, exc: OSError) -> None:
     click.echo(f"bazel-ldfix: warning: cannot read {_printable(path)}: {exc.strerror}",
                err=True)
-
-
-_loader_option = click.option(
-    "--loader", metavar="PATH", default=None,
-    help="Ask this dynamic loader how it searches (default: this host's own, if only root "
-         "can change it). A file's own PT_INTERP is never run.")
 
 
 @cli.command()

@@ -184,3 +184,18 @@ def test_diagnose_models_the_test_with_the_host_loader_never_the_named_one(
     assert result.exit_code == 1
     assert [f.soname for f in result.findings] == ["libxdemo.so.11"]
     assert not marker.exists()
+
+
+def test_diagnose_asks_the_loader_named_with_loader(tmp_path: Path) -> None:
+    from diagnose_fixtures import fake_bazel
+
+    fake = fake_bazel(tmp_path)
+    copy = tmp_path / "myld.so"
+    shutil.copy(os.path.realpath(host_loader()), copy)
+    result = run("diagnose", "--json", "--loader", str(copy), cwd=fake.workspace)
+    assert result.returncode == 1, result.stderr
+    finding = json.loads(result.stdout)["failures"][0]
+    assert finding["soname"] == "libxdemo.so.11"
+    assert finding["needed_by_source"] == "loader model"
+    gone = run("diagnose", "--loader", str(tmp_path / "nope"), cwd=fake.workspace)
+    assert "--loader" in gone.stdout + gone.stderr and "Traceback" not in gone.stderr
