@@ -64,19 +64,28 @@ class Bazel:
         Ctrl-C reaches both of us anyway.
         """
         cmd = self.argv(command, args)
-        try:
-            child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env),
-                                     stdout=subprocess.PIPE if hide else None,
-                                     stderr=subprocess.STDOUT if hide else None)
-        except OSError as exc:
-            raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
-                                     cmd) from None
+        child: subprocess.Popen[bytes] | None = None
+        pending: list[int] = []
 
         def forward(signum: int, _frame: FrameType | None) -> None:
-            child.send_signal(signum)
+            if child is None:
+                pending.append(signum)  # not started yet: passed on once it is
+            else:
+                child.send_signal(signum)
 
+        # Installed before Bazel starts: a signal in between would otherwise stop us and
+        # leave Bazel running.
         old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            try:
+                child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env),
+                                         stdout=subprocess.PIPE if hide else None,
+                                         stderr=subprocess.STDOUT if hide else None)
+            except OSError as exc:
+                raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
+                                         cmd) from None
+            for signum in pending:
+                child.send_signal(signum)
             if child.stdout is not None:
                 for raw in child.stdout:
                     if not any(h.encode() in raw for h in hide):
