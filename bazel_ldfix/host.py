@@ -25,6 +25,7 @@ _PROBE = "/nonexistent-bazel-ldfix-probe"
 _PROBE_NAME = "libbazel-ldfix-probe.so"
 # Variables the loader reads that change the subdirectories it searches.
 _PASS_THROUGH = ("GLIBC_TUNABLES", "LD_HWCAP_MASK")
+PROBE_TIMEOUT = 30  # seconds; the probe takes milliseconds, so this only ends a hung loader
 
 
 @dataclass(frozen=True)
@@ -65,14 +66,15 @@ def ask(interp: str, env: Mapping[str, str] | None = None) -> tuple[Host, str]:
         raise BadInputError(
             f"cannot run the program interpreter {interp}: {exc.strerror}") from None
     try:
-        probe_out = probing.communicate(timeout=30)[0].decode("utf-8", "replace")
-        diag_out = diagnosing.communicate(timeout=30)[0].decode("utf-8", "replace")
+        probe_out = probing.communicate(timeout=PROBE_TIMEOUT)[0].decode("utf-8", "replace")
+        diag_out = diagnosing.communicate(timeout=PROBE_TIMEOUT)[0].decode("utf-8", "replace")
     except subprocess.TimeoutExpired:
         probing.kill()
         diagnosing.kill()
         probing.wait()
         diagnosing.wait()
-        raise BadInputError(f"the loader {interp} did not answer within 30 s") from None
+        raise BadInputError(
+            f"the loader {interp} did not answer within {PROBE_TIMEOUT} s") from None
     return parse_probe(interp, probe_out), diag_out
 
 

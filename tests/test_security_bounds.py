@@ -186,3 +186,23 @@ def test_files_with_offsets_near_2_63_under_external_do_not_break_locate(
     assert "good" in lines[1]  # the usable copy first
     assert any("bad1" in line and "not loadable" in line for line in lines)
     assert any("bad2" in line and "not loadable" in line for line in lines)
+
+
+def test_a_loader_that_hangs_is_an_error_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever blocks the loader (a FIFO the model cannot see, a hung NFS mount), the
+    probe and the trace end in one BadInputError."""
+    from bazel_ldfix import host, trace
+
+    # Static, so that LD_TRACE_LOADED_OBJECTS does not make its own loader list it and exit.
+    stuck = tmp_path / "stuck-ld.so"
+    subprocess.run(["cc", "-static", "-o", str(stuck), "-x", "c", "-"], check=True,
+                   input=b"#include <unistd.h>\nint main(void){sleep(30);return 0;}")
+    monkeypatch.setattr(host, "PROBE_TIMEOUT", 1)
+    monkeypatch.setattr(trace, "TIMEOUT", 1)
+    start = time.monotonic()
+    with pytest.raises(BadInputError, match="did not answer within 1 s"):
+        host.ask(str(stuck))
+    with pytest.raises(BadInputError, match="did not finish listing"):
+        trace.run_trace(str(stuck), str(stuck), library_path=None, inhibit_cache=True)
+    assert time.monotonic() - start < 20
