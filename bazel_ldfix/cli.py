@@ -53,16 +53,38 @@ _loader_option = click.option(
          "can change it). A file's own PT_INTERP is never run.")
 
 
+def _force_local_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--force-local-path", is_flag=True,
+                        help="Add the output_base paths even under --remote_executor (the "
+                             "tests run on this machine).")(func)
+
+
+def _remote_guard(repair: Repair, force_local_path: bool) -> Repair:
+    """Under remote execution, no --test_env naming this machine's paths (one line why)."""
+    import dataclasses
+
+    from bazel_ldfix import execution
+
+    if force_local_path or not repair.flags \
+            or execution.of(repair.options) is not execution.Execution.REMOTE:
+        return repair
+    click.echo(f"bazel-ldfix: {execution.REMOTE_REFUSAL}", err=True)
+    return dataclasses.replace(repair, ld_library_path=None)
+
+
 @cli.command(context_settings=_PASSTHROUGH)
 @_bazel_options
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
               default="flags", show_default=True, help="How to print the result.")
+@_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-        prepend: bool, no_cache: bool, fmt: str, bazel_args: tuple[str, ...]) -> None:
+        prepend: bool, no_cache: bool, fmt: str, force_local_path: bool,
+        bazel_args: tuple[str, ...]) -> None:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
-    Exit 0 when every missing library was located, 1 when some exist nowhere.
+    Exit 0 when every missing library was located, 1 when some exist nowhere (or, under
+    remote execution, when the tests need a BUILD change: see `bazel-ldfix fix`).
     """
     from bazel_ldfix import report
 
@@ -70,6 +92,7 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
     if repair is None:
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                          "see Bazel's output above")
+    repair = _remote_guard(repair, force_local_path)
     render = {"flags": report.repair_flags, "shell": report.repair_shell,
               "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
     text = render(repair)
@@ -77,7 +100,7 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
         click.echo(report.repair_summary(repair), err=True)
     if text:
         click.echo(text)
-    sys.exit(1 if repair.unresolved else 0)
+    sys.exit(1 if repair.unresolved or (repair.missing and not repair.flags) else 0)
 
 
 @cli.command(context_settings=_PASSTHROUGH)
@@ -85,10 +108,11 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
 @click.option("--dry-run", is_flag=True, help="Print the bazel command instead of running it.")
 @click.option("--no-repair", is_flag=True,
               help="Run bazel test as given; only diagnose loader failures afterwards.")
+@_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
          prepend: bool, no_cache: bool, dry_run: bool, no_repair: bool,
-         bazel_args: tuple[str, ...]) -> None:
+         force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
     When tests still fail in the dynamic loader, says why after Bazel's summary (as
@@ -116,6 +140,7 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         sys.exit(4)  # Bazel's own code for "no test was selected"
     if repair is None:
         sys.exit(code)  # the build failed; Bazel has said why
+    repair = _remote_guard(repair, force_local_path)
     click.echo(report.repair_summary(repair), err=True)
     args = with_options(bazel_args, repair.flags)
     if dry_run:
@@ -124,6 +149,66 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     code = bazel.stream("test", args)
     _diagnose_after(repair.output_base, code, repair.ld_library_path)
     sys.exit(code)
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+              help="The bazel to run (default: $BAZEL, else bazel).")
+@click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+              help="A Bazel startup option, e.g. --output_user_root=DIR (repeatable).")
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Use this output_base instead of asking Bazel.")
+@click.option("--no-cache", is_flag=True,
+              help="Walk output_base/external; neither read nor write the index cache.")
+@click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
+                                            "by a rename).")
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
+@click.option("--verify", is_flag=True,
+              help="After --write, run `bazel test BAZEL_ARGS` as given (no --test_env) and "
+                   "exit with its code.")
+@click.option("--interface", is_flag=True,
+              help="Keep linking against the unversioned file (interface_library) and import "
+                   "the versioned one as shared_library.")
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+def fix(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+        no_cache: bool, write: bool, check: bool, verify: bool, interface: bool,
+        bazel_args: tuple[str, ...]) -> None:
+    """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
+
+    Prints a unified diff of each file it would edit, and describes what it cannot edit.
+    Exit 0: nothing needed, or every change written; 1: a change is needed (--check) or
+    only described; 68: a change cannot be made safely (nothing written).
+    """
+    from bazel_ldfix import buildfix
+    from bazel_ldfix.bazel import workspace_of
+    from bazel_ldfix.errors import BazelError, CannotEditError
+
+    if check and (write or verify):
+        raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
+    if verify and not write:
+        raise click.UsageError("--verify runs the tests after --write")
+    repair, code = _plan(bazel_path, startup, output_base, False, no_cache, bazel_args)
+    if repair is None:
+        raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
+                         "see Bazel's output above")
+    workspace = workspace_of(os.getcwd()) or os.getcwd()
+    result = buildfix.plan_for(repair, workspace, interface=interface)
+    text = buildfix.to_text(result, workspace)
+    if text:
+        click.echo(text)
+    if result.problems:
+        raise CannotEditError(f"{len(result.problems)} change(s) cannot be made (see "
+                              "above); nothing written")
+    if not result.needed:
+        click.echo("bazel-ldfix: no BUILD change needed", err=True)
+        sys.exit(0)
+    if check or not write:
+        sys.exit(1 if check else 0)
+    for path in buildfix.write(result.files, repair.output_base):
+        click.echo(f"bazel-ldfix: wrote {path}", err=True)
+    if verify:
+        sys.exit(_make_bazel(bazel_path, startup).stream("test", bazel_args))
+    sys.exit(1 if result.described_only else 0)
 
 
 def _diagnose_after(output_base: str, code: int, library_path: str | None) -> None:
@@ -323,6 +408,131 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     if any(r.disagreements for r in results):
         sys.exit(3)
     sys.exit(0 if all(r.loads for r in results) else 1)
+
+
+_KINDS = ("shared-object", "pie", "executable", "relocatable", "core", "other-elf",
+          "static-archive", "thin-archive", "linker-script", "not-elf", "empty", "missing",
+          "directory", "special")
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--require", "required", type=click.Choice(_KINDS), default=None,
+              metavar="KIND", help=f"Exit 1 unless every FILE is of this kind: "
+                                   f"{', '.join(_KINDS)}.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> None:
+    """What each FILE really is, decided by its bytes, never its name.
+
+    Exit 0 when every FILE is of the --require'd kind (or none is asked), 1 when some is
+    not, 2 when a file cannot be read or is corrupt.
+    """
+    from bazel_ldfix.linkage import kinds, render
+
+    want = kinds.Kind(required) if required is not None else None
+    docs = []
+    texts = []
+    bad = mismatched = False
+    for path in files:
+        try:
+            item = kinds.inspect(path)
+        except BadInputError as exc:
+            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            bad = True
+            docs.append(render.inspection_document(
+                kinds.Inspection(path, kinds.Kind.NOT_ELF), want, error=str(exc)))
+            continue
+        docs.append(render.inspection_document(item, want))
+        texts.append(render.inspection_text(item))
+        problem = item.mismatch(want) if want is not None else None
+        if problem is not None and want is not None:
+            mismatched = True
+            click.echo(f"bazel-ldfix: {render.printable(path)} is not {want.words}: {problem}",
+                       err=True)
+    if as_json:
+        click.echo(render.inspections_json(docs))
+    elif texts:
+        click.echo("\n".join(texts))
+    sys.exit(2 if bad else 1 if mismatched else 0)
+
+
+def _loader_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The environment options of `resolve`, for commands that resolve a closure."""
+    func = click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
+                        help="Resolve as if DIR were / (a sysroot or container image).")(func)
+    func = click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")(func)
+    func = click.option("--library-path", metavar="P", default=None,
+                        help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path)."
+                        )(func)
+    return func
+
+
+@cli.command("assert-linkage")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--needs", "needs", multiple=True, metavar="SONAME",
+              help="FILE has a DT_NEEDED entry SONAME (repeatable).")
+@click.option("--imports", "imports", multiple=True, metavar="SYMBOL",
+              help="FILE's .dynsym has SYMBOL undefined: it takes it from a library "
+                   "(repeatable).")
+@click.option("--no-defines", "no_defines", multiple=True, metavar="SYMBOL",
+              help="FILE defines no SYMBOL, in .dynsym nor in .symtab (repeatable).")
+@click.option("--binds", "binds", multiple=True, metavar="SYMBOL=SONAME",
+              help="FILE's references to SYMBOL bind to SONAME's definition in the loader's "
+                   "global lookup order (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_loader_options
+def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
+                   no_defines: tuple[str, ...], binds: tuple[str, ...], as_json: bool,
+                   library_path: str | None, inhibit_cache: bool, root: str) -> None:
+    """Fail unless FILE links as asserted; every assertion is checked and reported.
+
+    SYMBOL is a mangled name or a demangled C++ name; * matches any text, and a name
+    matches what is declared inside it (a class its constructors and destructor).
+    Exit 0 when every assertion holds, 1 when some fails, 2 for bad input, 68 when a C++
+    pattern needs c++filt and there is none.
+    """
+    import shutil
+
+    from bazel_ldfix.linkage import gate, names, render
+
+    asked = gate.Assertions(needs, imports, no_defines, gate.parse_binds(binds))
+    if not any((needs, imports, no_defines, binds)):
+        raise BadInputError("nothing to assert: give --needs, --imports, --no-defines or "
+                            "--binds")
+    report = gate.check(file, asked, _options(library_path, inhibit_cache, root),
+                        names.Demangler(shutil.which("c++filt")))
+    click.echo(render.gate_json(report) if as_json else render.gate_text(report))
+    sys.exit(0 if report.ok else 1)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_loader_options
+def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: bool,
+          root: str) -> None:
+    """Dynamic symbols defined by more than one object of FILE's load, and which split state.
+
+    Thread-local and data objects first. Exit 0 when interposition unifies every duplicate,
+    1 when some object keeps its own copy of a name another object defines, 2 for bad input.
+    """
+    import shutil
+
+    from bazel_ldfix.linkage import gate, kinds, names, render
+    from bazel_ldfix.linkage.dupes import find_dupes
+
+    found = kinds.inspect(file)
+    if found.kind not in gate.LINKED_KINDS:
+        raise BadInputError(f"{file}: {found.kind.words}, not a linked ELF object "
+                            "(a shared object or a program)")
+    report = find_dupes(file, _options(library_path, inhibit_cache, root))
+    demangled: dict[str, str] = {}
+    program = shutil.which("c++filt")
+    if program is not None:  # names are shown demangled when a demangler is there
+        demangled = names.Demangler(program).demangle(d.name for d in report.duplicates)
+    click.echo(render.dupes_json(report, demangled) if as_json
+               else render.dupes_text(report, demangled))
+    sys.exit(1 if report.split else 0)
 
 
 def _options(library_path: str | None, inhibit_cache: bool, root: str,
