@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlparse
 
 from bazel_ldfix import bepshape
 from bazel_ldfix.bazel import workspace_of
+from bazel_ldfix.elf import open_regular
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
 MAX_LINE = 64 * 1024          # longer lines are cut here (a loader message is < 4 KiB)
@@ -102,10 +103,8 @@ def read_lines(path: str, max_line: int = MAX_LINE) -> Iterator[str]:
 
 def _chunks(path: str, size: int) -> Iterator[bytes]:
     """The bytes of ``path``, ``size`` at a time; OS errors as :class:`BadInputError`."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed in finally, while the generator runs
-    except OSError as exc:
-        raise BadInputError(f"{path}: {exc.strerror or exc}") from None
+    # Only a regular file, opened without blocking: a FIFO named test.log is not waited on.
+    fh = os.fdopen(open_regular(path), "rb")
     try:
         while True:
             try:
@@ -181,7 +180,7 @@ def check_text(path: str) -> None:
     if os.path.isdir(path):
         raise BadInputError(f"{path}: is a directory, not a log")
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:
             head = fh.read(_SNIFF)
     except OSError as exc:
         raise BadInputError(f"{path}: {exc.strerror or exc}") from None
@@ -448,9 +447,9 @@ def from_testlogs(testlogs: str, output_base: str | None, patterns: Sequence[str
 def _xml_status(xml: str) -> str | None:
     """FAILED or PASSED from the top of a test.xml (Bazel's, or the test's own JUnit XML)."""
     try:
-        with open(xml, "rb") as fh:
+        with os.fdopen(open_regular(xml), "rb") as fh:
             head = fh.read(4096)
-    except OSError:
+    except (OSError, BadInputError):
         return None
     return "FAILED" if _XML_FAILED.search(head) else "PASSED"
 

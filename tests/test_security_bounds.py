@@ -206,3 +206,11 @@ def test_a_loader_that_hangs_is_an_error_not_a_traceback(
     with pytest.raises(BadInputError, match="did not finish listing"):
         trace.run_trace(str(stuck), str(stuck), library_path=None, inhibit_cache=True)
     assert time.monotonic() - start < 20
+
+
+def test_a_fifo_as_a_log_or_build_event_file_is_refused_at_once(tmp_path: Path) -> None:
+    pipe = fifo(tmp_path / "test.log")
+    for args in (["--log", str(pipe)], ["--bep", str(pipe)]):
+        result, took = run("diagnose", *args, cwd=tmp_path)
+        assert took < 10 and result.returncode == 2
+        assert str(pipe) in one_error_line(result)
