@@ -15,6 +15,7 @@ import click
 
 from bazel_ldfix import __version__
 from bazel_ldfix.errors import BadInputError, BazelError, LdfixError, NoTestsError
+from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import Bazel
@@ -27,8 +28,15 @@ _PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__, prog_name="bazel-ldfix")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Repair and explain Bazel tests that fail at load time."""
+    if ctx.obj is None:  # called as a library (CliRunner), not through main()
+        ctx.obj = from_environ(os.environ, os.getcwd())
+
+
+# Every command that needs to know where the user is takes it from here.
+_pass_invocation = click.make_pass_decorator(Invocation)
 
 
 def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -78,9 +86,10 @@ def _remote_guard(repair: Repair, force_local_path: bool) -> Repair:
               default="flags", show_default=True, help="How to print the result.")
 @_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
-def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-        prepend: bool, no_cache: bool, fmt: str, force_local_path: bool,
-        bazel_args: tuple[str, ...]) -> None:
+@_pass_invocation
+def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
+        output_base: str | None, prepend: bool, no_cache: bool, fmt: str,
+        force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
     Exit 0 when every missing library was located, 1 when some exist nowhere (or, under
@@ -88,7 +97,8 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
     """
     from bazel_ldfix import report
 
-    repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+    repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
+                         bazel_args)
     if repair is None:
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                          "see Bazel's output above")
@@ -110,7 +120,8 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
               help="Run bazel test as given; only diagnose loader failures afterwards.")
 @_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
-def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+@_pass_invocation
+def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
          prepend: bool, no_cache: bool, dry_run: bool, no_repair: bool,
          force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
@@ -122,7 +133,7 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     from bazel_ldfix.bazel import output_base as ask_output_base
     from bazel_ldfix.bazel import with_options
 
-    bazel = _make_bazel(bazel_path, startup)
+    bazel = _make_bazel(inv, bazel_path, startup)
     if no_repair:
         if dry_run:
             click.echo(shlex.join(bazel.argv("test", bazel_args)))
@@ -134,7 +145,8 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         _diagnose_after(base, code, None)
         sys.exit(code)
     try:
-        repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+        repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
+                             bazel_args)
     except NoTestsError as exc:
         click.echo(f"bazel-ldfix: {exc}", err=True)
         sys.exit(4)  # Bazel's own code for "no test was selected"
@@ -170,7 +182,8 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
               help="Keep linking against the unversioned file (interface_library) and import "
                    "the versioned one as shared_library.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
-def fix(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+@_pass_invocation
+def fix(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
         no_cache: bool, write: bool, check: bool, verify: bool, interface: bool,
         bazel_args: tuple[str, ...]) -> None:
     """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
@@ -187,11 +200,11 @@ def fix(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
         raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
     if verify and not write:
         raise click.UsageError("--verify runs the tests after --write")
-    repair, code = _plan(bazel_path, startup, output_base, False, no_cache, bazel_args)
+    repair, code = _plan(inv, bazel_path, startup, output_base, False, no_cache, bazel_args)
     if repair is None:
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                          "see Bazel's output above")
-    workspace = workspace_of(os.getcwd()) or os.getcwd()
+    workspace = workspace_of(inv.cwd) or inv.cwd
     result = buildfix.plan_for(repair, workspace, interface=interface)
     text = buildfix.to_text(result, workspace)
     if text:
@@ -207,7 +220,7 @@ def fix(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
     for path in buildfix.write(result.files, repair.output_base):
         click.echo(f"bazel-ldfix: wrote {path}", err=True)
     if verify:
-        sys.exit(_make_bazel(bazel_path, startup).stream("test", bazel_args))
+        sys.exit(_make_bazel(inv, bazel_path, startup).stream("test", bazel_args))
     sys.exit(1 if result.described_only else 0)
 
 
@@ -235,8 +248,10 @@ def _diagnose_after(output_base: str, code: int, library_path: str | None) -> No
               help="Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_loader_option
-def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, ...],
-             output_base: str | None, as_json: bool, loader: str | None) -> None:
+@_pass_invocation
+def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
+             log_files: tuple[str, ...], output_base: str | None, as_json: bool,
+             loader: str | None) -> None:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
@@ -246,10 +261,10 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
     from bazel_ldfix import diagnose as diagnosing
     from bazel_ldfix import logs
 
-    found = logs.find(os.getcwd(), bep=bep, log_files=log_files,
+    found = logs.find(inv.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
     result = diagnosing.diagnose(found, on_error=_warn_unreadable,
-                                 **diagnosing.with_loader(loader))
+                                 **diagnosing.with_loader(_user_path(inv, loader)))
     click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
     sys.exit(result.exit_code)
 
@@ -266,8 +281,9 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
               help="Print {soname: [{dir, machine, class, ...}...]}.")
 @click.option("--no-cache", is_flag=True,
               help="Walk output_base/external; neither read nor write the index cache.")
-def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | None,
-           startup: tuple[str, ...], as_json: bool, no_cache: bool) -> None:
+@_pass_invocation
+def locate(inv: Invocation, sonames: tuple[str, ...], output_base: str | None,
+           bazel_path: str | None, startup: tuple[str, ...], as_json: bool, no_cache: bool) -> None:
     """Every directory under output_base/external holding each SONAME, best first.
 
     Best: a copy this machine's loader would take (ELF class, machine, the loader's other
@@ -279,12 +295,12 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
     if output_base is None:
         from bazel_ldfix.bazel import output_base as ask_output_base
 
-        output_base = ask_output_base(_make_bazel(bazel_path, startup))
+        output_base = ask_output_base(_make_bazel(inv, bazel_path, startup))
     base = output_base
     root = os.path.join(base, "external")
     if not os.path.isdir(root):
         raise BadInputError(f"{root} does not exist: is {base} a Bazel output_base?")
-    cache_dir = None if no_cache else indexcache.default_dir(os.environ)
+    cache_dir = None if no_cache else indexcache.default_dir(inv.env)
     # The copies this interpreter's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], elf.read_header(sys.executable),
                          cache_dir=cache_dir, on_error=_warn_unreadable,
@@ -293,14 +309,14 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
     sys.exit(0 if all(found.values()) else 1)
 
 
-def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:
+def _make_bazel(inv: Invocation, bazel_path: str | None, startup: Sequence[str]) -> Bazel:
     from bazel_ldfix.bazel import Bazel
 
-    executable = bazel_path or os.environ.get("BAZEL") or "bazel"
-    return Bazel(executable, os.getcwd(), dict(os.environ), tuple(startup))
+    executable = bazel_path or inv.env.get("BAZEL") or "bazel"
+    return Bazel(executable, inv.cwd, dict(inv.env), tuple(startup))
 
 
-def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | None,
+def _plan(inv: Invocation, bazel_path: str | None, startup: Sequence[str], output_base: str | None,
           prepend: bool, no_cache: bool, bazel_args: Sequence[str]
           ) -> tuple[Repair | None, int]:
     from bazel_ldfix import index, indexcache
@@ -308,9 +324,9 @@ def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | Non
 
     def cache_dir(base: str) -> str | None:
         del base  # one per-user directory, whatever the output_base
-        return indexcache.default_dir(os.environ)
+        return indexcache.default_dir(inv.env)
 
-    return repair_tests(_make_bazel(bazel_path, startup), bazel_args, os.environ,
+    return repair_tests(_make_bazel(inv, bazel_path, startup), bazel_args, inv.env,
                         output_base=output_base, prepend=prepend,
                         cache_dir=None if no_cache else cache_dir,
                         progress=index.Progress(sys.stderr), on_error=_warn_unreadable)
@@ -330,7 +346,8 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
 @click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
               help="Resolve as if DIR were / (a sysroot or container image).")
 @_loader_option
-def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
+@_pass_invocation
+def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
             inhibit_cache: bool, root: str, loader: str | None) -> None:
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
@@ -339,7 +356,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
     from bazel_ldfix import report
     from bazel_ldfix.resolve import resolve_file
 
-    options = _options(library_path, inhibit_cache, root, loader)
+    options = _options(inv, library_path, inhibit_cache, root, loader)
     results = []
     bad = False
     for path in files:
@@ -352,7 +369,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
         if as_json:
             click.echo(report.resolutions_json(results))
         else:
-            color = _color()
+            color = _color(inv)
             click.echo("\n".join(report.resolution_tree(r, color=color) for r in results))
     stops = any(r.missing or r.error or any(v.fatal for v in r.versions) for r in results)
     sys.exit(2 if bad else 1 if stops else 0)
@@ -368,7 +385,8 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
 @click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
               help="Which of these directories are needed (repeatable).")
 @_loader_option
-def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
+@_pass_invocation
+def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
           inhibit_cache: bool, matrix_dirs: tuple[str, ...], loader: str | None) -> None:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
@@ -378,7 +396,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     from bazel_ldfix import check as checking
     from bazel_ldfix import report
 
-    options = _options(library_path, inhibit_cache, "/", loader)
+    options = _options(inv, library_path, inhibit_cache, "/", loader)
     bad = False
     if matrix_dirs:
         matrices = []
@@ -400,7 +418,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
             click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
             bad = True
     if results:
-        color = _color()
+        color = _color(inv)
         click.echo(report.checks_json(results) if as_json
                    else "\n".join(report.check_text(r, color=color) for r in results))
     if bad:
@@ -481,7 +499,8 @@ def _loader_options(func: Callable[..., Any]) -> Callable[..., Any]:
                    "global lookup order (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_loader_options
-def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
+@_pass_invocation
+def assert_linkage(inv: Invocation, file: str, needs: tuple[str, ...], imports: tuple[str, ...],
                    no_defines: tuple[str, ...], binds: tuple[str, ...], as_json: bool,
                    library_path: str | None, inhibit_cache: bool, root: str) -> None:
     """Fail unless FILE links as asserted; every assertion is checked and reported.
@@ -499,7 +518,7 @@ def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
     if not any((needs, imports, no_defines, binds)):
         raise BadInputError("nothing to assert: give --needs, --imports, --no-defines or "
                             "--binds")
-    report = gate.check(file, asked, _options(library_path, inhibit_cache, root),
+    report = gate.check(file, asked, _options(inv, library_path, inhibit_cache, root),
                         names.Demangler(shutil.which("c++filt")))
     click.echo(render.gate_json(report) if as_json else render.gate_text(report))
     sys.exit(0 if report.ok else 1)
@@ -509,7 +528,8 @@ def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_loader_options
-def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: bool,
+@_pass_invocation
+def dupes(inv: Invocation, file: str, as_json: bool, library_path: str | None, inhibit_cache: bool,
           root: str) -> None:
     """Dynamic symbols defined by more than one object of FILE's load, and which split state.
 
@@ -525,7 +545,7 @@ def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: boo
     if found.kind not in gate.LINKED_KINDS:
         raise BadInputError(f"{file}: {found.kind.words}, not a linked ELF object "
                             "(a shared object or a program)")
-    report = find_dupes(file, _options(library_path, inhibit_cache, root))
+    report = find_dupes(file, _options(inv, library_path, inhibit_cache, root))
     demangled: dict[str, str] = {}
     program = shutil.which("c++filt")
     if program is not None:  # names are shown demangled when a demangler is there
@@ -535,12 +555,18 @@ def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: boo
     sys.exit(1 if report.split else 0)
 
 
-def _options(library_path: str | None, inhibit_cache: bool, root: str,
-             loader: str | None = None) -> Options:
+def _options(inv: Invocation, library_path: str | None, inhibit_cache: bool,
+             root: str, loader: str | None = None) -> Options:
     from bazel_ldfix.resolve import Options
 
-    value = library_path if library_path is not None else os.environ.get("LD_LIBRARY_PATH")
-    return Options(value, inhibit_cache, os.path.abspath(root), os.getcwd(), loader)
+    value = library_path if library_path is not None else inv.env.get("LD_LIBRARY_PATH")
+    return Options(value, inhibit_cache, os.path.normpath(os.path.join(inv.cwd, root)),
+                   inv.cwd, _user_path(inv, loader))
+
+
+def _user_path(inv: Invocation, path: str | None) -> str | None:
+    """A path the user gave, taken from where the user is."""
+    return None if path is None else os.path.normpath(os.path.join(inv.cwd, path))
 
 
 def _explain_bad(exc: BadInputError) -> str:
@@ -560,15 +586,24 @@ def _printable(text: str) -> str:
     return printable(text)
 
 
-def _color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+def _color(inv: Invocation) -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in inv.env
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: LdfixError becomes one line on stderr and its exit code."""
+    inv = from_environ(os.environ, os.getcwd())
+    if inv.by_bazel_run:
+        # `bazel run` starts us in our runfiles tree: go where the user is, so that every
+        # relative path given (and every check click makes of one) means what it means there.
+        try:
+            os.chdir(inv.cwd)
+        except OSError as exc:
+            click.echo(f"error: cannot enter {inv.cwd}: {exc.strerror}", err=True)
+            return 2
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="bazel-ldfix",
-                 standalone_mode=False)
+                 standalone_mode=False, obj=inv)
     except LdfixError as exc:
         # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
         # has lines of its own (Bazel's stderr, indented), escaped one by one.
