@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from bazel_ldfix import bepshape
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
@@ -71,28 +72,48 @@ class Bazel:
         Ctrl-C reaches both of us anyway.
         """
         cmd = self.argv(command, args)
-        try:
-            child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env),
-                                     stdout=subprocess.PIPE if hide else None,
-                                     stderr=subprocess.STDOUT if hide else None)
-        except OSError as exc:
-            raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
-                                     cmd) from None
+        child: subprocess.Popen[bytes] | None = None
+        pending: list[int] = []
 
         def forward(signum: int, _frame: FrameType | None) -> None:
-            child.send_signal(signum)
+            if child is None:
+                pending.append(signum)  # not started yet: passed on once it is
+            else:
+                child.send_signal(signum)
 
+        # Installed before Bazel starts: a signal in between would otherwise stop us and
+        # leave Bazel running.
         old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            try:
+                child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env),
+                                         stdout=subprocess.PIPE if hide else None,
+                                         stderr=subprocess.STDOUT if hide else None)
+            except OSError as exc:
+                raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
+                                         cmd) from None
+            for signum in pending:
+                child.send_signal(signum)
             if child.stdout is not None:
                 for raw in child.stdout:
                     if not any(h.encode() in raw for h in hide):
                         sys.stderr.buffer.write(raw)
                         sys.stderr.buffer.flush()
-            return child.wait()
+            code = child.wait()
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
+        if code < 0:
+            # Killed by a signal: say so, and exit as a shell would (128 + N), not with
+            # the byte Python would make of -N.
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            sys.stderr.write(f"bazel-ldfix: {self.executable} was killed by {name} "
+                             f"(exit code {128 - code})\n")
+            return 128 - code
+        return code
 
     def _run(self, cmd: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
         pipe = subprocess.PIPE if capture else None
@@ -173,6 +194,7 @@ class BuildEvents:
     # only the last value of a single-valued option, which hides the user's test filters.
     command_line: tuple[str, ...] = ()
     exec_root: str | None = None    # workspaceInfo.localExecRoot: OUTPUT_BASE/execroot/NAME
+    patterns: tuple[str, ...] = ()  # the target patterns, as Bazel read them (the pattern event)
 
     @property
     def output_base(self) -> str | None:
@@ -191,6 +213,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     exit_code = None
     command_line: tuple[str, ...] = ()
     exec_root = None
+    patterns: tuple[str, ...] = ()
     for line in lines:
         line = line.strip()
         if not line:
@@ -199,10 +222,17 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
             event = json.loads(line)
         except json.JSONDecodeError:
             continue  # a truncated last line when Bazel was interrupted
-        ident = event.get("id", {})
+        # Fields of another type than Bazel's schema gives them are dropped, and a line
+        # that is no event at all is skipped: never a traceback.
+        event, _changed = bepshape.sanitize(event)
+        if event is None:
+            continue
+        ident = event["id"]
         if "started" in event:
             version = event["started"].get("buildToolVersion") or None
             workspace = event["started"].get("workspaceDirectory") or None
+        if "pattern" in ident and not patterns:
+            patterns = tuple(str(p) for p in ident["pattern"].get("pattern", []))
         if "workspaceInfo" in event:
             exec_root = event["workspaceInfo"].get("localExecRoot") or None
         if "targetConfigured" in ident and "configured" in event:
@@ -243,7 +273,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         if executable:
             tests.append(TestTarget(label, executable, sizes.get(label, "")))
     return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code,
-                       command_line, exec_root)
+                       command_line, exec_root, patterns)
 
 
 def _expand(files: list[Any], sets: Mapping[str, tuple[list[Any], list[str]]],

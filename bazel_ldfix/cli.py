@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bazel_ldfix import __version__
-from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
+from bazel_ldfix.errors import BadInputError, BazelError, LdfixError
 from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import Bazel
+    from bazel_ldfix.diagnose import Diagnosis
+    from bazel_ldfix.failopen import Fallback
     from bazel_ldfix.repair import Repair
     from bazel_ldfix.resolve import Options
 
@@ -128,6 +130,20 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def _checked_loader(_ctx: click.Context, _param: click.Parameter,
+                    value: str | None) -> str | None:
+    """A --loader that is not a file is the user's mistake, whatever the command reaches."""
+    if value is not None and not os.path.isfile(value):
+        raise BadInputError(f"--loader {value}: not a regular file")
+    return value
+
+
+_loader_option = click.option(
+    "--loader", metavar="PATH", default=None, callback=_checked_loader,
+    help="Ask this dynamic loader how it searches (default: this host's own, if only root "
+         "can change it). A file's own PT_INTERP is never run.")
+
+
 def _force_local_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--force-local-path", is_flag=True,
                         help="Add the output_base paths even under --remote_executor (the "
@@ -179,7 +195,6 @@ def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
     repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
                          bazel_args, quiet=quiet)
     if repair is None:
-        from bazel_ldfix.errors import BazelError
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                          "see Bazel's output above")
     repair = _remote_guard(repair, force_local_path)
@@ -203,12 +218,15 @@ def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
                    "test` command with the repair instead of running it.")
 @click.option("--no-repair", is_flag=True,
               help="Run bazel test as given; only diagnose loader failures afterwards.")
+@click.option("--rerun-loader-failures", "rerun_failures", is_flag=True,
+              help="Run the tests that failed in the loader once more, with the directories "
+                   "the diagnosis found (a library opened with dlopen by name).")
 @_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @_pass_invocation
 def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
          output_base: str | None, prepend: bool, no_cache: bool, quiet: bool, dry_run: bool,
-         no_repair: bool,
+         no_repair: bool, rerun_failures: bool,
          force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
@@ -219,7 +237,8 @@ def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
     excludes a target.
 
     When tests still fail in the dynamic loader, says why after Bazel's summary (as
-    `bazel-ldfix diagnose` does). Exits with Bazel's own exit code.
+    `bazel-ldfix diagnose` does). Exits with Bazel's own exit code. When no repair can be
+    computed, runs `bazel test BAZEL_ARGS` unchanged.
 
     \b
     Examples:
@@ -228,29 +247,30 @@ def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix test -- //... -//app:ext_test
       bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
-    from bazel_ldfix import report
+    from bazel_ldfix import failopen, report
     from bazel_ldfix.bazel import output_base as ask_output_base
     from bazel_ldfix.bazel import with_options
 
+    if output_base is not None and not os.path.isdir(output_base):
+        raise BadInputError(f"output_base {output_base} does not exist")
     bazel = _make_bazel(inv, bazel_path, startup)
-    if no_repair:
+    repair = None if no_repair else _repair_or_fallback(
+        inv, bazel_path, startup, output_base, prepend, no_cache, bazel_args, quiet=quiet)
+    if repair is None or isinstance(repair, failopen.Fallback):
+        # --no-repair, or no repair could be computed: the user's command as given.
+        if repair is not None:
+            click.echo(repair.message(), err=True)
         if dry_run:
             click.echo(shlex.join(bazel.argv("test", bazel_args)))
             sys.exit(0)
         # Asked before the run: every Bazel command rewrites command.log, which the
         # diagnosis reads.
-        base = output_base or ask_output_base(bazel)
+        base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
         code = bazel.stream("test", bazel_args)
-        _diagnose_after(inv, base, code, None)
+        if isinstance(base, str) and _diagnose_after(inv, base, code, None) and rerun_failures:
+            click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
+                       "(no repair was computed)", err=True)
         sys.exit(code)
-    try:
-        repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
-                             bazel_args, quiet=quiet)
-    except NoTestsError as exc:
-        click.echo(f"bazel-ldfix: {exc}", err=True)
-        sys.exit(4)  # Bazel's own code for "no test was selected"
-    if repair is None:
-        sys.exit(code)  # the build failed; Bazel has said why
     repair = _remote_guard(repair, force_local_path)
     if not quiet:
         click.echo(report.repair_summary(repair), err=True)
@@ -259,11 +279,24 @@ def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
         click.echo(shlex.join(bazel.argv("test", args)))
         sys.exit(0)
     code = bazel.stream("test", args)
-    _diagnose_after(inv, repair.output_base, code, repair.ld_library_path)
+    diagnosis = _diagnose_after(inv, repair.output_base, code, repair.ld_library_path)
+    if rerun_failures and diagnosis is not None:
+        if _remote(repair) and not force_local_path:
+            click.echo("bazel-ldfix: no rerun: under remote execution, directories of this "
+                       "machine mean nothing to the executors (see `bazel-ldfix fix`)",
+                       err=True)
+        else:
+            code = _rerun(inv, bazel, bazel_args, repair, diagnosis, code, prepend)
     line = None if quiet else report.repaired_line(repair, bazel_args, code)
     if line:
         click.echo(line, err=True)
     sys.exit(code)
+
+
+def _remote(repair: Repair) -> bool:
+    from bazel_ldfix import execution
+
+    return execution.of(repair.options) is execution.Execution.REMOTE
 
 
 @cli.command(cls=BazelArgsCommand, context_settings=_PASSTHROUGH,
@@ -334,21 +367,90 @@ def fix(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outpu
     sys.exit(1 if result.described_only else 0)
 
 
-def _diagnose_after(inv: Invocation, output_base: str, code: int,
-                    library_path: str | None) -> None:
-    """After Bazel's summary: why tests still failed in the dynamic loader, if they did."""
-    from bazel_ldfix import diagnose as diagnosing
+def _repair_or_fallback(inv: Invocation, bazel_path: str | None, startup: Sequence[str],
+                        output_base: str | None, prepend: bool, no_cache: bool,
+                        bazel_args: Sequence[str], *, quiet: bool = False
+                        ) -> Repair | Fallback:
+    """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
+    the command unchanged). Exits with Bazel's code when the build step was interrupted."""
+    from bazel_ldfix import failopen
+    from bazel_ldfix.rerun import INTERRUPTED
 
-    try:
-        result = diagnosing.after_test(output_base, code, library_path=library_path,
-                                       on_error=_warn_unreadable,
-                                       shell_library_path=inv.env.get("LD_LIBRARY_PATH"))
-    except LdfixError as exc:
-        click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {exc}", err=True)
-        return
+    planned = failopen.attempt(lambda: _plan(inv, bazel_path, startup, output_base, prepend,
+                                             no_cache, bazel_args, quiet=quiet))
+    if isinstance(planned, failopen.Fallback):
+        return planned
+    repair, code = planned
+    if repair is not None:
+        return repair
+    if code == INTERRUPTED:
+        sys.exit(code)
+    return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")
+
+
+def _diagnose_after(inv: Invocation, output_base: str, code: int, library_path: str | None
+                    ) -> Diagnosis | None:
+    """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
+
+    Never changes the outcome of the run: a diagnosis that fails says so in one line.
+    """
+    from bazel_ldfix import diagnose as diagnosing
+    from bazel_ldfix import failopen
+
+    result = failopen.attempt(lambda: diagnosing.after_test(
+        output_base, code, library_path=library_path, on_error=_warn_unreadable,
+        shell_library_path=inv.env.get("LD_LIBRARY_PATH")))
+    if isinstance(result, failopen.Fallback):
+        click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
+        return None
     if result is not None:
         click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: ",
                                       color=_color(inv, sys.stderr)), err=True)
+    return result
+
+
+def _rerun(inv: Invocation, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
+           diagnosis: Diagnosis, first: int, prepend: bool) -> int:
+    """The one rerun of the tests that failed in the loader; the two runs' combined code."""
+    from bazel_ldfix import failopen, logs, rerun
+
+    planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
+    if isinstance(planned, failopen.Fallback):
+        click.echo(f"bazel-ldfix: no rerun: {planned.reason}", err=True)
+        return first
+    for test, why in planned.not_rerun:
+        click.echo(f"bazel-ldfix: not rerunning {test}: {why}", err=True)
+    if not planned.labels:
+        return first
+    args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
+    if args is None:
+        click.echo("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
+                   "the options' values", err=True)
+        return first
+    for soname, directory in planned.added:
+        click.echo(f"bazel-ldfix: the run revealed {soname}, in {directory}", err=True)
+    click.echo(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with {planned.flag}",
+               err=True)
+    second = bazel.stream("test", args)
+    found = failopen.attempt(lambda: logs.from_command_log(repair.output_base))
+    failed = ({log.label for log in found.logs} if isinstance(found, logs.LogSet)
+              else set(planned.labels) if second != 0 else set())
+    now_pass = [t for t in planned.labels if t not in failed]
+    still = [t for t in planned.labels if t in failed]
+    if now_pass:
+        click.echo(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+                   f"pass{'es' if len(now_pass) == 1 else ''} (failed in the loader before)",
+                   err=True)
+    if still:
+        click.echo(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
+                   f"fail{'s' if len(still) == 1 else ''}", err=True)
+        _diagnose_after(inv, repair.output_base, second, planned.ld_library_path)
+    code = rerun.combined_code(first, second, planned)
+    left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
+    click.echo(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
+               + (f"; not rerun, failed in the first run: {', '.join(left)}" if left else "")
+               + ")", err=True)
+    return code
 
 
 @cli.command(short_help="Why failed tests could not load a library; the fix.")
@@ -360,9 +462,11 @@ def _diagnose_after(inv: Invocation, output_base: str, code: int,
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_loader_option
 @_pass_invocation
 def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
-             log_files: tuple[str, ...], output_base: str | None, as_json: bool) -> None:
+             log_files: tuple[str, ...], output_base: str | None, as_json: bool,
+             loader: str | None) -> None:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
@@ -386,7 +490,8 @@ def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
         raise BadInputError(diagnosing.unmatched_patterns(
             patterns, every, logs.package_of(inv.cwd)))
     result = diagnosing.diagnose(found, on_error=_warn_unreadable,
-                                 shell_library_path=inv.env.get("LD_LIBRARY_PATH"))
+                                 shell_library_path=inv.env.get("LD_LIBRARY_PATH"),
+                                 **diagnosing.with_loader(_user_path(inv, loader)))
     click.echo(diagnosing.to_json(result) if as_json
                else diagnosing.to_text(result, color=_color(inv)))
     sys.exit(result.exit_code)
@@ -436,7 +541,7 @@ def locate(inv: Invocation, sonames: tuple[str, ...], output_base: str | None,
         raise BadInputError(f"no external repository has been fetched into {base} yet (it has "
                             "no external/ directory): build or fetch first, e.g. "
                             "`bazel fetch //...`, then run locate again")
-    cache_dir = None if no_cache else indexcache.default_dir(base, inv.env)
+    cache_dir = None if no_cache else indexcache.default_dir(inv.env)
     # The copies this interpreter's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], elf.read_header(sys.executable),
                          cache_dir=cache_dir, on_error=_warn_unreadable,
@@ -466,8 +571,9 @@ def _plan(inv: Invocation, bazel_path: str | None, startup: Sequence[str],
     from bazel_ldfix import index, indexcache
     from bazel_ldfix.repair import repair_tests
 
-    def cache_dir(base: str) -> str:
-        return indexcache.default_dir(base, inv.env)
+    def cache_dir(base: str) -> str | None:
+        del base  # one per-user directory, whatever the output_base
+        return indexcache.default_dir(inv.env)
 
     return repair_tests(_make_bazel(inv, bazel_path, startup), bazel_args, inv.env,
                         output_base=output_base, prepend=prepend,
@@ -477,7 +583,8 @@ def _plan(inv: Invocation, bazel_path: str | None, startup: Sequence[str],
 
 
 def _warn_unreadable(path: str, exc: OSError) -> None:
-    click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
+    click.echo(f"bazel-ldfix: warning: cannot read {_printable(path)}: {exc.strerror}",
+               err=True)
 
 
 @cli.command(short_help="How the loader would find what FILES need.")
@@ -490,9 +597,11 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
               help="Resolve as if DIR were / (a sysroot or container image).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show the system libraries too (folded by default, as libtree does).")
+@_loader_option
 @_pass_invocation
 def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool,
-            library_path: str | None, inhibit_cache: bool, root: str, verbose: bool) -> None:
+            library_path: str | None, inhibit_cache: bool, root: str, verbose: bool,
+            loader: str | None) -> None:
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
     Exit 0 when everything resolves, 1 when something is missing, 2 for bad input.
@@ -505,14 +614,14 @@ def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool,
     from bazel_ldfix import report
     from bazel_ldfix.resolve import resolve_file, unversioned_files
 
-    options = _options(inv, library_path, inhibit_cache, root)
+    options = _options(inv, library_path, inhibit_cache, root, loader)
     results = []
     bad = False
     for path in files:
         try:
             results.append(resolve_file(path, options))
         except BadInputError as exc:
-            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
             bad = True
     if results:
         if as_json:
@@ -536,9 +645,10 @@ def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool,
               help="Leave /etc/ld.so.cache out, so that it cannot hide a missing library.")
 @click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
               help="Which of these directories are needed (repeatable).")
+@_loader_option
 @_pass_invocation
 def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
-          inhibit_cache: bool, matrix_dirs: tuple[str, ...]) -> None:
+          inhibit_cache: bool, matrix_dirs: tuple[str, ...], loader: str | None) -> None:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
     Exit 0 when everything loads, 1 when something is missing, 2 for bad input, 3 when the
@@ -552,7 +662,7 @@ def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: 
     from bazel_ldfix import check as checking
     from bazel_ldfix import report
 
-    options = _options(inv, library_path, inhibit_cache, "/")
+    options = _options(inv, library_path, inhibit_cache, "/", loader)
     bad = False
     if matrix_dirs:
         matrices = []
@@ -560,7 +670,7 @@ def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: 
             try:
                 matrices.append(checking.matrix(path, matrix_dirs, options))
             except BadInputError as exc:
-                click.echo(f"error: {_explain_bad(exc)}", err=True)
+                click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
                 bad = True
         if matrices:
             click.echo(report.matrix_json(matrices) if as_json
@@ -571,7 +681,7 @@ def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: 
         try:
             results.append(checking.check_file(path, options))
         except BadInputError as exc:
-            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
             bad = True
     if results:
         color = _color(inv)
@@ -727,12 +837,17 @@ def dupes(inv: Invocation, file: str, as_json: bool, library_path: str | None, i
 
 
 def _options(inv: Invocation, library_path: str | None, inhibit_cache: bool,
-             root: str) -> Options:
+             root: str, loader: str | None = None) -> Options:
     from bazel_ldfix.resolve import Options
 
     value = library_path if library_path is not None else inv.env.get("LD_LIBRARY_PATH")
     return Options(value, inhibit_cache, os.path.normpath(os.path.join(inv.cwd, root)),
-                   inv.cwd)
+                   inv.cwd, _user_path(inv, loader))
+
+
+def _user_path(inv: Invocation, path: str | None) -> str | None:
+    """A path the user gave, taken from where the user is."""
+    return None if path is None else os.path.normpath(os.path.join(inv.cwd, path))
 
 
 def _explain_bad(exc: BadInputError) -> str:
@@ -744,6 +859,12 @@ def _explain_bad(exc: BadInputError) -> str:
     if text.endswith(": file too short"):
         return text + " (empty or truncated)"
     return text
+
+
+def _printable(text: str) -> str:
+    from bazel_ldfix.quoting import printable
+
+    return printable(text)
 
 
 def _color(inv: Invocation, stream: Any = None) -> bool:
@@ -776,7 +897,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.main(args=list(argv) if argv is not None else None, prog_name="bazel-ldfix",
                  standalone_mode=False, obj=inv)
     except LdfixError as exc:
-        click.echo(f"error: {exc}", err=True)
+        # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
+        # has lines of its own (Bazel's stderr, indented), escaped one by one.
+        message = str(exc)
+        text = "\n".join(_printable(line) for line in message.split("\n")) \
+            if isinstance(exc, BazelError) else _printable(message)
+        click.echo(f"error: {text}", err=True)
         if _wants_json(list(argv) if argv is not None else sys.argv[1:]):
             from bazel_ldfix.report import error_json
 

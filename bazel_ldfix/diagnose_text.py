@@ -18,7 +18,10 @@ from bazel_ldfix.report import OUTPUT_BASE, abbreviate
 if TYPE_CHECKING:
     from bazel_ldfix.diagnose import Diagnosis, ErrorKind, Finding
 
-RED, YELLOW, BOLD, RESET = "\x1b[31m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
+# Colours are written as stand-in characters, put in after the names were escaped
+# (quoting.printable), so that escaping cannot touch them.
+RED, YELLOW, BOLD, RESET = "\ue010", "\ue011", "\ue012", "\ue013"
+_COLOURS = {RED: "\x1b[31m", YELLOW: "\x1b[33m", BOLD: "\x1b[1m", RESET: "\x1b[0m"}
 FLAG_CAVEAT = ("the flag replaces any LD_LIBRARY_PATH the test had (an env attribute, an "
                "rc file's --test_env); `bazel-ldfix test` merges instead")
 
@@ -36,7 +39,15 @@ def render(diagnosis: Diagnosis, *, what: Mapping[ErrorKind, str], summary: str,
         body = plain
     while body and not body[0]:
         body.pop(0)
-    return "\n".join(f"{prefix}{line}" if line else prefix.rstrip() for line in body)
+    from bazel_ldfix.quoting import printable
+
+    # Names come from logs and files: escaped, so that none can forge a line or drive the
+    # terminal.
+    text = "\n".join(f"{prefix}{printable(line)}" if line else prefix.rstrip()
+                     for line in body)
+    for stand_in, code in _COLOURS.items():
+        text = text.replace(stand_in, code)
+    return text
 
 
 def _render(diagnosis: Diagnosis, what: Mapping[ErrorKind, str], summary: str,

@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bazel_ldfix import bazel, elf, index, pathlist, runfiles, testenv
-from bazel_ldfix.errors import BadInputError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix import bazel, elf, failopen, index, pathlist, runfiles, testenv
+from bazel_ldfix.errors import BadInputError, LdfixError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix.failopen import Skipped
 from bazel_ldfix.loader import Environment, Loader, Resolution
 
 VARIABLE = "LD_LIBRARY_PATH"
@@ -104,6 +106,8 @@ class Repair:
     ld_library_path: str | None    # the merged value; None when nothing needs adding
     options: tuple[bazel.Option, ...] = ()  # the build step's canonical options
     notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
+    skipped: tuple[Skipped, ...] = ()   # files left out of the model, once each
+    patterns: tuple[str, ...] = ()      # the command's target patterns, as Bazel read them
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -128,7 +132,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          *, prepend: bool = False,
          on_error: Callable[[str, OSError], None] | None = None,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
-         search: bool = True) -> Repair:
+         search: bool = True, host: elf.ElfHeader | None = None) -> Repair:
     """Find what the tests cannot load and the directories that fix it.
 
     Each round resolves every test in the environment it would get with the directories
@@ -137,8 +141,16 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     needed by the library that really needs it; the other shared objects of the runfiles
     (which a test may dlopen) follow. Without ``search``, only what is missing is found
     (each test's ``missing_before``); nothing is looked for.
+
+    A file the model cannot take (see :mod:`failopen`) is skipped and listed in
+    ``skipped``; it never stops the plan. ``host`` is the class and machine a test that is
+    a script (sh_test, py_test) runs as: this machine's, unless given.
     """
-    subjects = [_Subject.of(t) for t in tests]
+    if host is None:
+        from bazel_ldfix.resolve import host_header
+
+        host = host_header()
+    subjects = [_Subject.of(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]
     scan = _Scan(subjects, make_loader, cache_for)
     # A separate scan, so that "needed by" comes from the rounds below (closures first).
@@ -197,8 +209,14 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
                                   error, reach, rule_fix))
     results_out = tuple(results)
     notes = tuple(note for s in subjects for note in s.notes)
+    skipped: dict[str, Skipped] = {}
+    for s in subjects:
+        for skip in s.skipped:
+            skipped.setdefault(os.path.realpath(skip.path), skip)
+    for skip in scan.skipped.values():
+        skipped.setdefault(os.path.realpath(skip.path), skip)
     return Repair(output_base, env.base, env.source, results_out, missing_out, tuple(added),
-                  merged, notes=notes)
+                  merged, notes=notes, skipped=tuple(skipped.values()))
 
 
 def _rule_fix(value: str | None, added: Sequence[str], prepend: bool) -> str | None:
@@ -223,6 +241,7 @@ class _Scan:
         self.needed_by: dict[str, list[str]] = {}
         self.linked: dict[str, None] = {}
         self.expect: elf.ElfHeader | None = None
+        self.skipped: dict[str, Skipped] = {}
 
     def run(self, values: Mapping[str, str | None], *, extras: bool
             ) -> list[tuple[_Subject, tuple[str, ...], str | None]]:
@@ -232,6 +251,9 @@ class _Scan:
             error = None
             for res in subject.resolve(self.make_loader, self.cache_for,
                                        values.get(subject.label), extras=extras):
+                if isinstance(res, Skipped):
+                    self.skipped.setdefault(res.path, res)
+                    continue
                 self.expect = self.expect or res.info.header
                 error = error or res.error
                 for lib in res.libraries:
@@ -254,48 +276,92 @@ class _Subject:
     info: elf.ElfInfo | None
     extras: tuple[str, ...]
     cwd: str
-
+    skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, test: TestInput) -> _Subject:
+    def of(cls, test: TestInput, host: elf.ElfHeader) -> _Subject:
         try:
             info: elf.ElfInfo | None = elf.read_elf(test.executable)
         except BadInputError:
             info = None  # a script (sh_test, py_test): only its runfiles are examined
         tree = test.executable + ".runfiles"
+        # A script runs under an interpreter of this machine, which is what would load
+        # the libraries of its runfiles.
+        expect = info.header if info is not None else host
         notes: tuple[str, ...] = ()
         if os.path.isdir(tree):
-            extras = tuple(sorted(_runfiles_libraries(tree, info)))
+            extras, skipped = _runfiles_libraries(tree, expect)
         else:
             # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
             # manifest names what the test stages.
-            found, absent = _manifest_libraries(test.executable, info)
-            extras = tuple(sorted(found))
+            extras, skipped, absent = _manifest_libraries(test.executable, expect)
             notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
                           "that did not download it?)" for path in absent)
-        return cls(test.label, test.executable, info, extras, _test_cwd(test, tree), notes)
+        return cls(test.label, test.executable, info, tuple(sorted(extras)),
+                   _test_cwd(test, tree), tuple(skipped), notes)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
-                library_path: str | None, *, extras: bool) -> list[Resolution]:
+                library_path: str | None, *, extras: bool) -> list[Resolution | Skipped]:
+        """The model's load of the executable (with the runfiles' objects as if dlopen()ed),
+        or of each runfiles object for a script; a file the model fails on is skipped."""
         if self.info is not None:
-            env = Environment(library_path, self.cwd, cache_for(self.info))
-            return [make_loader(self.info, env).resolve(
-                self.executable, self.extras if extras else (), info=self.info)]
+            info = self.info
+            try:
+                env = Environment(library_path, self.cwd, cache_for(info))
+                loader = make_loader(info, env)
+            except _PER_FILE_ERRORS as exc:
+                return [failopen.no_loader(self.executable, exc)]
+            try:
+                return [loader.resolve(self.executable, self.extras if extras else (),
+                                       info=info)]
+            except _PER_FILE_ERRORS as exc:
+                if not (extras and self.extras):
+                    return [failopen.from_error(self.executable, exc)]
+            # One of the extras defeats the model: take them one at a time.
+            out: list[Resolution | Skipped] = [*self.resolve(
+                make_loader, cache_for, library_path, extras=False)]
+            for path in self.extras:
+                try:
+                    out.append(make_loader(info, env).resolve(self.executable, (path,),
+                                                              info=info))
+                except _PER_FILE_ERRORS as exc:
+                    out.append(failopen.from_error(path, exc))
+            return out
         out = []
         for path in self.extras:
-            info = elf.read_elf(path)
-            env = Environment(library_path, self.cwd, cache_for(info))
-            out.append(make_loader(info, env).resolve(path, info=info))
+            try:
+                extra = elf.read_elf(path)
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.from_error(path, exc))
+                continue
+            try:
+                env = Environment(library_path, self.cwd, cache_for(extra))
+                loader = make_loader(extra, env)
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.no_loader(path, exc))
+                continue
+            try:
+                out.append(loader.resolve(path, info=extra))
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.from_error(path, exc))
         return out
 
 
-def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None) -> list[str]:
-    """Shared objects in a runfiles tree that the loader would accept for this program."""
+# What one hostile file can make the reader or the model raise: reported as a skipped file.
+# Anything else is a bug, and `bazel-ldfix test` falls back to the unchanged `bazel test`.
+_PER_FILE_ERRORS = (LdfixError, OSError, ValueError, IndexError, struct.error)
+
+
+def _runfiles_libraries(runfiles: str, expect: elf.ElfHeader
+                        ) -> tuple[list[str], list[Skipped]]:
+    """Shared objects in a runfiles tree that the loader of ``expect`` would accept, and
+    the files named like libraries that it would not (each with the reason)."""
     if not os.path.isdir(runfiles):
-        return []
+        return [], []
     out: list[str] = []
+    skipped: list[Skipped] = []
     seen: set[str] = set()
     for paths in index.walk(runfiles).values():
         for path in paths:
@@ -303,24 +369,22 @@ def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None) -> list[str]
             if real in seen:
                 continue
             seen.add(real)
-            try:
-                header = elf.read_header(path)
-            except BadInputError:
-                continue
-            if header.type != elf.ET_DYN:
-                continue
-            if program is not None and index.check_candidate(path, program.header) is not None:
-                continue
-            out.append(path)
-    return out
+            verdict = failopen.examine(path, expect)
+            if isinstance(verdict, Skipped):
+                skipped.append(verdict)
+            else:
+                out.append(path)
+    return out, skipped
 
 
-def _manifest_libraries(executable: str, program: elf.ElfInfo | None
-                        ) -> tuple[list[str], list[str]]:
-    """Shared objects the runfiles manifest stages that the loader would accept for this
-    program, and the staged shared objects that are not on disk."""
+def _manifest_libraries(executable: str, expect: elf.ElfHeader
+                        ) -> tuple[list[str], list[Skipped], list[str]]:
+    """Shared objects the runfiles manifest stages that the loader of ``expect`` would
+    accept, the staged files it would not (with the reason), and the staged shared objects
+    that are not on disk."""
     entries = runfiles.read_manifest(runfiles.manifest_of(executable))
     out: list[str] = []
+    skipped: list[Skipped] = []
     absent: list[str] = []
     seen: set[str] = set()
     for entry in entries or ():
@@ -334,16 +398,12 @@ def _manifest_libraries(executable: str, program: elf.ElfInfo | None
         if real in seen:
             continue
         seen.add(real)
-        try:
-            header = elf.read_header(target)
-        except BadInputError:
-            continue
-        if header.type != elf.ET_DYN:
-            continue
-        if program is not None and index.check_candidate(target, program.header) is not None:
-            continue
-        out.append(target)
-    return out, absent
+        verdict = failopen.examine(target, expect)
+        if isinstance(verdict, Skipped):
+            skipped.append(verdict)
+        else:
+            out.append(target)
+    return out, skipped, absent
 
 
 _SHARED_NAME = re.compile(r"\.so(?:\.[0-9][^/]*)?$")
@@ -449,40 +509,51 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     if result is None:
         result = repair_with(bazel.rule_info(runner, [t.label for t in events.tests]))
     _write_memo(memo, result.flags)
-    return dataclasses.replace(result, options=events.options), 0
+    return dataclasses.replace(result, options=events.options,
+                               patterns=events.patterns), 0
 
 
-def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]) -> str:
-    """Where the last repair of ``bazel test ARGS`` in this workspace is remembered."""
+def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]
+               ) -> str | None:
+    """Where the last repair of ``bazel test ARGS`` in this workspace is remembered (None:
+    no per-user directory can be trusted)."""
     import hashlib
 
-    xdg = env.get("XDG_CACHE_HOME", "")
-    home = env.get("HOME", "")
-    top = xdg if os.path.isabs(xdg) else os.path.join(home or "/tmp", ".cache")
+    from bazel_ldfix import userdir
+
+    root = userdir.cache_root(env)
+    if root is None:
+        return None
     key = "\0".join([os.path.abspath(runner.cwd), runner.executable, *runner.startup, *args])
     digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return os.path.join(top, "bazel-ldfix", "last-flags", digest)
+    return os.path.join(root, "last-flags", digest)
+
+
+# What the tool itself writes there; anything else in the file is not passed to Bazel.
+_MEMO_PREFIX = f"--test_env={VARIABLE}="
+_MEMO_MAX = 1 << 20
 
 
 def _read_memo(path: str | None) -> tuple[str, ...]:
-    if path is None:
+    """The remembered flags: only the tool's own ``--test_env=LD_LIBRARY_PATH=...`` line,
+    from a file only this user could have written (see :mod:`bazel_ldfix.userdir`)."""
+    from bazel_ldfix import userdir
+
+    if path is None or userdir.private_dir(os.path.dirname(path), create=False) is None:
         return ()
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return tuple(line for line in fh.read().splitlines() if line.startswith("--"))
-    except OSError:
+    data = userdir.read_private(path, _MEMO_MAX)
+    if data is None:
         return ()
+    lines = data.decode("utf-8", "surrogateescape").split("\n")
+    return tuple(line for line in lines if line.startswith(_MEMO_PREFIX)
+                 and "\0" not in line)[-1:]
 
 
 def _write_memo(path: str | None, flags: Sequence[str]) -> None:
     """Best effort: a cache that cannot be written only costs time."""
-    if path is None:
+    from bazel_ldfix import userdir
+
+    if path is None or userdir.private_dir(os.path.dirname(path)) is None:
         return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write("".join(f"{flag}\n" for flag in flags))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    text = "".join(f"{flag}\n" for flag in flags if flag.startswith(_MEMO_PREFIX))
+    userdir.write_private(path, text.encode("utf-8", "surrogateescape"))
