@@ -64,7 +64,7 @@ def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
               "repair.plan = plan\nsys.exit(cli.main(sys.argv[1:]))\n")
     env = {k: v for k, v in os.environ.items() if k != "BAZEL"}
     result = subprocess.run(
-        [sys.executable, "-c", inject, "test", "--bazel", str(bazel), "--no-cache", "--",
+        [sys.executable, "-c", inject, "test", "--bazel", str(bazel), "--no-cache",
          "--keep_going", "//t:x_test"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 3
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("bazel-ldfix:")]
@@ -72,7 +72,7 @@ def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
                            "TypeError: a bug")
     assert line.endswith("; running `bazel test` unchanged")
     assert "repair.py:" in line and "Traceback" not in result.stderr
-    assert calls(tmp_path)[-1] == "test --keep_going //t:x_test"   # our `--` is ours
+    assert calls(tmp_path)[-1] == "test --keep_going //t:x_test"   # as given
 
 
 def test_patterns_that_select_no_test_run_bazel_test_unchanged(tmp_path: Path) -> None:
