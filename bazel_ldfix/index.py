@@ -14,10 +14,13 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
+
+if TYPE_CHECKING:
+    from bazel_ldfix.memo import Memo
 
 #: ``progress(files_scanned, repository)``, called during a walk: first ``(0, "")``, then
 #: every few hundred directories, last with ``repository`` None when the walk ends.
@@ -239,15 +242,15 @@ class Progress:
 
 # -- choosing among candidates --------------------------------------------------------------
 
-def check_candidate(path: str, expect: elf.ElfHeader) -> str | None:
+def check_candidate(path: str, expect: elf.ElfHeader, memo: Memo | None = None) -> str | None:
     """Why the loader would not take ``path`` for a program like ``expect`` (None: it would).
 
-    The loader's own decision (``loader.verify``), plus one rule of this search: only a
-    shared object is worth pointing LD_LIBRARY_PATH at.
+    The loader's own decision (``loader.verify``, once per file with a ``memo``), plus one
+    rule of this search: only a shared object is worth pointing LD_LIBRARY_PATH at.
     """
     from bazel_ldfix.loader import verify
 
-    verdict = verify(path, expect)
+    verdict = memo.verify(path, expect) if memo else verify(path, expect)
     if verdict.info is not None:
         return None if verdict.info.header.type == elf.ET_DYN else "not a shared object"
     if verdict.fatal:
@@ -256,7 +259,7 @@ def check_candidate(path: str, expect: elf.ElfHeader) -> str | None:
 
 
 def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
-           preferred: Sequence[str] = ()) -> Choice:
+           preferred: Sequence[str] = (), memo: Memo | None = None) -> Choice:
     """Pick the directory a test should search for ``soname``.
 
     Candidates the loader would skip or fail on are passed over first. Among the rest, a
@@ -267,7 +270,7 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     passed: list[PassedOver] = []
     good: list[str] = []
     for path in sorted(set(candidates)):
-        reason = check_candidate(path, expect)
+        reason = check_candidate(path, expect, memo)
         if reason is None:
             good.append(path)
         else:
@@ -351,7 +354,7 @@ def _cached_scan(root: str, names: set[str], cache_dir: str, on_error: OnError |
 def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
            preferred: Sequence[str] = (),
            on_error: OnError | None = None, *, cache_dir: str | None = None,
-           progress: ProgressFn | None = None) -> dict[str, Choice]:
+           progress: ProgressFn | None = None, memo: Memo | None = None) -> dict[str, Choice]:
     """Find each soname: first beside the ``preferred`` directories, then by one walk.
 
     Most versioned files sit beside the library the test links (the target of its
@@ -365,7 +368,7 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     for name in names:
         near = [os.path.join(d, name) for d in preferred if os.path.isfile(os.path.join(d, name))]
         if near:
-            choice = choose(name, near, expect, preferred)
+            choice = choose(name, near, expect, preferred, memo)
             if choice.dir is not None:
                 result[name] = choice
     rest = [n for n in names if n not in result]
@@ -373,7 +376,7 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
         found = candidates(rest, roots, cache_dir=cache_dir, on_error=on_error,
                            progress=progress)
         for name in sorted(rest):
-            result[name] = choose(name, found[name], expect, preferred)
+            result[name] = choose(name, found[name], expect, preferred, memo)
     return {n: result[n] for n in names}
 
 

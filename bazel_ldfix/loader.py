@@ -18,11 +18,14 @@ import stat
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import BadInputError, NotElfError
 from bazel_ldfix.host import Host
+
+if TYPE_CHECKING:
+    from bazel_ldfix.memo import Memo
 
 VDSO_NAMES = {62: "linux-vdso.so.1", 3: "linux-gate.so.1", 183: "linux-vdso.so.1"}
 DF_1_PIE = 0x08000000
@@ -126,6 +129,9 @@ class Resolution:
     libraries: tuple[Library, ...]
     error: str | None = None          # set when the loader would stop with an error
     versions: tuple[VersionProblem, ...] = ()
+    # How many of ``libraries``, from the first, the file's own DT_NEEDED closure accounts
+    # for; the rest came with the ``extra`` objects. None: all of them.
+    program_libraries: int | None = None
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -291,6 +297,11 @@ def _map_problem(header: elf.ElfHeader, table: bytes, file_size: int) -> str | N
     return None
 
 
+def _absent(code: int) -> Verdict:
+    """What ``verify`` says of a path whose open fails with ENOENT or ENOTDIR."""
+    return Verdict(reason=_rtld_strerror(code), exists=False, open_errno=code)
+
+
 def _fatal(reason: str) -> Verdict:
     return Verdict(reason=reason, fatal=True)
 
@@ -362,9 +373,10 @@ class _Namespace:
 class Loader:
     """Simulates one run of the loader for one program (or library) and its dependencies."""
 
-    def __init__(self, host: Host, env: Environment) -> None:
+    def __init__(self, host: Host, env: Environment, memo: Memo | None = None) -> None:
         self.host = host
         self.env = env
+        self.memo = memo   # what this command already knows of files and directories
 
     # -- the public entry -------------------------------------------------------------------
 
@@ -375,7 +387,7 @@ class Loader:
         The program's own ``$ORIGIN`` is the directory of its real path: the kernel starts it
         through /proc/self/exe, which resolves the symlinks of a Bazel runfiles tree.
         """
-        info = info or elf.read_elf(path)
+        info = info or self._read_elf(path)
         self._expect = info.header
         real = os.path.realpath(path)
         # The program has no file identity in the namespace (glibc leaves l_file_id zero for
@@ -394,7 +406,26 @@ class Loader:
         except _LoadError as exc:
             error = exc.message
             versions = ()
-        return Resolution(path, info, tuple(self._libraries()), error, versions)
+        libraries = tuple(self._libraries())
+        return Resolution(path, info, libraries, error, versions, self._program_count())
+
+    def _program_count(self) -> int:
+        """How many listed objects, from the first, belong to the program's own closure.
+
+        The extra objects come after it in the chain (and never before the interpreter,
+        which is placed by the program's search list), so the listing of the closure
+        alone is a prefix of the whole listing.
+        """
+        ns = self._ns
+        own = {id(o) for o in ns.chain[:ns.main_end or len(ns.chain)]}
+        if ns.rtld is not None:
+            own.add(id(ns.rtld))
+        count = 0
+        for obj in self._listing():
+            if id(obj) not in own:
+                break
+            count += 1
+        return count
 
     # -- symbol versions (dl-version.c, _dl_check_all_versions) -------------------------------
 
@@ -423,8 +454,9 @@ class Loader:
                     problems.append(VersionProblem(target.path, obj.path, None))
                     continue
                 if id(target) not in defined:
-                    defined[id(target)] = frozenset(
-                        elf.version_definitions(self._host_path(target.path)))
+                    read = (self.memo.version_definitions if self.memo
+                            else elf.version_definitions)
+                    defined[id(target)] = frozenset(read(self._host_path(target.path)))
                 for version, weak in zip(need.versions, need.weak, strict=True):
                     if version not in defined[id(target)]:
                         problems.append(VersionProblem(target.path, obj.path, version, weak))
@@ -448,7 +480,7 @@ class Loader:
         file_id = None
         host_path = self._rooted(interp)
         try:
-            rtld_info = elf.read_elf(host_path)
+            rtld_info = self._read_elf(host_path)
             st = os.stat(host_path)
             file_id = (st.st_dev, st.st_ino)
         except (BadInputError, OSError):
@@ -536,8 +568,7 @@ class Loader:
             # 2. A name with a slash is a path, opened as it is (DSTs already expanded).
             steps.append(SearchStep(Via.PATH, (os.path.dirname(name),)))
             path = self._rooted(name)
-            found = self._take(path, verify(self._host_path(path), self._expect), Via.PATH,
-                               rejected)
+            found = self._take(path, self._verify(self._host_path(path)), Via.PATH, rejected)
         else:
             found = self._search(loader, name, steps, rejected)
 
@@ -650,7 +681,7 @@ class Loader:
                 cached = None
             if cached is not None:
                 steps.append(SearchStep(Via.CACHE, (os.path.dirname(cached),)))
-                verdict = verify(cached, self._expect)
+                verdict = self._verify(cached)
                 hit = self._take(cached, verdict, Via.CACHE, rejected)
                 if hit:
                     return hit
@@ -669,11 +700,38 @@ class Loader:
 
     def _decompose(self, elements: Sequence[str], origin: str | None) -> tuple[str, ...]:
         values = {"ORIGIN": origin, "LIB": self.host.lib, "PLATFORM": self.host.platform}
-        return decompose(elements, values, self._rooted)
+        if self.memo is None:
+            return decompose(elements, values, self._rooted)
+        key = (tuple(elements), origin if any("$" in e for e in elements) else None,
+               self.host.lib, self.host.platform, self.env.root)
+        return self.memo.remember("dirs", key,
+                                  lambda: decompose(elements, values, self._rooted))
 
     def _open_path(self, name: str, dirs: Sequence[str], via: Via,
                    rejected: list[Rejection]) -> _Found | None:
-        """Try ``name`` in every subdirectory of every directory, in order."""
+        """Try ``name`` in every subdirectory of every directory, in order.
+
+        With a memo, a search already made is not made again. Its outcome does not depend
+        on the directories this load already knows to be missing: those are only skipped
+        when a later subdirectory of the same directory ("", the directory itself, comes
+        last) decides the errno that ends the search.
+        """
+        if self.memo is None or self.host.subdirs[-1:] != ("",):
+            return self._open_path_now(name, dirs, via, rejected)
+        relative = any(not d.startswith("/") for d in dirs)
+        key = (name, tuple(dirs), via, self._expect.elf_class, self._expect.data,
+               self._expect.machine, self.env.cwd if relative else None, self.host.subdirs)
+
+        def search() -> tuple[_Found | None, tuple[Rejection, ...]]:
+            here: list[Rejection] = []
+            return self._open_path_now(name, dirs, via, here), tuple(here)
+
+        found, passed = self.memo.remember("search", key, search)
+        rejected += passed
+        return found
+
+    def _open_path_now(self, name: str, dirs: Sequence[str], via: Via,
+                       rejected: list[Rejection]) -> _Found | None:
         last_errno = errno.ENOENT   # glibc's errno, as open_path reads it after a directory
         for directory in dirs:
             here_any = False
@@ -683,14 +741,20 @@ class Loader:
                 if exists is False:
                     continue  # known not to exist: not even tried
                 realname = base + name
-                verdict = verify(self._host_path(realname), self._expect)
+                listing = self.memo.listing(self._host_path(base)) if self.memo else None
+                if listing is not None and listing.lacks(name):
+                    # What open() would say, without asking: the name is not there.
+                    verdict = _absent(listing.missing_errno or errno.ENOENT)
+                else:
+                    verdict = self._verify(self._host_path(realname))
                 hit = self._take(realname, verdict, via, rejected)
                 if hit:
                     return hit
                 last_errno = verdict.open_errno or errno.ENOENT
                 if exists is None:
                     # Relative directories are never marked missing: the cwd may change.
-                    exists = not base or not base.startswith("/") or _is_dir(base)
+                    exists = not base or not base.startswith("/") or (
+                        listing.is_dir if listing is not None else _is_dir(base))
                     if not exists:
                         last_errno = errno.ENOENT
                     self._ns.dir_exists[base] = exists
@@ -698,6 +762,12 @@ class Loader:
             if here_any and last_errno not in _SEARCH_ON:
                 return None  # e.g. ELOOP: the rest of this list is not searched
         return None
+
+    def _verify(self, path: str) -> Verdict:
+        return self.memo.verify(path, self._expect) if self.memo else verify(path, self._expect)
+
+    def _read_elf(self, path: str) -> elf.ElfInfo:
+        return self.memo.read_elf(path) if self.memo else elf.read_elf(path)
 
     def _host_path(self, realname: str) -> str:
         """Where the loader, started in env.cwd, would open ``realname``."""

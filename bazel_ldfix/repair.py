@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from bazel_ldfix import bazel, elf, index, pathlist
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError, NoTestsError
 from bazel_ldfix.loader import Environment, Loader, Resolution
+from bazel_ldfix.memo import Memo
 
 VARIABLE = "LD_LIBRARY_PATH"
 _MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
@@ -118,7 +119,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          *, prepend: bool = False,
          on_error: Callable[[str, OSError], None] | None = None,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
-         search: bool = True) -> Repair:
+         search: bool = True, session: Session | None = None) -> Repair:
     """Find what the tests cannot load and the directories that fix it.
 
     Each round resolves every test in the environment it would get with the directories
@@ -127,13 +128,18 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     needed by the library that really needs it; the other shared objects of the runfiles
     (which a test may dlopen) follow. Without ``search``, only what is missing is found
     (each test's ``missing_before``); nothing is looked for.
+
+    A test is resolved once per environment (``session``, shared by the plans of one
+    command): the first round, the rounds with and without the runfiles' objects and the
+    final check read the same resolution when they ask about the same environment.
     """
-    subjects = [_Subject.of(t) for t in tests]
+    session = session or Session()
+    subjects = [session.subject(t) for t in tests]
     roots = [os.path.join(output_base, "external")]
-    scan = _Scan(subjects, make_loader, cache_for)
+    scan = _Scan(subjects, make_loader, cache_for, session)
     # A separate scan, so that "needed by" comes from the rounds below (closures first).
     before = {s.label: missing for s, missing, _ in
-              _Scan(subjects, make_loader, cache_for).run(env.current, extras=True)}
+              _Scan(subjects, make_loader, cache_for, session).run(env.current, extras=True)}
     choices: dict[str, index.Choice] = {}
     added: list[str] = []
 
@@ -152,10 +158,10 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             # Beside what the tests link, and beside what their _solib_* directories stage
             # (a cc_import of the main repository stages a file of the source tree).
             staged = [p for s in subjects for p in s.extras]
-            preferred = index.preferred_dirs(
+            preferred = session.preferred_dirs(
                 sorted([*scan.linked, *staged], key=lambda p: "/_solib_" not in p))
             located = index.locate(new, roots, scan.expect, preferred, on_error,
-                                   cache_dir=cache_dir, progress=progress)
+                                   cache_dir=cache_dir, progress=progress, memo=session.memo)
             choices.update(located)
             added += [c.dir for c in located.values() if c.dir and c.dir not in added]
             if not any(c.dir for c in located.values()):
@@ -176,10 +182,12 @@ class _Scan:
 
     def __init__(self, subjects: Sequence[_Subject],
                  make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None]) -> None:
+                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 session: Session) -> None:
         self.subjects = subjects
         self.make_loader = make_loader
         self.cache_for = cache_for
+        self.session = session
         self.needed_by: dict[str, list[str]] = {}
         self.linked: dict[str, None] = {}
         self.expect: elf.ElfHeader | None = None
@@ -187,22 +195,103 @@ class _Scan:
     def run(self, values: Mapping[str, str | None], *, extras: bool
             ) -> list[tuple[_Subject, tuple[str, ...], str | None]]:
         out = []
+        needed_by, linked = self.needed_by, self.linked
         for subject in self.subjects:
             missing: dict[str, None] = {}
-            error = None
-            for res in subject.resolve(self.make_loader, self.cache_for,
-                                       values.get(subject.label), extras=extras):
-                self.expect = self.expect or res.info.header
-                error = error or res.error
-                for lib in res.libraries:
-                    if lib.path is not None:
-                        self.linked.setdefault(lib.path, None)
-                    elif lib.error is None:
-                        missing.setdefault(lib.name, None)
-                        bucket = self.needed_by.setdefault(lib.name, [])
-                        bucket += [p for p in lib.needed_by if p not in bucket]
-            out.append((subject, tuple(missing), error))
+            outcome = self.session.outcome(subject, values.get(subject.label),
+                                           self.make_loader, self.cache_for)
+            self.expect = self.expect or outcome.header
+            for path, name, requesters in (outcome.entries if extras
+                                           else outcome.entries[:outcome.program]):
+                if path is not None:
+                    linked.setdefault(path, None)
+                else:
+                    missing.setdefault(name, None)
+                    bucket = needed_by.setdefault(name, [])
+                    bucket += [p for p in requesters if p not in bucket]
+            out.append((subject, tuple(missing), outcome.error if extras else None))
         return out
+
+
+# (path, name, needed_by) of one listed object: path None when it was not found.
+_Entry = tuple["str | None", str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a scan keeps of a test's resolution in one environment."""
+
+    header: elf.ElfHeader | None     # the first resolved object's, the kind of program
+    entries: tuple[_Entry, ...]      # found and missing objects, in listing order
+    program: int                     # entries[:program] come from the executable's closure
+    error: str | None                # with the runfiles' objects loaded too
+
+
+class Session:
+    """What one command learns about its tests, for every plan it makes.
+
+    Each test's executable and runfiles are read once, and each test is resolved once per
+    value of LD_LIBRARY_PATH; the file facts underneath are shared by all tests
+    (:class:`~bazel_ldfix.memo.Memo`).
+    """
+
+    def __init__(self, memo: Memo | None = None) -> None:
+        self.memo = memo or Memo()
+        self._subjects: dict[TestInput, _Subject] = {}
+        self._outcomes: dict[tuple[str, str, str | None], _Outcome] = {}
+        self._strings: dict[str, str] = {}
+        self._dirs: dict[str, tuple[str, ...]] = {}
+
+    def subject(self, test: TestInput) -> _Subject:
+        found = self._subjects.get(test)
+        if found is None:
+            found = self._subjects[test] = _Subject.of(test, self.memo)
+        return found
+
+    def outcome(self, subject: _Subject, library_path: str | None,
+                make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None]
+                ) -> _Outcome:
+        """The test resolved with its runfiles' objects: once per value, for every scan."""
+        key = (subject.label, subject.executable, library_path)
+        found = self._outcomes.get(key)
+        if found is not None:
+            return found
+        intern = self._strings.setdefault
+        header = None
+        error = None
+        entries: list[_Entry] = []
+        program = 0
+        resolutions = subject.resolve(make_loader, cache_for, library_path, extras=True)
+        for res in resolutions:
+            header = header or res.info.header
+            error = error or res.error
+            for at, lib in enumerate(res.libraries):
+                if lib.path is None and lib.error is not None:
+                    continue  # the load stopped here; the test's error says why
+                if subject.info is not None and (res.program_libraries is None
+                                                 or at < res.program_libraries):
+                    program += 1
+                if lib.path is not None:
+                    entries.append((intern(lib.path, lib.path), lib.name, ()))
+                else:
+                    entries.append((None, intern(lib.name, lib.name),
+                                    tuple(intern(p, p) for p in lib.needed_by)))
+        if subject.info is None:
+            program = len(entries)  # a script: each runfiles object is resolved on its own
+        found = self._outcomes[key] = _Outcome(header, tuple(entries), program, error)
+        return found
+
+    def preferred_dirs(self, paths: Sequence[str]) -> tuple[str, ...]:
+        """``index.preferred_dirs`` of ``paths``, each path's chain followed once."""
+        out: dict[str, None] = {}
+        for path in paths:
+            dirs = self._dirs.get(path)
+            if dirs is None:
+                dirs = self._dirs[path] = index.preferred_dirs([path])
+            for d in dirs:
+                out.setdefault(d, None)
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -216,13 +305,14 @@ class _Subject:
     cwd: str
 
     @classmethod
-    def of(cls, test: TestInput) -> _Subject:
+    def of(cls, test: TestInput, memo: Memo | None = None) -> _Subject:
+        memo = memo or Memo()
         try:
-            info: elf.ElfInfo | None = elf.read_elf(test.executable)
+            info: elf.ElfInfo | None = memo.read_elf(test.executable)
         except BadInputError:
             info = None  # a script (sh_test, py_test): only its runfiles are examined
         runfiles = test.executable + ".runfiles"
-        extras = tuple(sorted(_runfiles_libraries(runfiles, info)))
+        extras = tuple(sorted(_runfiles_libraries(runfiles, info, memo)))
         return cls(test.label, test.executable, info, extras, _test_cwd(test, runfiles))
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
@@ -240,25 +330,26 @@ class _Subject:
         return out
 
 
-def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None) -> list[str]:
+def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None, memo: Memo) -> list[str]:
     """Shared objects in a runfiles tree that the loader would accept for this program."""
     if not os.path.isdir(runfiles):
         return []
     out: list[str] = []
     seen: set[str] = set()
-    for paths in index.walk(runfiles).values():
+    for paths in index.walk(runfiles, mounts=memo.mounts()).values():
         for path in paths:
             real = os.path.realpath(path)
             if real in seen:
                 continue
             seen.add(real)
             try:
-                header = elf.read_header(path)
+                header = memo.read_header(path)
             except BadInputError:
                 continue
             if header.type != elf.ET_DYN:
                 continue
-            if program is not None and index.check_candidate(path, program.header) is not None:
+            if program is not None and index.check_candidate(path, program.header,
+                                                             memo) is not None:
                 continue
             out.append(path)
     return out
@@ -307,8 +398,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     if not os.path.isdir(base):
         raise BadInputError(f"output_base {base} does not exist")
 
+    session = Session()
+
     def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info)), loader_env)
+        return Loader(host_of(interp_for(info)), loader_env, session.memo)
 
     def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
         return cache_lookup(info, Options())
@@ -325,7 +418,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         inputs = [TestInput(t.label, t.executable) for t in tests]
         return plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
                     on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
-                    progress=progress, search=search)
+                    progress=progress, search=search, session=session)
 
     filtered = bool(bazel.option_values(events.command_line, "test_tag_filters")[:-1])
     result = None
