@@ -279,14 +279,15 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
         return Choice(soname, None, None, tuple(passed))
     # A directory ranks by where it stands in ``preferred``, as named there, else by its
     # real path (a walk reaches directories through symlinked repositories).
+    realpath = memo.realpath if memo else os.path.realpath
     exact = {d: i for i, d in reversed(list(enumerate(preferred)))}
     real: dict[str, int] = {}
     for i, d in enumerate(preferred):
-        real.setdefault(os.path.realpath(d), i)
+        real.setdefault(realpath(d), i)
 
     def rank(path: str) -> int:
         directory = os.path.dirname(path)
-        return exact.get(directory, real.get(os.path.realpath(directory), len(preferred)))
+        return exact.get(directory, real.get(realpath(directory), len(preferred)))
 
     good.sort(key=lambda p: (rank(p), p.count("/"), p))
     kept: list[str] = []
@@ -380,7 +381,8 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     return {n: result[n] for n in names}
 
 
-def preferred_dirs(paths: Iterable[str]) -> tuple[str, ...]:
+def preferred_dirs(paths: Iterable[str],
+                   realpath: Callable[[str], str] = os.path.realpath) -> tuple[str, ...]:
     """The directories to look in first for what the libraries at ``paths`` need.
 
     Each library's symlink chain is followed a link at a time, and each directory is kept
@@ -399,7 +401,7 @@ def preferred_dirs(paths: Iterable[str]) -> tuple[str, ...]:
                 break  # not a link (or gone): the chain ends here
             hop = os.path.join(os.path.dirname(hop), target)
             out.setdefault(os.path.dirname(hop), None)
-        out.setdefault(os.path.dirname(os.path.realpath(path)), None)
+        out.setdefault(os.path.dirname(realpath(path)), None)
     return tuple(out)
 
 

@@ -299,7 +299,14 @@ def _map_problem(header: elf.ElfHeader, table: bytes, file_size: int) -> str | N
 
 def _absent(code: int) -> Verdict:
     """What ``verify`` says of a path whose open fails with ENOENT or ENOTDIR."""
-    return Verdict(reason=_rtld_strerror(code), exists=False, open_errno=code)
+    found = _ABSENT.get(code)
+    if found is None:
+        found = _ABSENT[code] = Verdict(reason=_rtld_strerror(code), exists=False,
+                                        open_errno=code)
+    return found
+
+
+_ABSENT: dict[int, Verdict] = {}
 
 
 def _fatal(reason: str) -> Verdict:
@@ -364,10 +371,50 @@ class _Namespace:
         self.searchlist: list[_Object] = []      # the main object's breadth-first scope
         self.dir_exists: dict[str, bool] = {}    # open_path's r_dir_status, per dir + subdir
         self.main_end = 0                        # len(chain) once the program's closure is in
+        # The loaded objects of the chain by every name they match, and by file identity:
+        # the first in chain order, as a walk of the chain finds them (the interpreter,
+        # which such a walk meets last, is looked at apart).
+        self._by_name: dict[str, _Object] = {}
+        self._by_file: dict[tuple[int, int], _Object] = {}
+        self._index(main)
 
-    def loaded(self) -> list[_Object]:
-        return [o for o in (*self.chain, *([self.rtld] if self.rtld else []))
-                if not o.faked and o.error is None]
+    def add(self, obj: _Object) -> None:
+        self.chain.append(obj)
+        self._index(obj)
+
+    def _index(self, obj: _Object) -> None:
+        if obj.faked or obj.error is not None:
+            return
+        for name in (obj.path, *obj.names):
+            self._by_name.setdefault(name, obj)
+        if obj.info is not None and obj.info.soname is not None:
+            self._by_name.setdefault(obj.info.soname, obj)
+        if obj.file_id is not None:
+            self._by_file.setdefault(obj.file_id, obj)
+
+    def named(self, name: str) -> _Object | None:
+        """The first loaded object that matches ``name`` (_dl_name_match_p)."""
+        obj = self._by_name.get(name)
+        if obj is None and self._usable_rtld() and self.rtld and self.rtld.matches(name):
+            obj = self.rtld
+        return obj
+
+    def same_file(self, file_id: tuple[int, int] | None) -> _Object | None:
+        if file_id is None:
+            return None
+        obj = self._by_file.get(file_id)
+        if obj is None and self._usable_rtld() and self.rtld and self.rtld.file_id == file_id:
+            obj = self.rtld
+        return obj
+
+    def add_name(self, obj: _Object, name: str) -> None:
+        if name not in obj.names:
+            obj.names.append(name)
+            if obj is not self.rtld:
+                self._by_name.setdefault(name, obj)
+
+    def _usable_rtld(self) -> bool:
+        return self.rtld is not None and not self.rtld.faked and self.rtld.error is None
 
 
 class Loader:
@@ -389,7 +436,7 @@ class Loader:
         """
         info = info or self._read_elf(path)
         self._expect = info.header
-        real = os.path.realpath(path)
+        real = self.memo.realpath(path) if self.memo else os.path.realpath(path)
         # The program has no file identity in the namespace (glibc leaves l_file_id zero for
         # it), so a library that names the program's file is loaded, and refused, anew.
         main = _Object(path, [path], info, None, os.path.dirname(real), None, None, 0)
@@ -472,7 +519,7 @@ class Loader:
         """The vDSO and the loader itself are in the namespace before any search."""
         vdso = VDSO_NAMES.get(info.machine)
         if vdso:
-            self._ns.chain.append(_Object(vdso, [vdso], None, None, None, None, Via.VDSO, 1))
+            self._ns.add(_Object(vdso, [vdso], None, None, None, None, Via.VDSO, 1))
         # The interpreter is known by the program's PT_INTERP string (or, for a library
         # given as the file, the loader's own path) and by its SONAME.
         interp = info.interp or self.host.interp
@@ -555,11 +602,10 @@ class Loader:
         # 1. An object already loaded under this name (or SONAME) is reused. "Not found"
         #    placeholders are not (_dl_map_object skips l_faked), so a missing name is
         #    searched, and listed, once per object that needs it.
-        for obj in ns.loaded():
-            if obj.matches(name):
-                if name not in obj.names:
-                    obj.names.append(name)
-                return obj
+        known = ns.named(name)
+        if known is not None:
+            ns.add_name(known, name)
+            return known
 
         steps: list[SearchStep] = []
         rejected: list[Rejection] = []
@@ -575,7 +621,7 @@ class Loader:
         if found is None:
             obj = _Object(name, [name], None, loader, None, None, None, depth, faked=True,
                           steps=tuple(steps), rejected=tuple(rejected))
-            ns.chain.append(obj)
+            ns.add(obj)
             return obj
         realname, verdict, via = found
         if verdict.fatal and not verdict.names_request:
@@ -583,23 +629,22 @@ class Loader:
             self._fail(name, realname, realname, verdict.reason or "")
         # 3. The same file under another name is the same object (_dl_map_object_from_fd
         #    compares device and inode before it maps anything).
-        for obj in ns.loaded():
-            if obj.file_id is not None and obj.file_id == verdict.file_id:
-                if name not in obj.names:
-                    obj.names.append(name)
-                return obj
+        same = ns.same_file(verdict.file_id)
+        if same is not None:
+            ns.add_name(same, name)
+            return same
         if verdict.fatal:
             # Only the checks made while mapping are left; glibc names the request in them.
             self._fail(name, realname, name, verdict.reason or "")
         obj = _Object(realname, [name], verdict.info, loader, self._origin_of(realname),
                       verdict.file_id, via, depth, steps=tuple(steps),
                       rejected=tuple(rejected))
-        ns.chain.append(obj)
+        ns.add(obj)
         return obj
 
     def _fail(self, name: str, realname: str, objname: str, message: str) -> NoReturn:
         obj = _Object(realname, [name], None, None, None, None, None, 0, error=message)
-        self._ns.chain.append(obj)
+        self._ns.add(obj)
         raise _LoadError(f"{objname}: {message}")
 
     def _take(self, realname: str, verdict: Verdict, via: Via,
@@ -645,7 +690,7 @@ class Loader:
         # b. LD_LIBRARY_PATH, split on ':' and ';', each element expanded with the program's
         #    $ORIGIN (_dl_init_paths, fillin_rpath).
         if self.env.library_path:
-            dirs = self._decompose(pathlist.split(self.env.library_path), main.origin)
+            dirs = self._library_path_dirs(main.origin)
             steps.append(SearchStep(Via.LD_LIBRARY_PATH, dirs))
             hit = self._open_path(name, dirs, Via.LD_LIBRARY_PATH, rejected)
             if hit:
@@ -697,6 +742,16 @@ class Loader:
         return self._open_path(name, dirs, Via.DEFAULT, rejected)
 
     # -- directories (fillin_rpath, open_path) ---------------------------------------------
+
+    def _library_path_dirs(self, origin: str | None) -> tuple[str, ...]:
+        """LD_LIBRARY_PATH's directories (the same for every object of every test)."""
+        value = self.env.library_path or ""
+        if self.memo is None:
+            return self._decompose(pathlist.split(value), origin)
+        key = (value, origin if "$" in value else None, self.host.lib, self.host.platform,
+               self.env.root)
+        return self.memo.remember("library_path", key,
+                                  lambda: self._decompose(pathlist.split(value), origin))
 
     def _decompose(self, elements: Sequence[str], origin: str | None) -> tuple[str, ...]:
         values = {"ORIGIN": origin, "LIB": self.host.lib, "PLATFORM": self.host.platform}

@@ -82,6 +82,7 @@ class Memo:
         self._listings: dict[str, Listing] = {}
         self._mounts: Mounts | None = None
         self._tables: dict[str, dict[Hashable, Any]] = {}
+        self._real: dict[str, str] = {}
         self.hits = 0
         self.misses = 0
 
@@ -158,6 +159,48 @@ class Memo:
         self._listings[directory] = listing
         return listing
 
+    def realpath(self, path: str) -> str:
+        """``os.path.realpath``, with the real path of every directory found once.
+
+        Tests' runfiles trees are thousands of symlinks into the same few directories;
+        ``os.path.realpath`` would ``lstat`` every component of every one of them. As
+        there, a component that does not exist is kept as it is, and ``..`` applies to
+        what the components before it resolved to.
+        """
+        if not path.startswith("/"):
+            path = os.path.join(os.getcwd(), path)
+        found = self._real.get(path)
+        if found is None:
+            try:
+                found = self._walk("/", path, 0)
+            except _Loop:
+                found = os.path.realpath(path)   # realpath says where it stops
+            self._real[path] = found
+        return found
+
+    def _walk(self, real: str, rest: str, depth: int) -> str:
+        for name in rest.split("/"):
+            if not name or name == ".":
+                continue
+            if name == "..":
+                real = os.path.dirname(real)
+                continue
+            here = os.path.join(real, name)
+            known = self._real.get(here)
+            if known is not None:
+                real = known
+                continue
+            try:
+                target = os.readlink(here)
+            except (OSError, ValueError):
+                self._real[here] = real = here   # not a link, or not there
+                continue
+            if depth >= 40:
+                raise _Loop
+            resolved = self._walk("/" if target.startswith("/") else real, target, depth + 1)
+            self._real[here] = real = resolved
+        return real
+
     def mounts(self) -> Mounts:
         """The mount table, read once (for walks of runfiles trees)."""
         from bazel_ldfix.index import Mounts
@@ -165,6 +208,10 @@ class Memo:
         if self._mounts is None:
             self._mounts = Mounts.read()
         return self._mounts
+
+
+class _Loop(Exception):
+    """A chain of symlinks longer than the kernel follows."""
 
 
 def _is_dir(path: str) -> bool:

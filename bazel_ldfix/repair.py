@@ -188,7 +188,7 @@ class _Scan:
         self.make_loader = make_loader
         self.cache_for = cache_for
         self.session = session
-        self.needed_by: dict[str, list[str]] = {}
+        self.needed_by: dict[str, dict[str, None]] = {}   # name -> requesters, in order
         self.linked: dict[str, None] = {}
         self.expect: elf.ElfHeader | None = None
 
@@ -207,8 +207,9 @@ class _Scan:
                     linked.setdefault(path, None)
                 else:
                     missing.setdefault(name, None)
-                    bucket = needed_by.setdefault(name, [])
-                    bucket += [p for p in requesters if p not in bucket]
+                    bucket = needed_by.setdefault(name, {})
+                    for requester in requesters:
+                        bucket.setdefault(requester, None)
             out.append((subject, tuple(missing), outcome.error if extras else None))
         return out
 
@@ -288,7 +289,7 @@ class Session:
         for path in paths:
             dirs = self._dirs.get(path)
             if dirs is None:
-                dirs = self._dirs[path] = index.preferred_dirs([path])
+                dirs = self._dirs[path] = index.preferred_dirs([path], self.memo.realpath)
             for d in dirs:
                 out.setdefault(d, None)
         return tuple(out)
@@ -338,7 +339,7 @@ def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None, memo: Memo) 
     seen: set[str] = set()
     for paths in index.walk(runfiles, mounts=memo.mounts()).values():
         for path in paths:
-            real = os.path.realpath(path)
+            real = memo.realpath(path)
             if real in seen:
                 continue
             seen.add(real)
