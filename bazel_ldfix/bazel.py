@@ -138,6 +138,7 @@ class TestTarget:
     label: str
     executable: str
     size: str = ""     # "small", "medium", ... as the BEP names it (lower case)
+    tags: tuple[str, ...] = ()   # the rule's tags (TargetConfigured.tag)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     kinds: dict[str, str] = {}
     is_test: set[str] = set()
     sizes: dict[str, str] = {}
+    tags: dict[str, tuple[str, ...]] = {}
     outputs: dict[str, list[str]] = {}
     sets: dict[str, tuple[list[str], list[str]]] = {}
     options: list[Option] = []
@@ -191,6 +193,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
             if event["configured"].get("testSize") or kinds[label].endswith("_test rule"):
                 is_test.add(label)
                 sizes[label] = str(event["configured"].get("testSize", "")).lower()
+                tags[label] = tuple(str(t) for t in event["configured"].get("tag", []))
         if "targetCompleted" in ident and "completed" in event:
             label = ident["targetCompleted"]["label"]
             done = event["completed"]
@@ -221,7 +224,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         files = _expand(outputs.get(label, []), sets)
         executable = _executable(label, files)
         if executable:
-            tests.append(TestTarget(label, executable, sizes.get(label, "")))
+            tests.append(TestTarget(label, executable, sizes.get(label, ""),
+                                    tags.get(label, ())))
     return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code,
                        command_line, exec_root)
 
@@ -311,11 +315,14 @@ class RuleInfo:
     tags: tuple[str, ...]
 
 
-def rule_info(bazel: Bazel, labels: Sequence[str]) -> dict[str, RuleInfo]:
-    """``env`` and ``tags`` of each rule (``bazel query --output=xml``)."""
+def rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> dict[str, RuleInfo]:
+    """``env`` and ``tags`` of the rules among ``labels`` whose ``env`` mentions
+    ``variable`` (``bazel query --output=xml 'attr(env, VARIABLE, ...)'``): a rule left out
+    does not set it. Only those rules are printed, so the answer stays small."""
     if not labels:
         return {}
-    return parse_rules(bazel.capture("query", ["--output=xml", " + ".join(labels)]))
+    expression = f'attr(env, "{variable}", {" + ".join(labels)})'
+    return parse_rules(bazel.capture("query", ["--output=xml", expression]))
 
 
 def parse_rules(xml: str) -> dict[str, RuleInfo]:
@@ -348,7 +355,7 @@ def selected(tests: Sequence[TestTarget], rules: Mapping[str, RuleInfo],
     out = []
     for test in tests:
         info = rules.get(test.label)
-        tags = set(info.tags) if info else set()
+        tags = set(test.tags) | (set(info.tags) if info else set())
         if _passes(tag_filter, tags) and _passes(size_filter, {test.size} - {""}):
             out.append(test)
     return tuple(out)

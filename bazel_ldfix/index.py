@@ -367,7 +367,9 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     names = list(dict.fromkeys(sonames))
     result: dict[str, Choice] = {}
     for name in names:
-        near = [os.path.join(d, name) for d in preferred if os.path.isfile(os.path.join(d, name))]
+        near = [os.path.join(d, name) for d in preferred
+                if not (memo and memo.listing(d).lacks(name))
+                and os.path.isfile(os.path.join(d, name))]
         if near:
             choice = choose(name, near, expect, preferred, memo)
             if choice.dir is not None:

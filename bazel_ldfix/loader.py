@@ -307,6 +307,8 @@ def _absent(code: int) -> Verdict:
 
 
 _ABSENT: dict[int, Verdict] = {}
+# A search list longer than this is searched through an index of its listings.
+_INDEXED = 8
 
 
 def _fatal(reason: str) -> Verdict:
@@ -771,19 +773,51 @@ class Loader:
         when a later subdirectory of the same directory ("", the directory itself, comes
         last) decides the errno that ends the search.
         """
-        if self.memo is None or self.host.subdirs[-1:] != ("",):
+        memo = self.memo
+        if memo is None or self.host.subdirs[-1:] != ("",):
             return self._open_path_now(name, dirs, via, rejected)
-        relative = any(not d.startswith("/") for d in dirs)
-        key = (name, tuple(dirs), via, self._expect.elf_class, self._expect.data,
+        dirs = tuple(dirs)
+        relative = memo.relative(dirs)
+        key = (name, dirs, via, self._expect.elf_class, self._expect.data,
                self._expect.machine, self.env.cwd if relative else None, self.host.subdirs)
 
         def search() -> tuple[_Found | None, tuple[Rejection, ...]]:
             here: list[Rejection] = []
-            return self._open_path_now(name, dirs, via, here), tuple(here)
+            where = dirs
+            if len(dirs) > _INDEXED and name not in (".", ".."):
+                # Only the directories whose listings have the name (or cannot be listed):
+                # in the others every subdirectory ends in ENOENT, which ends nothing.
+                names, opaque = self._directory_index(dirs, relative)
+                at = {*names.get(name, ()), *names.get(name.casefold(), ()), *opaque}
+                where = tuple(dirs[i] for i in sorted(at))
+            return self._open_path_now(name, where, via, here), tuple(here)
 
-        found, passed = self.memo.remember("search", key, search)
+        found, passed = memo.remember("search", key, search)
         rejected += passed
         return found
+
+    def _directory_index(self, dirs: tuple[str, ...], relative: bool
+                         ) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+        """Which of ``dirs`` list each name in one of their subdirectories (names also
+        case-folded), and which cannot be listed."""
+        assert self.memo is not None
+        memo = self.memo
+
+        def build() -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+            names: dict[str, dict[int, None]] = {}
+            opaque: list[int] = []
+            for at, directory in enumerate(dirs):
+                for sub in self.host.subdirs:
+                    listing = memo.listing(self._host_path(_join(directory, sub)))
+                    if listing.names is None:
+                        opaque.append(at)
+                        continue
+                    for listed in (*listing.names, *listing.folded):
+                        names.setdefault(listed, {})[at] = None
+            return {n: tuple(ats) for n, ats in names.items()}, tuple(dict.fromkeys(opaque))
+
+        key = (dirs, self.host.subdirs, self.env.cwd if relative else None)
+        return memo.remember("directory_index", key, build)
 
     def _open_path_now(self, name: str, dirs: Sequence[str], via: Via,
                        rejected: list[Rejection]) -> _Found | None:

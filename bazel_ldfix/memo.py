@@ -58,8 +58,6 @@ class Listing:
         return name.casefold() not in self.folded
 
 
-
-
 def file_key(path: str) -> FileKey | None:
     """The identity of the regular file at ``path`` (symlinks followed); None otherwise."""
     try:
@@ -83,6 +81,7 @@ class Memo:
         self._mounts: Mounts | None = None
         self._tables: dict[str, dict[Hashable, Any]] = {}
         self._real: dict[str, str] = {}
+        self._relative: dict[int, tuple[tuple[str, ...], bool]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -99,8 +98,13 @@ class Memo:
         self.hits += 1
         return found
 
+    def file_key(self, path: str) -> FileKey | None:
+        """:func:`file_key`, through the real path: a runfiles path is a chain of
+        symlinks that ``stat`` would follow anew each time."""
+        return file_key(self.realpath(path))
+
     def _by_file(self, table: dict[FileKey, _T], path: str, read: Callable[[str], _T]) -> _T:
-        key = file_key(path)
+        key = self.file_key(path)
         if key is None:
             return read(path)   # not a regular file: its error (or answer) as it comes
         found = table.get(key)
@@ -130,7 +134,7 @@ class Memo:
         """
         from bazel_ldfix.loader import verify
 
-        key = file_key(path)
+        key = self.file_key(path)
         if key is None:
             return verify(path, expect)
         full = (key, expect.elf_class, expect.data, expect.machine)
@@ -158,6 +162,16 @@ class Memo:
             listing = Listing(_is_dir(directory), None)
         self._listings[directory] = listing
         return listing
+
+    def relative(self, dirs: tuple[str, ...]) -> bool:
+        """Whether a search list names a directory relative to the working directory
+        (known per list object: the lists come from the memo and live as long as it)."""
+        entry = self._relative.get(id(dirs))
+        if entry is not None and entry[0] is dirs:
+            return entry[1]
+        flag = any(not d.startswith("/") for d in dirs)
+        self._relative[id(dirs)] = (dirs, flag)
+        return flag
 
     def realpath(self, path: str) -> str:
         """``os.path.realpath``, with the real path of every directory found once.

@@ -378,9 +378,11 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     """The repair for ``bazel test ARGS``: (the repair, 0), or (None, Bazel's exit code)
     when the build step fails. Raises NoTestsError when the patterns select no test.
 
-    Bazel is asked as little as possible: the output_base comes from the build step's
-    events (unless given), and the rule attributes (``bazel query``) only when a test
-    filter needs its tags or a test misses something (a rule's ``env`` may provide it).
+    Bazel is asked as little as possible: the output_base and each test's tags come from
+    the build step's events (unless given), and the rules' ``env`` (``bazel query``) only
+    when a test misses something (a rule's ``env`` may provide it, and the repair's
+    ``--test_env`` would replace it), only for the selected tests and only the rules whose
+    ``env`` mentions the variable.
     ``cache_dir`` maps the output_base to the index cache's directory (None: no cache).
     """
     from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
@@ -421,15 +423,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                     on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
                     progress=progress, search=search, session=session)
 
-    filtered = bool(bazel.option_values(events.command_line, "test_tag_filters")[:-1])
     result = None
-    if not filtered and events.tests:
+    if events.tests:
         # Without the rules' env: if every test loads, that is the answer (nothing to add).
         first = repair_with({}, search=False)
         if not any(t.missing_before or t.error for t in first.tests):
             result = first
     if result is None:
-        result = repair_with(bazel.rule_info(runner, [t.label for t in events.tests]))
+        chosen = bazel.selected(events.tests, {}, events.command_line)
+        result = repair_with(bazel.rule_info(runner, [t.label for t in chosen], VARIABLE))
     _write_memo(memo, result.flags)
     return result, 0
 
