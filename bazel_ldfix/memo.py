@@ -11,10 +11,14 @@ read once, and a file replaced while the command runs is read again:
   (``loader.verify``);
 * a directory's listing, so that a name that is not there is known to be absent without an
   ``open`` (the loader model tries every name in every hwcaps subdirectory of every search
-  directory).
+  directory), and real paths;
+* through :meth:`Memo.remember`, what the loader model derives from these alone: a search
+  list's directories, a search of them for a name.
 
-A memo lives as long as one command; nothing is written anywhere. Failures are not
-remembered (they carry the path in their words, and they are rare): each one is met anew.
+Listings, real paths and searches are by path: like the rest of one repair, they take the
+directories as they were when first looked at. A memo lives as long as one command; nothing
+is written anywhere. Failures are not remembered (they carry the path in their words, and
+they are rare): each one is met anew.
 """
 
 from __future__ import annotations
