@@ -314,6 +314,131 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     sys.exit(0 if all(r.loads for r in results) else 1)
 
 
+_KINDS = ("shared-object", "pie", "executable", "relocatable", "core", "other-elf",
+          "static-archive", "thin-archive", "linker-script", "not-elf", "empty", "missing",
+          "directory", "special")
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--require", "required", type=click.Choice(_KINDS), default=None,
+              metavar="KIND", help=f"Exit 1 unless every FILE is of this kind: "
+                                   f"{', '.join(_KINDS)}.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> None:
+    """What each FILE really is, decided by its bytes, never its name.
+
+    Exit 0 when every FILE is of the --require'd kind (or none is asked), 1 when some is
+    not, 2 when a file cannot be read or is corrupt.
+    """
+    from bazel_ldfix.linkage import kinds, render
+
+    want = kinds.Kind(required) if required is not None else None
+    docs = []
+    texts = []
+    bad = mismatched = False
+    for path in files:
+        try:
+            item = kinds.inspect(path)
+        except BadInputError as exc:
+            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            bad = True
+            docs.append(render.inspection_document(
+                kinds.Inspection(path, kinds.Kind.NOT_ELF), want, error=str(exc)))
+            continue
+        docs.append(render.inspection_document(item, want))
+        texts.append(render.inspection_text(item))
+        problem = item.mismatch(want) if want is not None else None
+        if problem is not None and want is not None:
+            mismatched = True
+            click.echo(f"bazel-ldfix: {render.printable(path)} is not {want.words}: {problem}",
+                       err=True)
+    if as_json:
+        click.echo(render.inspections_json(docs))
+    elif texts:
+        click.echo("\n".join(texts))
+    sys.exit(2 if bad else 1 if mismatched else 0)
+
+
+def _loader_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The environment options of `resolve`, for commands that resolve a closure."""
+    func = click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
+                        help="Resolve as if DIR were / (a sysroot or container image).")(func)
+    func = click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")(func)
+    func = click.option("--library-path", metavar="P", default=None,
+                        help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path)."
+                        )(func)
+    return func
+
+
+@cli.command("assert-linkage")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--needs", "needs", multiple=True, metavar="SONAME",
+              help="FILE has a DT_NEEDED entry SONAME (repeatable).")
+@click.option("--imports", "imports", multiple=True, metavar="SYMBOL",
+              help="FILE's .dynsym has SYMBOL undefined: it takes it from a library "
+                   "(repeatable).")
+@click.option("--no-defines", "no_defines", multiple=True, metavar="SYMBOL",
+              help="FILE defines no SYMBOL, in .dynsym nor in .symtab (repeatable).")
+@click.option("--binds", "binds", multiple=True, metavar="SYMBOL=SONAME",
+              help="FILE's references to SYMBOL bind to SONAME's definition in the loader's "
+                   "global lookup order (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_loader_options
+def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
+                   no_defines: tuple[str, ...], binds: tuple[str, ...], as_json: bool,
+                   library_path: str | None, inhibit_cache: bool, root: str) -> None:
+    """Fail unless FILE links as asserted; every assertion is checked and reported.
+
+    SYMBOL is a mangled name or a demangled C++ name; * matches any text, and a name
+    matches what is declared inside it (a class its constructors and destructor).
+    Exit 0 when every assertion holds, 1 when some fails, 2 for bad input, 68 when a C++
+    pattern needs c++filt and there is none.
+    """
+    import shutil
+
+    from bazel_ldfix.linkage import gate, names, render
+
+    asked = gate.Assertions(needs, imports, no_defines, gate.parse_binds(binds))
+    if not any((needs, imports, no_defines, binds)):
+        raise BadInputError("nothing to assert: give --needs, --imports, --no-defines or "
+                            "--binds")
+    report = gate.check(file, asked, _options(library_path, inhibit_cache, root),
+                        names.Demangler(shutil.which("c++filt")))
+    click.echo(render.gate_json(report) if as_json else render.gate_text(report))
+    sys.exit(0 if report.ok else 1)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_loader_options
+def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: bool,
+          root: str) -> None:
+    """Dynamic symbols defined by more than one object of FILE's load, and which split state.
+
+    Thread-local and data objects first. Exit 0 when interposition unifies every duplicate,
+    1 when some object keeps its own copy of a name another object defines, 2 for bad input.
+    """
+    import shutil
+
+    from bazel_ldfix.linkage import gate, kinds, names, render
+    from bazel_ldfix.linkage.dupes import find_dupes
+
+    found = kinds.inspect(file)
+    if found.kind not in gate.LINKED_KINDS:
+        raise BadInputError(f"{file}: {found.kind.words}, not a linked ELF object "
+                            "(a shared object or a program)")
+    report = find_dupes(file, _options(library_path, inhibit_cache, root))
+    demangled: dict[str, str] = {}
+    program = shutil.which("c++filt")
+    if program is not None:  # names are shown demangled when a demangler is there
+        demangled = names.Demangler(program).demangle(d.name for d in report.duplicates)
+    click.echo(render.dupes_json(report, demangled) if as_json
+               else render.dupes_text(report, demangled))
+    sys.exit(1 if report.split else 0)
+
+
 def _options(library_path: str | None, inhibit_cache: bool, root: str) -> Options:
     from bazel_ldfix.resolve import Options
 

@@ -31,6 +31,7 @@ DT_VERDEF, DT_VERDEFNUM = 0x6FFFFFFC, 0x6FFFFFFD
 DT_VERNEED, DT_RELR = 0x6FFFFFFE, 36
 VER_FLG_WEAK = 0x2
 DF_1_NODEFLIB = 0x800
+DF_1_PIE = 0x08000000
 EM_NAMES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm",
             62: "x86-64", 183: "aarch64", 243: "riscv", 258: "loongarch"}
 ET_NAMES = {0: "none", 1: "relocatable", 2: "executable", 3: "shared object", 4: "core"}
@@ -142,6 +143,9 @@ class _Reader:
         return data
 
     def cstring(self, offset: int) -> str:
+        if not 0 <= offset < self.size:
+            # A corrupt string offset can exceed what pread accepts (OverflowError).
+            raise NotElfError(f"{self.path}: string table runs past the end of the file")
         chunks = []
         while True:
             chunk = os.pread(self.fd, 256, offset)
@@ -214,10 +218,15 @@ def read_elf(path: str) -> ElfInfo:
     """
     fd = open_elf(path)
     try:
-        header = parse_header(_read_start(fd, path), path)
-        return _read_dynamic(_Reader(fd, path), header)
+        return read_elf_fd(fd, path)
     finally:
         os.close(fd)
+
+
+def read_elf_fd(fd: int, path: str) -> ElfInfo:
+    """:func:`read_elf` on a descriptor the caller opened (and closes); ``path`` names it."""
+    header = parse_header(_read_start(fd, path), path)
+    return _read_dynamic(_Reader(fd, path), header)
 
 
 def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:

@@ -15,6 +15,23 @@ if ! command -v bazel >/dev/null 2>&1; then
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap >/dev/null
 fi
+# The linkage tests read real libraries of the other ELF class and byte order (Debian's
+# cross-toolchain and multilib libc packages) and compile C++ (g++, c++filt from binutils).
+cross_libs=(/usr/s390x-linux-gnu/lib/libc.so.6 /usr/powerpc-linux-gnu/lib/libc.so.6
+            /usr/lib32/libc.so.6)
+missing_pkgs=()
+for f in "${cross_libs[@]}"; do
+  [ -e "$f" ] || missing_pkgs=(libc6-s390x-cross libc6-powerpc-cross libc6-i386)
+done
+command -v g++ >/dev/null 2>&1 || missing_pkgs+=(g++)
+command -v c++filt >/dev/null 2>&1 || missing_pkgs+=(binutils)
+if [ ${#missing_pkgs[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "test.sh: installing ${missing_pkgs[*]} for the linkage tests" >&2
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_pkgs[@]}" >/dev/null
+fi
 if ! command -v cc >/dev/null 2>&1; then
   echo "test.sh: the tests compile ELF files and need a C compiler (apt-get install gcc)" >&2
   exit 1

@@ -1,0 +1,131 @@
+"""Text and JSON (``"version": 1``) for ``inspect``, ``assert-linkage`` and ``dupes``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from bazel_ldfix.linkage.kinds import Inspection, Kind
+from bazel_ldfix.report import dumps, to_jsonable
+
+if TYPE_CHECKING:
+    from bazel_ldfix.linkage.dupes import DupesReport
+    from bazel_ldfix.linkage.gate import GateReport
+
+# -- inspect ------------------------------------------------------------------------------
+
+def inspection_document(item: Inspection, required: Kind | None,
+                        error: str | None = None) -> dict[str, Any]:
+    problem = item.mismatch(required) if required is not None and error is None else None
+    return {
+        "path": item.path,
+        "kind": item.kind.value if error is None else None,
+        "description": item.describe() if error is None else None,
+        "elf": to_jsonable(item.elf),
+        "members": item.members,
+        "script_inputs": list(item.script_inputs),
+        "rule": item.reason,
+        "required": required.value if required is not None else None,
+        "ok": None if required is None else (error is None and problem is None),
+        "problem": problem,
+        "error": error,
+    }
+
+
+def inspections_json(docs: Sequence[dict[str, Any]]) -> str:
+    return dumps({"files": list(docs)})
+
+
+def printable(text: str) -> str:
+    """``text`` as is when it prints as itself; else Python's quoted, escaped form (a file
+    name with a newline must not forge a second line of output)."""
+    return text if text.isprintable() else ascii(text)
+
+
+def inspection_text(item: Inspection) -> str:
+    lines = [f"{printable(item.path)}: {item.describe()}"]
+    facts = item.elf
+    if facts is not None:
+        if item.reason:
+            lines.append(f"  decided by: {item.reason}")
+        if facts.soname is not None:
+            lines.append(f"  soname: {printable(facts.soname)}")
+        lines += [f"  needed: {printable(name)}" for name in facts.needed]
+        if facts.rpath is not None:
+            lines.append(f"  rpath: {printable(facts.rpath)}")
+        if facts.runpath is not None:
+            lines.append(f"  runpath: {printable(facts.runpath)}")
+        if facts.interp is not None:
+            lines.append(f"  interpreter: {printable(facts.interp)}")
+    lines += [f"  input: {printable(name)}" for name in item.script_inputs]
+    return "\n".join(lines)
+
+
+# -- assert-linkage -----------------------------------------------------------------------
+
+def gate_json(report: GateReport) -> str:
+    return dumps({
+        "file": report.file,
+        "kind": report.kind.value,
+        "stripped": report.stripped,
+        "ok": report.ok,
+        "checks": [{"check": o.check.value, "subject": o.subject, "ok": o.ok,
+                    "detail": o.detail, "symbols": list(o.symbols)} for o in report.outcomes],
+    })
+
+
+def gate_text(report: GateReport) -> str:
+    stripped = ", stripped" if report.stripped else ""
+    lines = [f"{printable(report.file)} ({report.kind.words}{stripped}):"]
+    for o in report.outcomes:
+        mark = "ok  " if o.ok else "FAIL"
+        lines.append(f"  {mark} --{o.check.value} {printable(o.subject)}: {printable(o.detail)}")
+    failed = sum(not o.ok for o in report.outcomes)
+    lines.append(f"{failed} of {len(report.outcomes)} assertions failed" if failed
+                 else f"all {len(report.outcomes)} assertions hold")
+    return "\n".join(lines)
+
+
+# -- dupes --------------------------------------------------------------------------------
+
+def dupes_json(report: DupesReport, demangled: Mapping[str, str]) -> str:
+    return dumps({
+        "file": report.file,
+        "scope": list(report.objects),
+        "missing": list(report.missing),
+        "split": [d.name for d in report.split],
+        "duplicates": [
+            {"name": d.name, "demangled": demangled.get(d.name), "type": d.type.value,
+             "split": d.split,
+             "definitions": [{"object": x.object, "path": x.path, "type": x.type.value,
+                              "visibility": x.visibility.value, "binding": x.binding.value,
+                              "binds_to": x.binds_to} for x in d.definitions],
+             "imported_by": list(d.importers)}
+            for d in report.duplicates],
+    })
+
+
+def dupes_text(report: DupesReport, demangled: Mapping[str, str]) -> str:
+    lines = [f"{printable(report.file)}: {len(report.objects)} objects in lookup order: "
+             + ", ".join(printable(o) for o in report.objects)]
+    if report.missing:
+        lines.append(f"  not found (left out): {', '.join(report.missing)}")
+    if not report.duplicates:
+        lines.append("no dynamic symbol is defined by more than one object")
+        return "\n".join(lines)
+    for d in report.duplicates:
+        shown = demangled.get(d.name)
+        name = printable(d.name) + (f" ({printable(shown)})" if shown else "")
+        lines.append(f"{'SPLIT ' if d.split else ''}{d.type.value} {name}:")
+        for x in d.definitions:
+            lines.append(f"  {printable(x.object)}: {x.binding.words}"
+                         + (f" ({printable(x.binds_to)})"
+                            if x.binding.value == "interposed" else ""))
+        if d.importers:
+            lines.append(f"  imported by {', '.join(printable(i) for i in d.importers)}: "
+                         f"binds to {printable(d.definitions[0].object)}")
+    split = [printable(demangled.get(d.name, d.name)) for d in report.split]
+    lines.append(f"{len(report.duplicates)} duplicate name(s); "
+                 + (f"{len(split)} split state: {', '.join(split)}" if split
+                    else "none splits state (interposition unifies them)"))
+    return "\n".join(lines)
