@@ -280,10 +280,8 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     # A directory ranks by where it stands in ``preferred``, as named there, else by its
     # real path (a walk reaches directories through symlinked repositories).
     realpath = memo.realpath if memo else os.path.realpath
-    exact = {d: i for i, d in reversed(list(enumerate(preferred)))}
-    real: dict[str, int] = {}
-    for i, d in enumerate(preferred):
-        real.setdefault(realpath(d), i)
+    exact, real = (memo.remember("ranks", tuple(preferred), lambda: _ranks(preferred, realpath))
+                   if memo else _ranks(preferred, realpath))
 
     def rank(path: str) -> int:
         directory = os.path.dirname(path)
@@ -306,6 +304,16 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     for other in kept[1:]:
         passed.append(PassedOver(other, f"another copy was preferred ({why}): {best}"))
     return Choice(soname, os.path.dirname(best), best, tuple(passed))
+
+
+def _ranks(preferred: Sequence[str], realpath: Callable[[str], str]
+           ) -> tuple[dict[str, int], dict[str, int]]:
+    """Each preferred directory's rank, by its name as given and by its real path."""
+    exact = {d: i for i, d in reversed(list(enumerate(preferred)))}
+    real: dict[str, int] = {}
+    for i, d in enumerate(preferred):
+        real.setdefault(realpath(d), i)
+    return exact, real
 
 
 # -- locating -------------------------------------------------------------------------------
@@ -366,10 +374,23 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     """
     names = list(dict.fromkeys(sonames))
     result: dict[str, Choice] = {}
+    beside: dict[str, list[str]] = {}
+    if memo is not None:
+        # One listing per preferred directory, rather than one stat per name and directory.
+        wanted = set(names)
+        for d in preferred:
+            listing = memo.listing(d)
+            if listing.names is None:
+                maybe: Iterable[str] = names
+            else:
+                maybe = [n for n in names if not listing.lacks(n)] if len(names) < len(
+                    listing.names) else [n for n in wanted & listing.names] + [
+                    n for n in names if n not in listing.names and not listing.lacks(n)]
+            for name in maybe:
+                beside.setdefault(name, []).append(d)
     for name in names:
-        near = [os.path.join(d, name) for d in preferred
-                if not (memo and memo.listing(d).lacks(name))
-                and os.path.isfile(os.path.join(d, name))]
+        near = [os.path.join(d, name) for d in (beside.get(name, ()) if memo else preferred)
+                if os.path.isfile(os.path.join(d, name))]
         if near:
             choice = choose(name, near, expect, preferred, memo)
             if choice.dir is not None:

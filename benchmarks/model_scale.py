@@ -14,7 +14,11 @@ executables that need them are copies with their number patched into the strings
 Each size runs ``repair.plan`` in a fresh process (host probe, reading every executable and
 runfiles tree, the rounds, the search of ``external/``); sizes alternate round after round,
 and the medians, their ratio to the smallest size and the peak RSS are printed as Markdown.
-Every run must choose the same directories (checked against the first).
+Every run must choose the same directories (checked against the first). Before each run,
+the floor runs on the same tests: what must be read anyway (the first 4 KiB of each
+executable, a walk of its runfiles tree with a ``stat`` of each file); it also warms the page
+cache for the run that follows. CPU time (user + system) is reported beside wall time: on a
+machine shared with other jobs, wall time includes waiting for a CPU.
 """
 
 from __future__ import annotations
@@ -164,10 +168,31 @@ def child(top: str, tests: int) -> None:
     result = repair.plan(inputs, env, os.path.join(top, "ob"), make_loader,
                          cache_for, session=session)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - started
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    rss = usage.ru_maxrss * 1024
     print(json.dumps({"seconds": elapsed, "rss": rss, "added": list(result.added),
+                      "cpu": usage.ru_utime + usage.ru_stime,
                       "unresolved": list(result.unresolved),
                       "still_missing": sum(1 for t in result.tests if t.missing_after)}))
+
+
+def floor(top: str, tests: int) -> float:
+    """What must be read anyway: each executable's start and its runfiles tree."""
+    bin_dir = os.path.join(top, "ob", "execroot", "ws", os.path.dirname(SOLIB))
+    started = time.perf_counter()
+    for i in range(tests):
+        exe = os.path.join(bin_dir, f"p{i // PER_PACKAGE}", f"test{i}")
+        with open(exe, "rb") as f:
+            f.read(4096)
+        stack = [exe + ".runfiles"]
+        while stack:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir():
+                        stack.append(entry.path)
+                    else:
+                        os.stat(entry.path)
+    return time.perf_counter() - started
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,24 +216,35 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(args.runs):
         order = sizes if round_ % 2 == 0 else list(reversed(sizes))
         for n in order:
+            floor_s = floor(top, n)
             out = subprocess.run([sys.executable, __file__, "--child", top, str(n)],
                                  capture_output=True, text=True, check=True)
             sample = json.loads(out.stdout)
+            sample["floor"] = floor_s
             samples[n].append(sample)
-            print(f"round {round_ + 1}: {n} tests: {sample['seconds']:.2f} s, "
+            print(f"round {round_ + 1}: {n} tests: {sample['seconds']:.2f} s "
+                  f"(CPU {sample['cpu']:.2f} s, floor {floor_s:.2f} s), "
                   f"{int(sample['rss']) / 2**20:.0f} MiB", file=sys.stderr)
-    base = statistics.median(float(s["seconds"]) for s in samples[sizes[0]])  # type: ignore
-    print(f"| tests | median | min | max | per test | / {sizes[0]} | peak RSS | dirs added |"
-          " unresolved | tests still missing |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+
+    def med_of(n: int, key: str) -> float:
+        return statistics.median(float(s[key]) for s in samples[n])  # type: ignore[arg-type]
+
+    base = med_of(sizes[0], "seconds")
+    base_cpu = med_of(sizes[0], "cpu")
+    base_floor = med_of(sizes[0], "floor")
+    print(f"| tests | median | min | max | per test | / {sizes[0]} | CPU (/ {sizes[0]}) | "
+          f"floor (/ {sizes[0]}) | peak RSS | dirs added | unresolved | tests still missing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for n in sizes:
         secs = [float(s["seconds"]) for s in samples[n]]  # type: ignore[arg-type]
         med = statistics.median(secs)
+        cpu, flo = med_of(n, "cpu"), med_of(n, "floor")
         rss = max(int(s["rss"]) for s in samples[n]) / 2**20  # type: ignore[call-overload]
         first = samples[n][0]
         same = all(s["added"] == first["added"] for s in samples[n])
         print(f"| {n:,} | {med:.2f} s | {min(secs):.2f} s | {max(secs):.2f} s | "
-              f"{med / n * 1000:.2f} ms | {med / base:.2f}x | {rss:.0f} MiB | "
+              f"{med / n * 1000:.2f} ms | {med / base:.2f}x | {cpu:.2f} s "
+              f"({cpu / base_cpu:.2f}x) | {flo:.2f} s ({flo / base_floor:.2f}x) | {rss:.0f} MiB | "
               f"{len(first['added'])}{'' if same else ' (differs between runs!)'} | "  # type: ignore
               f"{len(first['unresolved'])} | {first['still_missing']} |")  # type: ignore
     if args.dir is None:
