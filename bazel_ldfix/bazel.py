@@ -321,8 +321,43 @@ def rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> dict[str, R
     does not set it. Only those rules are printed, so the answer stays small."""
     if not labels:
         return {}
-    expression = f'attr(env, "{variable}", {" + ".join(labels)})'
-    return parse_rules(bazel.capture("query", ["--output=xml", expression]))
+    return parse_rules(bazel.capture("query", ["--output=xml", _env_query(labels, variable)]))
+
+
+class PendingRules:
+    """:func:`rule_info` started in the background (Bazel works while we do)."""
+
+    def __init__(self, bazel: Bazel, labels: Sequence[str], variable: str) -> None:
+        self.cmd = bazel.argv("query", ["--output=xml", _env_query(labels, variable)])
+        try:
+            self.proc: subprocess.Popen[str] | None = subprocess.Popen(
+                self.cmd, cwd=bazel.cwd, env=dict(bazel.env), text=True,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
+                                     self.cmd) from None
+
+    def result(self) -> dict[str, RuleInfo]:
+        assert self.proc is not None
+        out, err = self.proc.communicate()
+        code, self.proc = self.proc.returncode, None
+        if code != 0:
+            raise _failure(self.cmd, code, err)
+        return parse_rules(out)
+
+    def close(self) -> None:
+        """Wait for the query if its answer is not wanted: the next command would anyway."""
+        if self.proc is not None:
+            self.proc.communicate()
+            self.proc = None
+
+
+def start_rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> PendingRules:
+    return PendingRules(bazel, labels, variable)
+
+
+def _env_query(labels: Sequence[str], variable: str) -> str:
+    return f'attr(env, "{variable}", {" + ".join(labels)})'
 
 
 def parse_rules(xml: str) -> dict[str, RuleInfo]:

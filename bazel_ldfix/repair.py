@@ -424,14 +424,23 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                     progress=progress, search=search, session=session)
 
     result = None
-    if events.tests:
-        # Without the rules' env: if every test loads, that is the answer (nothing to add).
-        first = repair_with({}, search=False)
-        if not any(t.missing_before or t.error for t in first.tests):
-            result = first
-    if result is None:
-        chosen = bazel.selected(events.tests, {}, events.command_line)
-        result = repair_with(bazel.rule_info(runner, [t.label for t in chosen], VARIABLE))
+    chosen = [t.label for t in bazel.selected(events.tests, {}, events.command_line)]
+    # The last run of this command needed a repair: this one most likely does too, so the
+    # rule query runs while the tests are resolved.
+    pending = bazel.start_rule_info(runner, chosen, VARIABLE) if expected and chosen else None
+    try:
+        if events.tests:
+            # Without the rules' env: if every test loads, that is the answer (nothing to add).
+            first = repair_with({}, search=False)
+            if not any(t.missing_before or t.error for t in first.tests):
+                result = first
+        if result is None:
+            rules = (pending.result() if pending is not None
+                     else bazel.rule_info(runner, chosen, VARIABLE))
+            result = repair_with(rules)
+    finally:
+        if pending is not None:
+            pending.close()
     _write_memo(memo, result.flags)
     return result, 0
 
