@@ -21,6 +21,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
@@ -166,8 +167,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     is_test: set[str] = set()
     sizes: dict[str, str] = {}
     tags: dict[str, tuple[str, ...]] = {}
-    outputs: dict[str, list[str]] = {}
-    sets: dict[str, tuple[list[str], list[str]]] = {}
+    outputs: dict[str, list[Any]] = {}
+    sets: dict[str, tuple[list[Any], list[str]]] = {}
     options: list[Option] = []
     version = workspace = None
     exit_code = None
@@ -198,7 +199,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
             label = ident["targetCompleted"]["label"]
             done = event["completed"]
             if done.get("success"):
-                files = [f["uri"] for f in done.get("importantOutput", []) if "uri" in f]
+                files: list[Any] = [f for f in done.get("importantOutput", []) if "uri" in f]
                 for group in done.get("outputGroup", []):
                     if group.get("name") == "default":
                         files += [f"set:{s['id']}" for s in group.get("fileSets", [])]
@@ -206,7 +207,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         if "namedSet" in ident and "namedSetOfFiles" in event:
             named = event["namedSetOfFiles"]
             sets[ident["namedSet"]["id"]] = (
-                [f["uri"] for f in named.get("files", []) if "uri" in f],
+                [f for f in named.get("files", []) if "uri" in f],
                 [s["id"] for s in named.get("fileSets", [])])
         if ident.get("structuredCommandLine", {}).get("commandLineLabel") == "canonical":
             for section in event["structuredCommandLine"].get("sections", []):
@@ -221,7 +222,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
 
     tests = []
     for label in sorted(is_test):
-        files = _expand(outputs.get(label, []), sets)
+        files = _expand(outputs.get(label, []), sets, exec_root)
         executable = _executable(label, files)
         if executable:
             tests.append(TestTarget(label, executable, sizes.get(label, ""),
@@ -230,36 +231,59 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
                        command_line, exec_root)
 
 
-def _expand(files: list[str], sets: Mapping[str, tuple[list[str], list[str]]]) -> list[str]:
+def _expand(files: list[Any], sets: Mapping[str, tuple[list[Any], list[str]]],
+            exec_root: str | None) -> list[str]:
     out: list[str] = []
     pending = list(files)
     seen: set[str] = set()
     while pending:
         item = pending.pop(0)
-        if not item.startswith("set:"):
-            out.append(item)
+        if not isinstance(item, str):
+            path = file_path(item, exec_root)
+            if path is not None:
+                out.append(path)
             continue
         key = item[4:]
         if key in seen or key not in sets:
             continue
         seen.add(key)
-        uris, children = sets[key]
-        pending += uris + [f"set:{c}" for c in children]
-    return [_path(u) for u in dict.fromkeys(out)]
+        named, children = sets[key]
+        pending += named + [f"set:{c}" for c in children]
+    return list(dict.fromkeys(out))
 
 
-def _path(uri: str) -> str:
+def file_path(file: Mapping[str, Any], exec_root: str | None) -> str | None:
+    """Where a BEP ``File`` is on this machine.
+
+    A ``file://`` URI says it. Any other (``bytestream://`` when a remote cache holds the
+    file; with ``--remote_build_event_upload=minimal``, Bazel 7's default, every output is
+    named so, downloaded or not) leaves the exec root's ``path_prefix`` + ``name``
+    (build_event_stream.proto, message File: "A sequence of prefixes to apply to the file
+    name to construct a full path": ``bazel-out``, the configuration, ``bin``).
+    """
+    uri = str(file.get("uri", ""))
     parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else uri
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    name = file.get("name")
+    prefix = file.get("pathPrefix")
+    if exec_root is None or not isinstance(name, str) or not name \
+            or not isinstance(prefix, list) or not all(isinstance(p, str) for p in prefix):
+        return None
+    parts = [*prefix, name]
+    if any(p.startswith("/") or ".." in p.split("/") for p in parts):
+        return None     # not a path inside the exec root
+    return os.path.join(exec_root, *parts)
 
 
 def _executable(label: str, files: Sequence[str]) -> str | None:
-    """The output named after the target (a test's executable), else the first file."""
-    name = label.rsplit(":", 1)[-1]
-    for path in files:
-        if os.path.basename(path) == name.rsplit("/", 1)[-1] and os.path.isfile(path):
-            return path
-    return None
+    """The output named after the target (a test's executable); on disk or not (a remote
+    cache may not have downloaded it: the caller decides what to do)."""
+    name = label.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
+    named = [path for path in files if os.path.basename(path) == name]
+    on_disk = [path for path in named if os.path.isfile(path)]
+    chosen = on_disk or named
+    return chosen[0] if chosen else None
 
 
 def build_tests(bazel: Bazel, args: Sequence[str],
@@ -285,6 +309,20 @@ def build_tests(bazel: Bazel, args: Sequence[str],
     if expected:
         events = dataclasses.replace(events, options=_without(events.options, expected))
     return events, code
+
+
+def download_outputs(bazel: Bazel, args: Sequence[str], expected: Sequence[str] = ()) -> int:
+    """``bazel build ARGS --remote_download_outputs=toplevel``: the top-level outputs of the
+    targets ``bazel test ARGS`` builds, with their runfiles, on disk; Bazel's exit code.
+
+    In a `build` command, ``toplevel`` downloads every top-level target's important outputs
+    and runfiles (bazelbuild/bazel ``src/main/java/com/google/devtools/build/lib/remote/
+    RemoteOutputChecker.java``, ``shouldAddTopLevelTarget``: ``default -> outputsMode !=
+    MINIMAL``; ``addRunfiles``), where a `test` command leaves test executables remote.
+    ``--remote_download_outputs`` is not a build option, so the analysis cache stays.
+    """
+    own = ["--remote_download_outputs=toplevel", *expected]
+    return bazel.stream("build", with_options(args, own), hide=_BUILD_STEP_NOISE)
 
 
 def _without(options: Sequence[Option], given: Sequence[str]) -> tuple[Option, ...]:
@@ -313,6 +351,7 @@ class RuleInfo:
 
     env: Mapping[str, str]
     tags: tuple[str, ...]
+    env_inherit: tuple[str, ...] = ()   # names whose value comes from the client
 
 
 def rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> dict[str, RuleInfo]:
@@ -321,13 +360,15 @@ def rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> dict[str, R
     does not set it. Only those rules are printed, so the answer stays small."""
     if not labels:
         return {}
-    return parse_rules(bazel.capture("query", ["--output=xml", _env_query(labels, variable)]))
+    return aligned(parse_rules(bazel.capture("query", ["--output=xml",
+                                                      _env_query(labels, variable)])), labels)
 
 
 class PendingRules:
     """:func:`rule_info` started in the background (Bazel works while we do)."""
 
     def __init__(self, bazel: Bazel, labels: Sequence[str], variable: str) -> None:
+        self.labels = tuple(labels)
         self.cmd = bazel.argv("query", ["--output=xml", _env_query(labels, variable)])
         try:
             self.proc: subprocess.Popen[str] | None = subprocess.Popen(
@@ -343,7 +384,7 @@ class PendingRules:
         code, self.proc = self.proc.returncode, None
         if code != 0:
             raise _failure(self.cmd, code, err)
-        return parse_rules(out)
+        return aligned(parse_rules(out), self.labels)
 
     def close(self) -> None:
         """Wait for the query if its answer is not wanted: the next command would anyway."""
@@ -357,7 +398,29 @@ def start_rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> Pendi
 
 
 def _env_query(labels: Sequence[str], variable: str) -> str:
-    return f'attr(env, "{variable}", {" + ".join(labels)})'
+    """The rules among ``labels`` whose ``env`` or ``env_inherit`` mentions ``variable``
+    (``attr`` matches a dict or list by its printed form; a rule without the attribute is
+    simply not matched)."""
+    return (f'let tests = {" + ".join(labels)} in '
+            f'attr(env, "{variable}", $tests) + attr(env_inherit, "{variable}", $tests)')
+
+
+def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, RuleInfo]:
+    """``rules`` keyed by the build events' labels.
+
+    For a test inside another repository the two may write the repository differently
+    (``@@nvsdk+//t:x`` in the events, ``@nvsdk//t:x`` from query, or the reverse): a label
+    not found as it is takes the one rule with the same package and name, if only one has.
+    """
+    out = dict(rules)
+    for label in labels:
+        if label in out or "//" not in label:
+            continue
+        rest = label.split("//", 1)[1]
+        same = [key for key in rules if "//" in key and key.split("//", 1)[1] == rest]
+        if len(same) == 1:
+            out[label] = rules[same[0]]
+    return out
 
 
 def parse_rules(xml: str) -> dict[str, RuleInfo]:
@@ -366,6 +429,7 @@ def parse_rules(xml: str) -> dict[str, RuleInfo]:
     for rule in root.iter("rule"):
         env: dict[str, str] = {}
         tags: list[str] = []
+        inherit: list[str] = []
         for node in rule:
             if node.get("name") == "env":
                 for pair in node.iter("pair"):
@@ -374,7 +438,9 @@ def parse_rules(xml: str) -> dict[str, RuleInfo]:
                         env[strings[0]] = strings[1]
             elif node.tag == "list" and node.get("name") == "tags":
                 tags += [s.get("value", "") for s in node.iter("string")]
-        out[rule.get("name", "")] = RuleInfo(env, tuple(tags))
+            elif node.tag == "list" and node.get("name") == "env_inherit":
+                inherit += [s.get("value", "") for s in node.iter("string")]
+        out[rule.get("name", "")] = RuleInfo(env, tuple(tags), tuple(inherit))
     return out
 
 

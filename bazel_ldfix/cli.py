@@ -15,6 +15,7 @@ import click
 
 from bazel_ldfix import __version__
 from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
+from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import Bazel
@@ -27,8 +28,15 @@ _PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__, prog_name="bazel-ldfix")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Repair and explain Bazel tests that fail at load time."""
+    if ctx.obj is None:  # called as a library (CliRunner), not through main()
+        ctx.obj = from_environ(os.environ, os.getcwd())
+
+
+# Every command that needs to know where the user is takes it from here.
+_pass_invocation = click.make_pass_decorator(Invocation)
 
 
 def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -47,24 +55,49 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def _force_local_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--force-local-path", is_flag=True,
+                        help="Add the output_base paths even under --remote_executor (the "
+                             "tests run on this machine).")(func)
+
+
+def _remote_guard(repair: Repair, force_local_path: bool) -> Repair:
+    """Under remote execution, no --test_env naming this machine's paths (one line why)."""
+    import dataclasses
+
+    from bazel_ldfix import execution
+
+    if force_local_path or not repair.flags \
+            or execution.of(repair.options) is not execution.Execution.REMOTE:
+        return repair
+    click.echo(f"bazel-ldfix: {execution.REMOTE_REFUSAL}", err=True)
+    return dataclasses.replace(repair, ld_library_path=None)
+
+
 @cli.command(context_settings=_PASSTHROUGH)
 @_bazel_options
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
               default="flags", show_default=True, help="How to print the result.")
+@_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
-def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-        prepend: bool, no_cache: bool, fmt: str, bazel_args: tuple[str, ...]) -> None:
+@_pass_invocation
+def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
+        output_base: str | None, prepend: bool, no_cache: bool, fmt: str,
+        force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
-    Exit 0 when every missing library was located, 1 when some exist nowhere.
+    Exit 0 when every missing library was located, 1 when some exist nowhere (or, under
+    remote execution, when the tests need a BUILD change: see `bazel-ldfix fix`).
     """
     from bazel_ldfix import report
 
-    repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+    repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
+                         bazel_args)
     if repair is None:
         from bazel_ldfix.errors import BazelError
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                          "see Bazel's output above")
+    repair = _remote_guard(repair, force_local_path)
     render = {"flags": report.repair_flags, "shell": report.repair_shell,
               "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
     text = render(repair)
@@ -72,7 +105,7 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
         click.echo(report.repair_summary(repair), err=True)
     if text:
         click.echo(text)
-    sys.exit(1 if repair.unresolved else 0)
+    sys.exit(1 if repair.unresolved or (repair.missing and not repair.flags) else 0)
 
 
 @cli.command(context_settings=_PASSTHROUGH)
@@ -80,10 +113,12 @@ def env(bazel_path: str | None, startup: tuple[str, ...], output_base: str | Non
 @click.option("--dry-run", is_flag=True, help="Print the bazel command instead of running it.")
 @click.option("--no-repair", is_flag=True,
               help="Run bazel test as given; only diagnose loader failures afterwards.")
+@_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
-def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+@_pass_invocation
+def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
          prepend: bool, no_cache: bool, dry_run: bool, no_repair: bool,
-         bazel_args: tuple[str, ...]) -> None:
+         force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
     When tests still fail in the dynamic loader, says why after Bazel's summary (as
@@ -93,7 +128,7 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     from bazel_ldfix.bazel import output_base as ask_output_base
     from bazel_ldfix.bazel import with_options
 
-    bazel = _make_bazel(bazel_path, startup)
+    bazel = _make_bazel(inv, bazel_path, startup)
     if no_repair:
         if dry_run:
             click.echo(shlex.join(bazel.argv("test", bazel_args)))
@@ -105,12 +140,14 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
         _diagnose_after(base, code, None)
         sys.exit(code)
     try:
-        repair, code = _plan(bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+        repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
+                             bazel_args)
     except NoTestsError as exc:
         click.echo(f"bazel-ldfix: {exc}", err=True)
         sys.exit(4)  # Bazel's own code for "no test was selected"
     if repair is None:
         sys.exit(code)  # the build failed; Bazel has said why
+    repair = _remote_guard(repair, force_local_path)
     click.echo(report.repair_summary(repair), err=True)
     args = with_options(bazel_args, repair.flags)
     if dry_run:
@@ -119,6 +156,67 @@ def test(bazel_path: str | None, startup: tuple[str, ...], output_base: str | No
     code = bazel.stream("test", args)
     _diagnose_after(repair.output_base, code, repair.ld_library_path)
     sys.exit(code)
+
+
+@cli.command(context_settings=_PASSTHROUGH)
+@click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+              help="The bazel to run (default: $BAZEL, else bazel).")
+@click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+              help="A Bazel startup option, e.g. --output_user_root=DIR (repeatable).")
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Use this output_base instead of asking Bazel.")
+@click.option("--no-cache", is_flag=True,
+              help="Walk output_base/external; neither read nor write the index cache.")
+@click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
+                                            "by a rename).")
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
+@click.option("--verify", is_flag=True,
+              help="After --write, run `bazel test BAZEL_ARGS` as given (no --test_env) and "
+                   "exit with its code.")
+@click.option("--interface", is_flag=True,
+              help="Keep linking against the unversioned file (interface_library) and import "
+                   "the versioned one as shared_library.")
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+@_pass_invocation
+def fix(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
+        no_cache: bool, write: bool, check: bool, verify: bool, interface: bool,
+        bazel_args: tuple[str, ...]) -> None:
+    """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
+
+    Prints a unified diff of each file it would edit, and describes what it cannot edit.
+    Exit 0: nothing needed, or every change written; 1: a change is needed (--check) or
+    only described; 68: a change cannot be made safely (nothing written).
+    """
+    from bazel_ldfix import buildfix
+    from bazel_ldfix.bazel import workspace_of
+    from bazel_ldfix.errors import BazelError, CannotEditError
+
+    if check and (write or verify):
+        raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
+    if verify and not write:
+        raise click.UsageError("--verify runs the tests after --write")
+    repair, code = _plan(inv, bazel_path, startup, output_base, False, no_cache, bazel_args)
+    if repair is None:
+        raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
+                         "see Bazel's output above")
+    workspace = workspace_of(inv.cwd) or inv.cwd
+    result = buildfix.plan_for(repair, workspace, interface=interface)
+    text = buildfix.to_text(result, workspace)
+    if text:
+        click.echo(text)
+    if result.problems:
+        raise CannotEditError(f"{len(result.problems)} change(s) cannot be made (see "
+                              "above); nothing written")
+    if not result.needed:
+        click.echo("bazel-ldfix: no BUILD change needed", err=True)
+        sys.exit(0)
+    if check or not write:
+        sys.exit(1 if check else 0)
+    for path in buildfix.write(result.files, repair.output_base):
+        click.echo(f"bazel-ldfix: wrote {path}", err=True)
+    if verify:
+        sys.exit(_make_bazel(inv, bazel_path, startup).stream("test", bazel_args))
+    sys.exit(1 if result.described_only else 0)
 
 
 def _diagnose_after(output_base: str, code: int, library_path: str | None) -> None:
@@ -146,8 +244,9 @@ def _diagnose_after(output_base: str, code: int, library_path: str | None) -> No
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, ...],
-             output_base: str | None, as_json: bool) -> None:
+@_pass_invocation
+def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
+             log_files: tuple[str, ...], output_base: str | None, as_json: bool) -> None:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
@@ -157,7 +256,7 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
     from bazel_ldfix import diagnose as diagnosing
     from bazel_ldfix import logs
 
-    found = logs.find(os.getcwd(), bep=bep, log_files=log_files,
+    found = logs.find(inv.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
     result = diagnosing.diagnose(found, on_error=_warn_unreadable)
     click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
@@ -176,8 +275,9 @@ def diagnose(patterns: tuple[str, ...], bep: str | None, log_files: tuple[str, .
               help="Print {soname: [{dir, machine, class, ...}...]}.")
 @click.option("--no-cache", is_flag=True,
               help="Walk output_base/external; neither read nor write the index cache.")
-def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | None,
-           startup: tuple[str, ...], as_json: bool, no_cache: bool) -> None:
+@_pass_invocation
+def locate(inv: Invocation, sonames: tuple[str, ...], output_base: str | None,
+           bazel_path: str | None, startup: tuple[str, ...], as_json: bool, no_cache: bool) -> None:
     """Every directory under output_base/external holding each SONAME, best first.
 
     Best: a copy this machine's loader would take (ELF class, machine, the loader's other
@@ -189,12 +289,12 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
     if output_base is None:
         from bazel_ldfix.bazel import output_base as ask_output_base
 
-        output_base = ask_output_base(_make_bazel(bazel_path, startup))
+        output_base = ask_output_base(_make_bazel(inv, bazel_path, startup))
     base = output_base
     root = os.path.join(base, "external")
     if not os.path.isdir(root):
         raise BadInputError(f"{root} does not exist: is {base} a Bazel output_base?")
-    cache_dir = None if no_cache else indexcache.default_dir(base, os.environ)
+    cache_dir = None if no_cache else indexcache.default_dir(base, inv.env)
     # The copies this interpreter's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], elf.read_header(sys.executable),
                          cache_dir=cache_dir, on_error=_warn_unreadable,
@@ -203,23 +303,23 @@ def locate(sonames: tuple[str, ...], output_base: str | None, bazel_path: str | 
     sys.exit(0 if all(found.values()) else 1)
 
 
-def _make_bazel(bazel_path: str | None, startup: Sequence[str]) -> Bazel:
+def _make_bazel(inv: Invocation, bazel_path: str | None, startup: Sequence[str]) -> Bazel:
     from bazel_ldfix.bazel import Bazel
 
-    executable = bazel_path or os.environ.get("BAZEL") or "bazel"
-    return Bazel(executable, os.getcwd(), dict(os.environ), tuple(startup))
+    executable = bazel_path or inv.env.get("BAZEL") or "bazel"
+    return Bazel(executable, inv.cwd, dict(inv.env), tuple(startup))
 
 
-def _plan(bazel_path: str | None, startup: Sequence[str], output_base: str | None,
+def _plan(inv: Invocation, bazel_path: str | None, startup: Sequence[str], output_base: str | None,
           prepend: bool, no_cache: bool, bazel_args: Sequence[str]
           ) -> tuple[Repair | None, int]:
     from bazel_ldfix import index, indexcache
     from bazel_ldfix.repair import repair_tests
 
     def cache_dir(base: str) -> str:
-        return indexcache.default_dir(base, os.environ)
+        return indexcache.default_dir(base, inv.env)
 
-    return repair_tests(_make_bazel(bazel_path, startup), bazel_args, os.environ,
+    return repair_tests(_make_bazel(inv, bazel_path, startup), bazel_args, inv.env,
                         output_base=output_base, prepend=prepend,
                         cache_dir=None if no_cache else cache_dir,
                         progress=index.Progress(sys.stderr), on_error=_warn_unreadable)
@@ -237,7 +337,8 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
 @click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
               help="Resolve as if DIR were / (a sysroot or container image).")
-def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
+@_pass_invocation
+def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
             inhibit_cache: bool, root: str) -> None:
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
@@ -246,7 +347,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
     from bazel_ldfix import report
     from bazel_ldfix.resolve import resolve_file
 
-    options = _options(library_path, inhibit_cache, root)
+    options = _options(inv, library_path, inhibit_cache, root)
     results = []
     bad = False
     for path in files:
@@ -259,7 +360,7 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
         if as_json:
             click.echo(report.resolutions_json(results))
         else:
-            color = _color()
+            color = _color(inv)
             click.echo("\n".join(report.resolution_tree(r, color=color) for r in results))
     stops = any(r.missing or r.error or any(v.fatal for v in r.versions) for r in results)
     sys.exit(2 if bad else 1 if stops else 0)
@@ -274,7 +375,8 @@ def resolve(files: tuple[str, ...], as_json: bool, library_path: str | None,
               help="Leave /etc/ld.so.cache out, so that it cannot hide a missing library.")
 @click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
               help="Which of these directories are needed (repeatable).")
-def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
+@_pass_invocation
+def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
           inhibit_cache: bool, matrix_dirs: tuple[str, ...]) -> None:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
@@ -284,7 +386,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
     from bazel_ldfix import check as checking
     from bazel_ldfix import report
 
-    options = _options(library_path, inhibit_cache, "/")
+    options = _options(inv, library_path, inhibit_cache, "/")
     bad = False
     if matrix_dirs:
         matrices = []
@@ -306,7 +408,7 @@ def check(files: tuple[str, ...], as_json: bool, library_path: str | None,
             click.echo(f"error: {_explain_bad(exc)}", err=True)
             bad = True
     if results:
-        color = _color()
+        color = _color(inv)
         click.echo(report.checks_json(results) if as_json
                    else "\n".join(report.check_text(r, color=color) for r in results))
     if bad:
@@ -387,7 +489,8 @@ def _loader_options(func: Callable[..., Any]) -> Callable[..., Any]:
                    "global lookup order (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_loader_options
-def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
+@_pass_invocation
+def assert_linkage(inv: Invocation, file: str, needs: tuple[str, ...], imports: tuple[str, ...],
                    no_defines: tuple[str, ...], binds: tuple[str, ...], as_json: bool,
                    library_path: str | None, inhibit_cache: bool, root: str) -> None:
     """Fail unless FILE links as asserted; every assertion is checked and reported.
@@ -405,7 +508,7 @@ def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
     if not any((needs, imports, no_defines, binds)):
         raise BadInputError("nothing to assert: give --needs, --imports, --no-defines or "
                             "--binds")
-    report = gate.check(file, asked, _options(library_path, inhibit_cache, root),
+    report = gate.check(file, asked, _options(inv, library_path, inhibit_cache, root),
                         names.Demangler(shutil.which("c++filt")))
     click.echo(render.gate_json(report) if as_json else render.gate_text(report))
     sys.exit(0 if report.ok else 1)
@@ -415,7 +518,8 @@ def assert_linkage(file: str, needs: tuple[str, ...], imports: tuple[str, ...],
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_loader_options
-def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: bool,
+@_pass_invocation
+def dupes(inv: Invocation, file: str, as_json: bool, library_path: str | None, inhibit_cache: bool,
           root: str) -> None:
     """Dynamic symbols defined by more than one object of FILE's load, and which split state.
 
@@ -431,7 +535,7 @@ def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: boo
     if found.kind not in gate.LINKED_KINDS:
         raise BadInputError(f"{file}: {found.kind.words}, not a linked ELF object "
                             "(a shared object or a program)")
-    report = find_dupes(file, _options(library_path, inhibit_cache, root))
+    report = find_dupes(file, _options(inv, library_path, inhibit_cache, root))
     demangled: dict[str, str] = {}
     program = shutil.which("c++filt")
     if program is not None:  # names are shown demangled when a demangler is there
@@ -441,11 +545,13 @@ def dupes(file: str, as_json: bool, library_path: str | None, inhibit_cache: boo
     sys.exit(1 if report.split else 0)
 
 
-def _options(library_path: str | None, inhibit_cache: bool, root: str) -> Options:
+def _options(inv: Invocation, library_path: str | None, inhibit_cache: bool,
+             root: str) -> Options:
     from bazel_ldfix.resolve import Options
 
-    value = library_path if library_path is not None else os.environ.get("LD_LIBRARY_PATH")
-    return Options(value, inhibit_cache, os.path.abspath(root), os.getcwd())
+    value = library_path if library_path is not None else inv.env.get("LD_LIBRARY_PATH")
+    return Options(value, inhibit_cache, os.path.normpath(os.path.join(inv.cwd, root)),
+                   inv.cwd)
 
 
 def _explain_bad(exc: BadInputError) -> str:
@@ -459,15 +565,24 @@ def _explain_bad(exc: BadInputError) -> str:
     return text
 
 
-def _color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+def _color(inv: Invocation) -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in inv.env
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: LdfixError becomes one line on stderr and its exit code."""
+    inv = from_environ(os.environ, os.getcwd())
+    if inv.by_bazel_run:
+        # `bazel run` starts us in our runfiles tree: go where the user is, so that every
+        # relative path given (and every check click makes of one) means what it means there.
+        try:
+            os.chdir(inv.cwd)
+        except OSError as exc:
+            click.echo(f"error: cannot enter {inv.cwd}: {exc.strerror}", err=True)
+            return 2
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="bazel-ldfix",
-                 standalone_mode=False)
+                 standalone_mode=False, obj=inv)
     except LdfixError as exc:
         click.echo(f"error: {exc}", err=True)
         return exc.exit_code

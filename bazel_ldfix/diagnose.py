@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bazel_ldfix import elf, fixes, index, logs, pathlist
+from bazel_ldfix import elf, fixes, index, logs, pathlist, runfiles
 from bazel_ldfix.errors import BadInputError, LdfixError
 from bazel_ldfix.fixes import Fix, SolibImport
 from bazel_ldfix.loader import Environment, Loader
@@ -351,9 +351,14 @@ class _TestContext:
                          "the library comes from the message alone")
         imports = other = []
         if executable is not None:
-            imports = fixes.solib_imports(fixes.solib_dirs_of(executable))
+            # Canonical repository names (@@+ext+nvsdk, @@nvsdk~) are printed as the main
+            # repository writes them, from the test's runfiles repository mapping.
+            mapping = runfiles.repo_mapping_of(executable)
+            apparent = mapping.label if mapping is not None else None
+            imports = fixes.solib_imports(fixes.solib_dirs_of(executable), apparent)
             own = {i.staged for i in imports}
-            other = [i for i in fixes.solib_imports(fixes.every_solib_dir(executable))
+            other = [i for i in fixes.solib_imports(fixes.every_solib_dir(executable),
+                                                    apparent)
                      if i.staged not in own]
         return cls(label, executable, expect, output_base, library_path, missing, imports,
                    other, notes, on_error)
@@ -589,7 +594,7 @@ class _TestContext:
         staged = [i for i in self.imports if _same_file(i.staged, path)]
         if staged:
             imp = staged[0]
-            one.build = (f"{imp.label} (a cc_import, in {fixes.where(imp)}) imports "
+            one.build = (f"{imp.shown_label} (a cc_import, in {fixes.where(imp)}) imports "
                          f"{imp.attribute_value}, which is not a usable library "
                          f"({failure.detail}). Fix the repository's content (a real file, "
                          "not a Git LFS pointer or a truncated download); the cc_import "
@@ -637,14 +642,14 @@ class _TestContext:
                 if usable(imp.staged):
                     return None     # staged under the right name already (see the notes)
                 return _verified(imp, (
-                    f"{imp.label} (a cc_import, in {fixes.where(imp)}) stages a {soname} that "
-                    f"does not define {version}. Import a newer one"
+                    f"{imp.shown_label} (a cc_import, in {fixes.where(imp)}) stages a "
+                    f"{soname} that does not define {version}. Import a newer one"
                     + (f", such as {found[0]}" if found else "") + ".\n"))
             versioned = fixes.versioned_in_repository(imp, soname, found, usable)
             if versioned is not None:
                 return _verified(imp, fixes.import_versioned(imp, soname, versioned))
             return _verified(imp, (
-                f"{imp.label} (a cc_import, in {fixes.where(imp)}) imports "
+                f"{imp.shown_label} (a cc_import, in {fixes.where(imp)}) imports "
                 f"{imp.attribute_value}, whose SONAME is {soname}, and Bazel stages only "
                 f"{imp.file}; but no usable file named {soname} is in that package. The "
                 f"repository must provide one (a symlink {soname} -> {imp.file} made by its "
@@ -663,6 +668,13 @@ class _TestContext:
         if found:
             return fixes.new_import(soname, found[0], self.output_base, self.label)
         return None
+
+
+def model_missing(label: str | None, executable: str, output_base: str,
+                  library_path: str | None) -> tuple[str, ...]:
+    """Every name the loader model misses for one test, its libraries' own included."""
+    return tuple(_model(label, executable, output_base, library_path, _host_loader,
+                        _host_cache, None, []))
 
 
 def _host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
@@ -806,7 +818,7 @@ def _same_file(a: str, b: str) -> bool:
 def _verified(imp: SolibImport, text: str) -> str:
     if imp.verified:
         return text
-    return text + (f"(the label {imp.label} is decoded from {os.path.dirname(imp.staged)}; "
+    return text + (f"(the label {imp.shown_label} is decoded from {os.path.dirname(imp.staged)}; "
                    "its repository path did not lead back to the staged file, so check it "
                    "with `bazel query`)\n")
 

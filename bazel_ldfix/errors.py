@@ -27,6 +27,23 @@ class PathListError(BadInputError):
     """A directory cannot be put into a colon-separated search list."""
 
 
+class CannotEditError(LdfixError):
+    """A BUILD change is known but cannot be made safely (the file does not parse, a macro
+    defines the rule, the file is read-only, two fixes disagree); nothing is written."""
+
+    exit_code = 68
+
+
+class PatternError(BadInputError):
+    """A symbol pattern this tool cannot read."""
+
+
+class DemanglerError(LdfixError):
+    """A C++ pattern was given and no demangler can be run."""
+
+    exit_code = 69
+
+
 class BazelError(LdfixError):
     """Bazel could not be run, or a query step of it failed."""
 

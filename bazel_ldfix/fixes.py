@@ -18,7 +18,9 @@ newer versions also write ``@`` as ``_A`` and ``\\`` as ``_B``).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -54,6 +56,14 @@ class SolibImport:
     target: str             # the imported file, as Bazel's symlinks name it
     soname: str | None      # DT_SONAME of the real file
     verified: bool          # the decoded repository path leads to the same file
+    # The label as the main repository writes it (``@nvsdk//:x`` for ``@@+ext+nvsdk//:x``,
+    # from the runfiles repository mapping); None when no mapping names it.
+    apparent: str | None = None
+
+    @property
+    def shown_label(self) -> str:
+        """The label to print: canonical names do not resolve from the main repository."""
+        return self.apparent or self.label
 
     @property
     def repository(self) -> str:
@@ -104,19 +114,29 @@ def decode_solib_dir(name: str) -> tuple[str, str] | None:
     return label[1:], directory[1:]
 
 
-def solib_imports(directories: Iterable[str]) -> list[SolibImport]:
-    """Every library staged in these ``_solib_<cpu>/<dir>`` directories."""
+def solib_imports(directories: Iterable[str],
+                  apparent: Callable[[str], str] | None = None) -> list[SolibImport]:
+    """Every library staged in these ``_solib_<cpu>/<dir>`` directories; ``apparent`` maps
+    a decoded (canonical) label to the one the main repository writes."""
     out: list[SolibImport] = []
     seen: set[str] = set()
     staged_as: set[tuple[str, str]] = set()
     for directory in directories:
         directory = os.path.normpath(directory)
         decoded = decode_solib_dir(os.path.basename(directory))
+        if decoded is None and _HASHED_NAME.match(os.path.basename(directory)):
+            decoded = (_HASHED, "")     # read from the staged file's symlink below
         if decoded is None or directory in seen or not os.path.isdir(directory):
             continue
         seen.add(directory)
         label, library_dir = decoded
         for entry in sorted(os.listdir(directory)):
+            guessed = False
+            if decoded[0] == _HASHED:
+                found = _hashed_import(directory, entry)
+                if found is None:
+                    continue
+                label, library_dir, guessed = found
             staged = os.path.join(directory, entry)
             if not os.path.isfile(staged) or (label, entry) in staged_as:
                 continue    # the runfiles tree stages again what the RUNPATH reaches
@@ -126,9 +146,86 @@ def solib_imports(directories: Iterable[str]) -> list[SolibImport]:
             except BadInputError:
                 soname = None
             target = _import_target(staged)
+            shown = apparent(label) if apparent is not None else None
             out.append(SolibImport(label, library_dir, entry, staged, target, soname,
-                                   _verify(target, label, library_dir, entry)))
+                                   not guessed and _verify(target, label, library_dir, entry),
+                                   shown if shown and shown != label else None))
     return out
+
+
+# rules_cc hashes a _solib_ entry whose escaped name is longer than a file name may be
+# (cc/private/link/dynamic_library_symlink.bzl, _get_mangled_name, through
+# cc_internal.maybe_hash_preserve_extension): the SHA-256 of the name in hex, keeping what
+# follows its last "." as an extension.
+_HASHED_NAME = re.compile(r"^[0-9a-f]{64}(\.[^/]*)?$")
+_HASHED = "\0hashed"
+MAX_FILE_NAME = 255
+
+
+def hashed_name(name: str) -> str:
+    """The name rules_cc gives a _solib_ entry named ``name`` (itself when short enough)."""
+    if len(name) <= MAX_FILE_NAME:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()
+    _, dot, extension = name.rpartition(".")
+    return f"{digest}.{extension}" if dot and extension else digest
+
+
+def escaped_path(text: str) -> str:
+    """Bazel's escaping of a label or path into one file name (Actions.escapedPath)."""
+    return "".join({"_": "_U", "/": "_S", "\\": "_B", ":": "_C", "@": "_A"}.get(c, c)
+                   for c in text)
+
+
+def _hashed_import(directory: str, entry: str) -> tuple[str, str, bool] | None:
+    """``(label, library dir, guessed)`` of the import behind a hashed ``_solib_`` directory.
+
+    The staged symlink leads to the imported file, ``.../external/<repo>/<dir>/<file>``;
+    each ``cc_import`` name in the BUILD files of that repository's packages above the file
+    is tried, and the one whose escaped name hashes to the directory's name is the import.
+    When none does, the label is a guess from the file (its name part is the file's stem),
+    which the BUILD fix says (it is not verified).
+    """
+    staged = os.path.join(directory, entry)
+    target = _import_target(staged)
+    at = target.rfind("/external/")
+    if at < 0:
+        return None
+    repository, _, rest = target[at + len("/external/"):].partition("/")
+    if not repository or "/" not in rest:
+        return None
+    root = target[: at + len("/external/")] + repository
+    library_dir = os.path.dirname(rest)
+    wanted = os.path.basename(directory)
+    parts = library_dir.split("/")
+    for depth in range(len(parts), -1, -1):
+        package = "/".join(parts[:depth])
+        for name in _target_names(os.path.join(root, package)):
+            for at_signs in ("@@", "@"):
+                label = f"{at_signs}{repository}//{package}:{name}"
+                escaped = escaped_path("_" + label) + "__" + escaped_path("_" + library_dir)
+                if hashed_name(escaped) == wanted:
+                    return label, library_dir, False
+    stem = entry.split(".so", 1)[0]
+    name = stem[3:] if stem.startswith("lib") and len(stem) > 3 else stem
+    return f"@@{repository}//:{name}", library_dir, True
+
+
+_NAME_ATTR = re.compile(r"""\bname\s*=\s*["']([^"'\n]{1,200})["']""")
+_MAX_BUILD = 4 << 20
+
+
+def _target_names(package_dir: str) -> list[str]:
+    """The ``name = "..."`` values of a package's BUILD file (bounded; nothing on error)."""
+    for build in ("BUILD.bazel", "BUILD"):
+        path = os.path.join(package_dir, build)
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(_MAX_BUILD).decode("utf-8", "replace")
+        except OSError:
+            continue
+        return list(dict.fromkeys(_NAME_ATTR.findall(text)))
+    return []
 
 
 def _import_target(staged: str) -> str:
@@ -246,7 +343,8 @@ def where(imp: SolibImport) -> str:
     """The BUILD file a cc_import lives in, in words."""
     if not imp.repository:
         return f"{imp.package or '.'}/BUILD in this workspace"
-    text = (f"the BUILD file of @{imp.repository}"
+    shown = imp.shown_label.split("//", 1)[0] or "@"
+    text = (f"the BUILD file of {shown}"
             + (f" (package {imp.package})" if imp.package else ""))
     root = _repository_root(imp)
     package_dir = os.path.join(root, imp.package) if root and imp.package else root
@@ -255,13 +353,14 @@ def where(imp: SolibImport) -> str:
             text += f", now {os.path.join(package_dir, name)}"
             break
     return text + (": change it where its repository rule gets it (build_file, "
-                   "build_file_content, a patch, or the rule that writes it)")
+                   "build_file_content, a patch, or the rule that writes it; "
+                   "`bazel-ldfix fix` finds that place and makes the change)")
 
 
 def import_versioned(imp: SolibImport, soname: str, versioned: str) -> str:
     """Replace the unversioned file of a cc_import by the file named like its SONAME."""
     return (
-        f"{imp.label} (a cc_import, in {where(imp)}) imports {imp.attribute_value}, whose "
+        f"{imp.shown_label} (a cc_import, in {where(imp)}) imports {imp.attribute_value}, whose "
         f"SONAME is {soname}; Bazel stages only {imp.file} beside the test, so the loader "
         f"never finds {soname}. Import the file the loader asks for:\n"
         "\n"
@@ -355,7 +454,7 @@ def dlopen_by_name(soname: str, path: str | None, output_base: str | None,
 
 
 def add_dependency(imp: SolibImport, test: str | None) -> str:
-    return (f"The test does not depend on {imp.label}; add \"{imp.label}\" to "
+    return (f"The test does not depend on {imp.shown_label}; add \"{imp.shown_label}\" to "
             f"{'the deps of ' + test if test else 'the deps of the test'}.\n")
 
 

@@ -28,10 +28,23 @@ MAX_BEP_LINE = 64 << 20       # one BEP event; a namedSet of a huge target can b
 _CHUNK = 1 << 16
 _SEARCH_CHUNK = 1 << 20
 _SNIFF = 8192                 # how much of a log decides "binary"
-# Bazel's console, after a test run: one line per failed run, shard or attempt.
+# Bazel's console, after a test run: one line per failed run, shard or attempt. The event
+# is ``testName + " (see " + testLog + ")"`` (TestStrategy.processTestOutput), where the test
+# name carries ``(shard 1 of 4)`` or ``(run 2 of 3)`` (TestRunnerAction.getTestName); since
+# Bazel 7 (bazelbuild/bazel PR #19841, "Report test exit code") the exit code comes before
+# the log: ``FAIL: //t:x (Exit 1) (see .../test.log)``. Any such parenthesised words are
+# allowed between the label and ``(see``.
 _FAIL_LINE = re.compile(r"^(FAIL|TIMEOUT|FLAKY|INCOMPLETE|NO STATUS|REMOTE FAILURE): "
-                        r"(\S+) \(see (.+)\)\s*$")
+                        r"(\S+)((?: \([^()]*\))*) \(see (.+)\)\s*$")
 _EXECUTED = re.compile(r"^Executed \d+ out of \d+ tests?\b")
+# "Executed 2 out of 2 tests: 1 test passes and 1 fails locally." (TestResultNotifier)
+_EXECUTED_FAILED = re.compile(r"\bfails?\b|\btimed? ?out\b|\bflaky\b")
+# The summary's row of a test that did not pass, and the log paths indented under it:
+#   //t:x                                  FAILED in 0.3s
+#     /root/.cache/bazel/.../testlogs/t/x/test.log
+_SUMMARY_ROW = re.compile(r"^(\S*//\S*)\s+(FAILED|TIMEOUT|FLAKY|INCOMPLETE|NO STATUS|"
+                          r"REMOTE FAILURE|FAILED TO BUILD)\b")
+_SUMMARY_LOG = re.compile(r"^\s+(/\S+\.log)\s*$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _EXECUTING = re.compile(r"^Executing tests from (\S+)")
 _ATTEMPT = re.compile(r"/test_attempts/attempt_\d+\.log$")
@@ -310,30 +323,76 @@ def from_workspace(cwd: str, output_base: str | None, patterns: Sequence[str]) -
 
 def from_command_log(output_base: str, patterns: Sequence[str] = (),
                      package: str = "") -> LogSet | None:
-    """The failed runs named by the last command's console output; None if it ran no test."""
+    """The failed runs named by the last command's console output; None if it ran no test.
+
+    The ``FAIL: ... (see LOG)`` lines name the logs, in either of Bazel's forms. When the
+    summary says tests failed and no such line was matched (a console form not known here,
+    or lines lost), the log paths listed under the summary's rows stand in, and failing
+    those, the latest log of each failed test in ``testlogs``: never "nothing to diagnose"
+    when Bazel said tests failed.
+    """
     path = os.path.join(output_base, "command.log")
     if not os.path.isfile(path):
         return None
     logs: dict[str, TestLog] = {}
+    listed: dict[str, TestLog] = {}     # the paths under the summary's rows
+    failed_labels: dict[str, None] = {}
     ran_tests = False
+    said_failed = False
+    understood = False                  # a FAIL line was matched, whatever the patterns
+    row: tuple[str, str] | None = None  # the summary row the indented paths belong to
     for raw in read_lines(path):
         line = _ANSI.sub("", raw).rstrip("\r")
         match = _FAIL_LINE.match(line)
         if match:
-            ran_tests = True
+            ran_tests = said_failed = understood = True
             status, label = match.group(1), match.group(2)
-            for log in match.group(3).split():
+            for log in match.group(4).split():
                 if log.endswith(".log") and matches(label, patterns, package):
                     logs.setdefault(log, TestLog(log, label, "FAILED" if status == "FAIL"
                                                  else status))
-        elif _EXECUTED.match(line):
+            continue
+        summary = _SUMMARY_ROW.match(line)
+        if summary:
+            ran_tests = said_failed = True
+            row = (summary.group(1), summary.group(2))
+            failed_labels.setdefault(row[0], None)
+            continue
+        listed_log = _SUMMARY_LOG.match(line) if row is not None else None
+        if listed_log and row is not None:
+            label, status = row
+            listed.setdefault(listed_log.group(1), TestLog(listed_log.group(1), label, status))
+            continue
+        if not line.startswith("  "):
+            row = None
+        if _EXECUTED.match(line):
             ran_tests = True
+            said_failed = said_failed or bool(_EXECUTED_FAILED.search(line))
     if not ran_tests:
         return None
+    source = f"the last `bazel test` ({path})"
+    fallback: list[str] = []
+    if not understood and said_failed:
+        if listed:
+            logs = {path: log for path, log in listed.items()
+                    if matches(log.label, patterns, package)}
+            fallback.append(f"no FAIL line of {path} was understood; read the logs its "
+                            "summary lists")
+        else:
+            testlogs = _testlogs_under(output_base)
+            if testlogs is not None:
+                found = from_testlogs(testlogs, output_base, patterns, package)
+                wanted = {_normal(label) for label in failed_labels}
+                kept_logs = tuple(log for log in found.logs if not wanted or
+                                  (log.label is not None and _normal(log.label) in wanted))
+                note = (f"{path} says tests failed but names no log that was understood; "
+                        f"read the latest failed log of each test in {testlogs}")
+                return LogSet(kept_logs, source, output_base, found.passed,
+                              (note, *found.notes))
     kept = tuple(log for log in logs.values() if os.path.isfile(log.path))
     notes = tuple(f"{log.path}: named by {path} but gone (bazel clean?)"
                   for log in logs.values() if not os.path.isfile(log.path))
-    return LogSet(kept, f"the last `bazel test` ({path})", output_base, notes=notes)
+    return LogSet(kept, source, output_base, notes=(*fallback, *notes))
 
 
 def _testlogs_under(output_base: str) -> str | None:

@@ -6,11 +6,13 @@ ever added (after the base, or before it with ``prepend``), never dropped or rep
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from bazel_ldfix import bazel, elf, index, pathlist
+from bazel_ldfix import bazel, elf, index, pathlist, runfiles, testenv
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError, NoTestsError
 from bazel_ldfix.loader import Environment, Loader, Resolution
 from bazel_ldfix.memo import Memo
@@ -26,47 +28,48 @@ class TestEnvironment:
     base: tuple[str, ...]               # entries every test keeps, in order
     source: str                         # where the base comes from, in words
     current: Mapping[str, str | None]   # label -> the value that test gets today
+    # label -> whether a --test_env added last reaches it (missing: it does)
+    reach: Mapping[str, testenv.Reach] = field(default_factory=dict)
+    order: testenv.Order = testenv.Order.FLAGS_WIN
+    version: str | None = None          # Bazel's own word for its version
+    rule: Mapping[str, str | None] = field(default_factory=dict)  # the rules' own values
 
 
 def test_environment(options: Sequence[bazel.Option], client_env: Mapping[str, str],
                      rule_envs: Mapping[str, Mapping[str, str]], labels: Sequence[str],
-                     version: str | None) -> TestEnvironment:
-    """Apply Bazel's rules for a test's LD_LIBRARY_PATH.
+                     version: str | None,
+                     rule_inherits: Mapping[str, Sequence[str]] | None = None
+                     ) -> TestEnvironment:
+    """Apply Bazel's rules for a test's LD_LIBRARY_PATH (:mod:`bazel_ldfix.testenv`).
 
-    Measured on Bazel 4.2.3: the last ``--test_env=LD_LIBRARY_PATH=V`` wins over everything;
-    a bare ``--test_env=LD_LIBRARY_PATH`` passes the client's value when the client has one;
-    with ``--incompatible_strict_action_env`` off (the default before Bazel 9) the client's
-    value reaches the test as well. Each of these replaces the rule's ``env`` attribute,
-    which applies only when none of them sets the variable. Since the repair is a
-    ``--test_env``, the entries of every rule's value are kept in the base too.
+    ``--action_env`` (the client's value with ``--incompatible_strict_action_env`` off, the
+    default before Bazel 9), then ``--test_env``, then, by version, the rule's ``env`` and
+    ``env_inherit`` below them (before 7.2) or over them (7.2 and later). The repair is a
+    ``--test_env`` added last: it replaces the flags' value, and the rule's where the flags
+    win, so those entries are kept in the base; a test whose rule's value wins keeps it.
     """
-    given, value = bazel.test_env_setting(options, VARIABLE)
     major = bazel.major_version(version)
     strict = bazel.flag_value(options, "incompatible_strict_action_env",
                               default=major is not None and major >= 9)
-    rule_values = [rule_envs.get(label, {}).get(VARIABLE) for label in labels]
-    client = client_env.get(VARIABLE)
-    if given and value is not None:
-        base_value: str | None = value
-        source = f"--test_env={VARIABLE}={value}"
-    elif given and client is not None:
-        base_value, source = client, f"the client's {VARIABLE} (bare --test_env={VARIABLE})"
-    elif not strict and client is not None:
-        base_value = client
-        source = f"the client's {VARIABLE} (--incompatible_strict_action_env is off)"
-    else:
-        base_value, source = None, "nothing"
-    if base_value is not None:
-        # A --test_env value or the client's value replaces the rule's env attribute.
-        current: dict[str, str | None] = {label: base_value for label in labels}
-    else:
-        current = dict(zip(labels, rule_values, strict=True))
-    entries: list[str] = list(pathlist.split(base_value))
-    for rv in rule_values:
+    order = testenv.order_of(version)
+    flags = testenv.flag_value(options, client_env, VARIABLE, strict=strict)
+    inherits = rule_inherits or {}
+    rule_values = {label: testenv.rule_value(rule_envs.get(label, {}),
+                                             inherits.get(label, ()), client_env, VARIABLE)
+                   for label in labels}
+    current = {label: testenv.test_value(flags, rule_values[label], order)
+               for label in labels}
+    reach = {label: testenv.reach(rule_values[label], order) for label in labels}
+    entries: list[str] = list(pathlist.split(flags.value))
+    source = flags.source
+    replaced = [rule_values[label] for label in labels
+                if rule_values[label] is not None and reach[label] is not testenv.Reach.NO]
+    for rv in replaced:
         entries += pathlist.split(rv)
-    if any(rv is not None for rv in rule_values):
+    if replaced:
         source += ", plus the env attribute of the test rules"
-    return TestEnvironment(pathlist.merge(entries, ()), source, current)
+    return TestEnvironment(pathlist.merge(entries, ()), source, current, reach, order,
+                           version, rule_values)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,11 @@ class TestResult:
     missing_before: tuple[str, ...]
     missing_after: tuple[str, ...]
     error: str | None
+    # Whether the added --test_env reaches this test (no: its rule's env wins, Bazel 7.2+;
+    # unknown: it would if Bazel's version were known), and for a test it may not reach,
+    # the change to its rule that works in every version.
+    reach: testenv.Reach = testenv.Reach.YES
+    rule_fix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,8 @@ class Repair:
     missing: tuple[Missing, ...]
     added: tuple[str, ...]
     ld_library_path: str | None    # the merged value; None when nothing needs adding
+    options: tuple[bazel.Option, ...] = ()  # the build step's canonical options
+    notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -143,11 +153,18 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     choices: dict[str, index.Choice] = {}
     added: list[str] = []
 
-    def current() -> Mapping[str, str | None]:
-        if not added:
-            return env.current
-        value = pathlist.join(pathlist.merge(env.base, added, prepend=prepend))
-        return {s.label: value for s in subjects}
+    def current(rule_wins: bool = False) -> Mapping[str, str | None]:
+        """Each test's value with the flag; ``rule_wins``: as if an unknown Bazel were 7.2+."""
+        value = pathlist.join(pathlist.merge(env.base, added, prepend=prepend)) \
+            if added else None
+        out = {}
+        for s in subjects:
+            reach = env.reach.get(s.label, testenv.Reach.YES)
+            if reach is testenv.Reach.NO or (rule_wins and reach is testenv.Reach.UNKNOWN):
+                out[s.label] = env.rule.get(s.label, env.current.get(s.label))
+            else:
+                out[s.label] = value if added else env.current.get(s.label)
+        return out
 
     for extras in (False, True) if search else ():
         for _ in range(_MAX_ROUNDS):
@@ -167,14 +184,37 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             if not any(c.dir for c in located.values()):
                 break
     after = {s.label: (missing, error) for s, missing, error in scan.run(current(), extras=True)}
+    if any(r is testenv.Reach.UNKNOWN for r in env.reach.values()):
+        # Fixed only if fixed in both orders: the other one gives the rule's value.
+        for s, missing, error in scan.run(current(rule_wins=True), extras=True):
+            first, first_error = after[s.label]
+            after[s.label] = (tuple(dict.fromkeys((*first, *missing))), first_error or error)
     merged = pathlist.join(pathlist.merge(env.base, added, prepend=prepend)) if added else None
     missing_out = tuple(
         Missing(name, tuple(scan.needed_by.get(name, ())), c.dir, c.passed_over)
         for name, c in choices.items())
-    results_out = tuple(TestResult(s.label, s.executable, before[s.label], *after[s.label])
-                        for s in subjects)
+    results = []
+    for s in subjects:
+        reach = env.reach.get(s.label, testenv.Reach.YES)
+        missing_after, error = after[s.label]
+        rule_fix = _rule_fix(env.rule.get(s.label), added, prepend) \
+            if reach is not testenv.Reach.YES and missing_after else None
+        results.append(TestResult(s.label, s.executable, before[s.label], missing_after,
+                                  error, reach, rule_fix))
+    results_out = tuple(results)
+    notes = tuple(note for s in subjects for note in s.notes)
     return Repair(output_base, env.base, env.source, results_out, missing_out, tuple(added),
-                  merged)
+                  merged, notes=notes)
+
+
+def _rule_fix(value: str | None, added: Sequence[str], prepend: bool) -> str | None:
+    """The ``env`` of a test rule whose own LD_LIBRARY_PATH wins over any flag, with the
+    found directories (absolute paths of this machine: the BUILD fix of ``diagnose``, a
+    ``cc_import`` of the versioned file, is the one that travels)."""
+    if not added:
+        return None
+    merged = pathlist.join(pathlist.merge(pathlist.split(value), added, prepend=prepend))
+    return f"env = {{{testenv.starlark_string(VARIABLE)}: {testenv.starlark_string(merged)}}}"
 
 
 class _Scan:
@@ -305,6 +345,8 @@ class _Subject:
     extras: tuple[str, ...]
     cwd: str
 
+    notes: tuple[str, ...] = ()
+
     @classmethod
     def of(cls, test: TestInput, memo: Memo | None = None) -> _Subject:
         memo = memo or Memo()
@@ -312,9 +354,18 @@ class _Subject:
             info: elf.ElfInfo | None = memo.read_elf(test.executable)
         except BadInputError:
             info = None  # a script (sh_test, py_test): only its runfiles are examined
-        runfiles = test.executable + ".runfiles"
-        extras = tuple(sorted(_runfiles_libraries(runfiles, info, memo)))
-        return cls(test.label, test.executable, info, extras, _test_cwd(test, runfiles))
+        tree = test.executable + ".runfiles"
+        notes: tuple[str, ...] = ()
+        if os.path.isdir(tree):
+            extras = tuple(sorted(_runfiles_libraries(tree, info, memo)))
+        else:
+            # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
+            # manifest names what the test stages.
+            found, absent = _manifest_libraries(test.executable, info)
+            extras = tuple(sorted(found))
+            notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
+                          "that did not download it?)" for path in absent)
+        return cls(test.label, test.executable, info, extras, _test_cwd(test, tree), notes)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
@@ -354,6 +405,40 @@ def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None, memo: Memo) 
                 continue
             out.append(path)
     return out
+
+
+def _manifest_libraries(executable: str, program: elf.ElfInfo | None
+                        ) -> tuple[list[str], list[str]]:
+    """Shared objects the runfiles manifest stages that the loader would accept for this
+    program, and the staged shared objects that are not on disk."""
+    entries = runfiles.read_manifest(runfiles.manifest_of(executable))
+    out: list[str] = []
+    absent: list[str] = []
+    seen: set[str] = set()
+    for entry in entries or ():
+        target = entry.target
+        if target is None or not _SHARED_NAME.search(os.path.basename(entry.path)):
+            continue
+        if not os.path.exists(target):
+            absent.append(target)
+            continue
+        real = os.path.realpath(target)
+        if real in seen:
+            continue
+        seen.add(real)
+        try:
+            header = elf.read_header(target)
+        except BadInputError:
+            continue
+        if header.type != elf.ET_DYN:
+            continue
+        if program is not None and index.check_candidate(target, program.header) is not None:
+            continue
+        out.append(target)
+    return out, absent
+
+
+_SHARED_NAME = re.compile(r"\.so(?:\.[0-9][^/]*)?$")
 
 
 def _test_cwd(test: TestInput, runfiles: str) -> str:
@@ -400,6 +485,22 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     base = output_base or events.output_base or bazel.output_base(runner)
     if not os.path.isdir(base):
         raise BadInputError(f"output_base {base} does not exist")
+    notes: list[str] = []               # about the whole step
+    if any(not os.path.isfile(t.executable) for t in events.tests):
+        # A remote cache with Build without the Bytes: Bazel 7+ does not download a test's
+        # executable in a `bazel test` (RemoteOutputChecker.shouldAddTopLevelTarget, "Do
+        # not download test binary in test/coverage mode"), 4.2.3 with
+        # --remote_download_minimal downloads nothing. A `bazel build` of the same targets
+        # with --remote_download_outputs=toplevel downloads each top-level target's
+        # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
+        # option, so neither this step nor the `bazel test` after it re-analyses.
+        got = bazel.download_outputs(runner, args, expected)
+        if got != 0:
+            notes.append(f"downloading the test executables (`bazel build ... "
+                         f"--remote_download_outputs=toplevel`) failed with exit code {got}")
+    unreadable = {t.label: f"{t.label}: cannot read its executable {t.executable}: not on "
+                  "disk (a remote cache that did not download it?); not examined"
+                  for t in events.tests if not os.path.isfile(t.executable)}
 
     session = Session()
 
@@ -410,39 +511,52 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         return cache_lookup(info, Options())
 
     def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True) -> Repair:
-        tests = bazel.selected(events.tests, rules, events.command_line)
-        if not tests:
+        chosen = bazel.selected(events.tests, rules, events.command_line)
+        if not chosen:
             patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
             raise NoTestsError(f"the target patterns and test filters select no test: "
                                f"{patterns}")
+        tests = [t for t in chosen if t.label not in unreadable]
+        step_notes = (*notes, *(unreadable[t.label] for t in chosen if t.label in unreadable))
+        if not tests:
+            # Nothing to model; the user's `bazel test` still runs, unchanged.
+            return Repair(base, (), "nothing", (), (), (), None, notes=step_notes)
         labels = [t.label for t in tests]
         env = test_environment(events.options, client_env,
-                               {k: r.env for k, r in rules.items()}, labels, events.version)
+                               {k: r.env for k, r in rules.items()}, labels, events.version,
+                               {k: r.env_inherit for k, r in rules.items()})
         inputs = [TestInput(t.label, t.executable) for t in tests]
-        return plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
-                    on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
-                    progress=progress, search=search, session=session)
+        planned = plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
+                       on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
+                       progress=progress, search=search, session=session)
+        return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
 
+    # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a
+    # test that loads with the flags' value may not load with its rule's: ask the rules.
+    # (Tags come from the build step's events: a tag filter needs no query.)
+    flags_decide = testenv.order_of(events.version) is testenv.Order.FLAGS_WIN or \
+        test_environment(events.options, client_env, {}, [], events.version).base == ()
     result = None
-    chosen = [t.label for t in bazel.selected(events.tests, {}, events.command_line)]
+    selected = [t.label for t in bazel.selected(events.tests, {}, events.command_line)]
     # The last run of this command needed a repair: this one most likely does too, so the
     # rule query runs while the tests are resolved.
-    pending = bazel.start_rule_info(runner, chosen, VARIABLE) if expected and chosen else None
+    pending = (bazel.start_rule_info(runner, selected, VARIABLE) if expected and selected
+               else None)
     try:
-        if events.tests:
+        if flags_decide and events.tests:
             # Without the rules' env: if every test loads, that is the answer (nothing to add).
             first = repair_with({}, search=False)
             if not any(t.missing_before or t.error for t in first.tests):
                 result = first
         if result is None:
             rules = (pending.result() if pending is not None
-                     else bazel.rule_info(runner, chosen, VARIABLE))
+                     else bazel.rule_info(runner, selected, VARIABLE))
             result = repair_with(rules)
     finally:
         if pending is not None:
             pending.close()
     _write_memo(memo, result.flags)
-    return result, 0
+    return dataclasses.replace(result, options=events.options), 0
 
 
 def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]) -> str:

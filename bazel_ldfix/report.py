@@ -56,6 +56,7 @@ def repair_json(repair: Repair) -> str:
         "unresolved": list(repair.unresolved),
         "ld_library_path": repair.ld_library_path,
         "flags": list(repair.flags),
+        "notes": list(repair.notes),
     })
 
 
@@ -93,13 +94,35 @@ def repair_summary(repair: Repair) -> str:
     for test in repair.tests:
         if test.missing_after and repair.ld_library_path is not None:
             lines.append(f"{test.label} will still miss {', '.join(test.missing_after)}")
+        lines += _reach_lines(test)
+    lines += [f"note: {note}" for note in repair.notes]
     if repair.ld_library_path is not None:
         lines.append(f"adding --test_env={VARIABLE}={repair.ld_library_path}")
         if repair.base:
             lines.append(f"  (keeps {repair.base_source})")
+    elif not repair.tests and repair.notes:
+        lines.append("no test could be examined; nothing to add")
     elif not repair.missing:
-        lines.append("every test loads; nothing to add")
+        lines.append("every test examined loads; nothing to add" if repair.notes
+                     else "every test loads; nothing to add")
     return "\n".join(f"bazel-ldfix: {line}" for line in lines)
+
+
+def _reach_lines(test: Any) -> list[str]:
+    """Why the flag may not reach a test, and the change to its rule that does."""
+    from bazel_ldfix.testenv import Reach
+
+    if test.rule_fix is None:
+        return []
+    if test.reach is Reach.NO:
+        why = (f"the added --test_env cannot reach {test.label}: its rule sets {VARIABLE} "
+               "(env or env_inherit), which wins over --test_env since Bazel 7.2")
+    else:
+        why = (f"the added --test_env may not reach {test.label}: its rule sets {VARIABLE} "
+               "(env or env_inherit), which wins over --test_env if this Bazel (version "
+               "unknown) is 7.2 or later")
+    return [why, f"  fix its rule instead: {test.rule_fix}",
+            "  or import the versioned files (`bazel-ldfix diagnose` prints the BUILD change)"]
 
 
 # -- resolve ------------------------------------------------------------------------------

@@ -17,6 +17,14 @@ if ! command -v bazel >/dev/null 2>&1; then
   $sudo apt-get update
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y bazel-bootstrap
 fi
+if [ ! -f /usr/share/bazel/rules/java/WORKSPACE ] || [ ! -f /usr/share/bazel/tools/platforms/WORKSPACE ] \
+    || [ ! -f /usr/share/bazel/tools/skylib/WORKSPACE ]; then
+  banner "Installing Debian's rules repositories for offline use"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y bazel-rules-java bazel-platforms bazel-skylib
+fi
 echo "Using $(command -v bazel): $(bazel --version)"
 
 if [ ! -x "$root/.venv/bin/python" ]; then
@@ -25,7 +33,7 @@ if [ ! -x "$root/.venv/bin/python" ]; then
 fi
 "$root/.venv/bin/pip" install --quiet -e "$root"
 
-# Bazel 4 offline: point rules_cc/rules_java/remote_coverage_tools at stubs.
+# Bazel 4 offline: Debian's rules packages, and stand-ins where none works.
 "$demo/tools/write-offline-bazelrc.sh"
 
 cd "$demo"

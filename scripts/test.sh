@@ -15,6 +15,16 @@ if ! command -v bazel >/dev/null 2>&1; then
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap >/dev/null
 fi
+# Debian's rules repositories, which the Bazel tests use offline (tests/bazelws.py).
+if [ ! -f /usr/share/bazel/rules/java/WORKSPACE ] || [ ! -f /usr/share/bazel/tools/platforms/WORKSPACE ] \
+    || [ ! -f /usr/share/bazel/tools/skylib/WORKSPACE ]; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "test.sh: installing Debian's bazel-rules-java, bazel-platforms, bazel-skylib" >&2
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    bazel-rules-java bazel-platforms bazel-skylib >/dev/null
+fi
 # The linkage tests read real libraries of the other ELF class and byte order (Debian's
 # cross-toolchain and multilib libc packages) and compile C++ (g++, c++filt from binutils).
 cross_libs=(/usr/s390x-linux-gnu/lib/libc.so.6 /usr/powerpc-linux-gnu/lib/libc.so.6

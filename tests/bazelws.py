@@ -24,11 +24,30 @@ OFFLINE = REPO / "examples" / "offline"
 BAZEL = os.environ.get("BAZEL") or shutil.which("bazel")
 
 
+# Debian's rules repositories (packages bazel-rules-java, bazel-platforms, bazel-skylib),
+# which Bazel 4.2.3 uses as they are. scripts/test.sh installs them.
+DEBIAN_RULES = {
+    "rules_java": Path("/usr/share/bazel/rules/java"),
+    "platforms": Path("/usr/share/bazel/tools/platforms"),
+    "bazel_skylib": Path("/usr/share/bazel/tools/skylib"),
+}
+# Stand-ins where no package works: Debian's bazel-rules-cc (0.0.4) loads
+# `use_cpp_toolchain` from @bazel_tools, which Bazel 4.2.3 lacks; remote_coverage_tools has
+# no package.
+SHIMS = ("rules_cc", "remote_coverage_tools")
+
+
 def offline_rc() -> str:
+    """The .bazelrc lines that let Bazel 4.2.3 work with no network."""
+    missing = [str(path) for path in DEBIAN_RULES.values() if not (path / "WORKSPACE").is_file()]
+    if missing:
+        raise RuntimeError(f"missing {', '.join(missing)}: apt-get install bazel-rules-java "
+                           "bazel-platforms bazel-skylib (scripts/test.sh does)")
+    repos = {**DEBIAN_RULES, **{name: OFFLINE / name for name in SHIMS}}
     lines = []
     for command in ("build", "query", "fetch", "sync"):
-        for repo in ("rules_cc", "rules_java", "remote_coverage_tools"):
-            lines.append(f"{command} --override_repository={repo}={OFFLINE / repo}")
+        for repo, path in repos.items():
+            lines.append(f"{command} --override_repository={repo}={path}")
     return "\n".join(lines) + "\n"
 
 

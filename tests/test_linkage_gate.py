@@ -183,7 +183,7 @@ def test_bad_input_is_one_error_line(case: StreamCase, tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "bazel_ldfix", "assert-linkage",
                              str(case.good), "--imports", f"{NS}::getCallerStream"],
                             capture_output=True, text=True, env=no_demangler)
-    assert result.returncode == 68
+    assert result.returncode == 69
     assert result.stderr.startswith("error: ") and "c++filt" in result.stderr
     # A mangled pattern needs no demangler.
     result = subprocess.run([sys.executable, "-m", "bazel_ldfix", "assert-linkage",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
-from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.errors import BadInputError, PatternError
 from bazel_ldfix.linkage import kinds, names
 from bazel_ldfix.linkage.scope import Scope, load_scope
 from bazel_ldfix.linkage.symbols import Bind, Symbol, SymbolType, read_symbols
@@ -64,7 +64,7 @@ def parse_binds(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     for value in values:
         pattern, eq, soname = value.rpartition("=")
         if not eq or not pattern or not soname or "/" in soname:
-            raise names.PatternError(f"--binds {value!r}: expected SYMBOL=SONAME")
+            raise PatternError(f"--binds {value!r}: expected SYMBOL=SONAME")
         out.append((pattern, soname))
     return tuple(out)
 

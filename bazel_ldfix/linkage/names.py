@@ -18,18 +18,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix.errors import BadInputError, LdfixError
-
-
-class PatternError(BadInputError):
-    """A symbol pattern this tool cannot read."""
-
-
-class DemanglerError(LdfixError):
-    """A C++ pattern was given and no demangler can be run."""
-
-    exit_code = 68
-
+from bazel_ldfix.errors import DemanglerError, PatternError
 
 _CXX_SYNTAX = ("::", "(", "<", "~", " ")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_$.@:*()<>~,&\[\] +\-=!%^|/']+")

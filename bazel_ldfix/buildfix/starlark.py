@@ -1,0 +1,251 @@
+"""BUILD and WORKSPACE text: find a rule call, edit one attribute, keep everything else.
+
+Starlark's expression and call syntax is a subset of Python's, so Python's own parser reads
+these files and gives each node's exact source span. An edit replaces the span of one
+attribute's value (or inserts one keyword, or one list item) and leaves every other byte,
+comments and formatting included, as it was. Spans are byte offsets into the UTF-8 text, as
+``ast`` reports columns.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from bazel_ldfix.errors import CannotEditError
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def quote(value: str) -> str:
+    """``value`` as a double-quoted Starlark string literal.
+
+    Bazel's lexer reads ``\\\\ \\" \\n \\r \\t`` in a plain string; other control characters
+    have no portable spelling across Bazel versions, so they are refused.
+    """
+    out = []
+    for char in value:
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            raise CannotEditError(f"cannot write {value!r} as a Starlark string: it holds a "
+                                  "control character")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int      # byte offsets into the UTF-8 text
+    end: int
+
+
+@dataclass(frozen=True)
+class Source:
+    """One parsed file (or one ``build_file_content`` string)."""
+
+    name: str       # for messages: the path, or "build_file_content of @x in WORKSPACE"
+    data: bytes
+    tree: ast.Module
+
+    @classmethod
+    def parse(cls, text: str, name: str) -> Source:
+        data = text.encode("utf-8", "surrogateescape")
+        try:
+            tree = ast.parse(data, filename=name)
+        except (SyntaxError, ValueError) as exc:
+            where = f"{name}:{exc.lineno}" if isinstance(exc, SyntaxError) else name
+            reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+            raise CannotEditError(f"{where}: does not parse ({reason}); nothing changed"
+                                  ) from None
+        return cls(name, data, tree)
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", "surrogateescape")
+
+    def span(self, node: ast.expr | ast.keyword) -> Span:
+        starts = self._line_starts()
+        assert node.end_lineno is not None and node.end_col_offset is not None
+        return Span(starts[node.lineno - 1] + node.col_offset,
+                    starts[node.end_lineno - 1] + node.end_col_offset)
+
+    def _line_starts(self) -> list[int]:
+        starts = [0]
+        at = self.data.find(b"\n")
+        while at >= 0:
+            starts.append(at + 1)
+            at = self.data.find(b"\n", at + 1)
+        return starts
+
+    def calls(self) -> list[ast.Call]:
+        """The calls made at the top level of the file (rules, macros, ``load``)."""
+        return [stmt.value for stmt in self.tree.body
+                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)]
+
+    def rule(self, name: str) -> ast.Call | None:
+        """The top-level call with ``name = "<name>"``, or None."""
+        found = [c for c in self.calls() if string_attr(c, "name") == name]
+        if len(found) > 1:
+            raise CannotEditError(f"{self.name}: {len(found)} calls have name = "
+                                  f"{quote(name)}; nothing changed")
+        return found[0] if found else None
+
+    def loads(self) -> dict[str, tuple[str, str]]:
+        """Symbol bound by each ``load``: local name -> (.bzl label, exported name)."""
+        out: dict[str, tuple[str, str]] = {}
+        for call in self.calls():
+            if function_name(call) != "load" or not call.args:
+                continue
+            module = _string(call.args[0])
+            if module is None:
+                continue
+            for arg in call.args[1:]:
+                symbol = _string(arg)
+                if symbol is not None:
+                    out[symbol] = (module, symbol)
+            for kw in call.keywords:
+                symbol = _string(kw.value)
+                if kw.arg and symbol is not None:
+                    out[kw.arg] = (module, symbol)
+        return out
+
+    def assignments(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """``x = f("a", "b")`` at the top level: x -> (f, the string arguments), as
+        MODULE.bazel binds ``use_repo_rule`` and ``use_extension`` proxies."""
+        out: dict[str, tuple[str, tuple[str, ...]]] = {}
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                    and isinstance(stmt.targets[0], ast.Name) \
+                    and isinstance(stmt.value, ast.Call):
+                callee = function_name(stmt.value)
+                args = tuple(v for v in (_string(a) for a in stmt.value.args) if v is not None)
+                if callee:
+                    out[stmt.targets[0].id] = (callee, args)
+        return out
+
+    def replace(self, span: Span, new: str) -> Source:
+        data = self.data[: span.start] + new.encode("utf-8", "surrogateescape") \
+            + self.data[span.end:]
+        return Source.parse(data.decode("utf-8", "surrogateescape"), self.name)
+
+
+def function_name(call: ast.Call) -> str | None:
+    """``cc_import`` for ``cc_import(...)`` and ``native.cc_import(...)``."""
+    if isinstance(call.func, ast.Name):
+        return call.func.id
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return None
+
+
+def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    return next((kw for kw in call.keywords if kw.arg == name), None)
+
+
+def string_attr(call: ast.Call, name: str) -> str | None:
+    kw = keyword(call, name)
+    return None if kw is None else _string(kw.value)
+
+
+def _string(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+# -- edits: each returns the new source, parsed again -------------------------------------
+
+def set_string(source: Source, call: ast.Call, attribute: str, value: str,
+               after: str | None = None) -> Source:
+    """Set ``attribute = "value"`` in ``call``: its value's span alone, or a new keyword
+    after the keyword ``after`` (else the last one), in the call's own layout."""
+    kw = keyword(call, attribute)
+    if kw is not None:
+        if _string(kw.value) is None:
+            raise CannotEditError(f"{source.name}:{kw.value.lineno}: {attribute} is not a "
+                                  "plain string (a variable, a select() or a concatenation); "
+                                  "nothing changed")
+        return source.replace(source.span(kw.value), quote(value))
+    return _insert_keyword(source, call, f"{attribute} = {quote(value)}", after)
+
+
+def add_to_list(source: Source, call: ast.Call, attribute: str, item: str) -> Source:
+    """Add ``"item"`` to the list ``attribute`` of ``call`` (or create the attribute)."""
+    kw = keyword(call, attribute)
+    if kw is None:
+        return _insert_keyword(source, call, f"{attribute} = [{quote(item)}]", None)
+    node = kw.value
+    if not isinstance(node, ast.List) or any(_string(e) is None for e in node.elts):
+        raise CannotEditError(f"{source.name}:{node.lineno}: {attribute} is not a plain list "
+                              "of strings (a variable, a select() or a concatenation); "
+                              "nothing changed")
+    if item in [_string(e) for e in node.elts]:
+        return source
+    span = source.span(node)
+    if not node.elts:
+        return source.replace(span, f"[{quote(item)}]")
+    last = source.span(node.elts[-1])
+    between = source.data[last.end: span.end - 1]     # after the last item, before "]"
+    if b"\n" in between or b"\n" in source.data[span.start: last.end]:
+        # One item per line: a new line, indented as the last item, with a trailing comma.
+        line_start = source.data.rfind(b"\n", 0, last.start) + 1
+        indent = source.data[line_start: last.start].decode()
+        if indent.strip() != "":
+            indent = " " * (len(indent) - len(indent.lstrip()))
+        comma_at = source.data.find(b",", last.end, span.end - 1)
+        if comma_at >= 0:
+            end_of_line = source.data.find(b"\n", comma_at)
+            return source.replace(Span(end_of_line, end_of_line),
+                                  f"\n{indent}{quote(item)},")
+        return source.replace(Span(last.end, last.end), f",\n{indent}{quote(item)},")
+    comma_at = source.data.find(b",", last.end, span.end - 1)
+    if comma_at >= 0:
+        return source.replace(Span(comma_at + 1, comma_at + 1), f" {quote(item)},")
+    return source.replace(Span(last.end, last.end), f", {quote(item)}")
+
+
+def _insert_keyword(source: Source, call: ast.Call, text: str, after: str | None) -> Source:
+    if not call.keywords:
+        raise CannotEditError(f"{source.name}:{call.lineno}: the call has no keyword "
+                              "arguments to place the new one beside; nothing changed")
+    anchor = keyword(call, after) if after else None
+    anchor = anchor or call.keywords[-1]
+    value_end = source.span(anchor.value).end
+    call_span = source.span(call)
+    first = source.span(call.keywords[0])
+    multiline = b"\n" in source.data[call_span.start: first.start]
+    if multiline:
+        line_start = source.data.rfind(b"\n", 0, first.start) + 1
+        indent = source.data[line_start: first.start].decode()
+        comma_at = source.data.find(b",", value_end, call_span.end - 1)
+        if comma_at >= 0 and b"\n" not in source.data[value_end: comma_at]:
+            end_of_line = source.data.find(b"\n", comma_at)
+            return source.replace(Span(end_of_line, end_of_line), f"\n{indent}{text},")
+        return source.replace(Span(value_end, value_end), f",\n{indent}{text}")
+    return source.replace(Span(value_end, value_end), f", {text}")
+
+
+def string_literal_body(source: Source, node: ast.expr) -> tuple[Span, str] | None:
+    """The span between the quotes of a one-piece string literal, and its quote mark.
+
+    None for an implicit concatenation or an f-string (their value is no one span).
+    """
+    value = _string(node)
+    if value is None:
+        return None
+    span = source.span(node)
+    raw = source.data[span.start: span.end].decode("utf-8", "surrogateescape")
+    prefix = ""
+    while raw and raw[0] in "rRbBuU":
+        prefix += raw[0]
+        raw = raw[1:]
+    for mark in ('"""', "'''", '"', "'"):
+        if raw.startswith(mark) and raw.endswith(mark) and len(raw) >= 2 * len(mark):
+            inner = raw[len(mark): -len(mark)]
+            if mark in inner.replace("\\" + mark[0], ""):
+                return None     # "a" "b": two literals side by side
+            start = span.start + len(prefix.encode()) + len(mark)
+            return Span(start, span.end - len(mark)), prefix + mark
+    return None

@@ -1,0 +1,164 @@
+"""The value of one environment variable a test gets from Bazel, by Bazel's version.
+
+Bazel builds a test's environment in ``TestPolicy.computeTestEnvironment``
+(bazelbuild/bazel ``src/main/java/com/google/devtools/build/lib/exec/TestPolicy.java``) from
+three sources, each laid over the ones before it:
+
+- ``--action_env`` (the environment common to all actions; with
+  ``--incompatible_strict_action_env`` off, the default before Bazel 9, it passes the
+  client's ``PATH`` and ``LD_LIBRARY_PATH`` on);
+- ``--test_env``;
+- the rule's ``env`` attribute and ``env_inherit`` (``getExtraTestEnv``), where an inherited
+  variable the client has wins over the same name in ``env`` (``RunEnvironmentInfo``).
+
+Before Bazel 7.2 the rule's variables came first, so any flag replaced them; since 7.2
+(PR #22473, "Make env on test rules override --test_env", cherry-picked from #22420) they
+come last and win. Both orders were measured on Bazel 4.2.3 (the older one) and read from
+the source for the newer one.
+
+A version Bazel does not report (Debian's build says ``no_version``) is :attr:`Order.UNKNOWN`:
+the repair is computed as for the older order, and a test whose rule sets the variable
+counts as fixed only if it is fixed in both orders.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from bazel_ldfix.bazel import Option
+
+_VERSION = re.compile(r"^\s*(\d+)\.(\d+)")
+RULE_ENV_WINS_SINCE = (7, 2)
+
+
+class Order(enum.Enum):
+    """Which of a rule's env and ``--test_env`` wins."""
+
+    FLAGS_WIN = "flags_win"     # before Bazel 7.2: rule env, then --action_env, --test_env
+    RULE_WINS = "rule_wins"     # Bazel 7.2 and later: --action_env, --test_env, rule env
+    UNKNOWN = "unknown"         # Bazel did not say its version
+
+
+class Reach(enum.Enum):
+    """Whether a ``--test_env`` added last reaches a test."""
+
+    YES = "yes"
+    NO = "no"           # the rule's env wins (Bazel 7.2+)
+    UNKNOWN = "unknown"  # the rule's env wins if the unknown Bazel is 7.2 or later
+
+
+def version_tuple(version: str | None) -> tuple[int, int] | None:
+    """``(major, minor)`` of a ``started.buildToolVersion`` (``7.2.0``, ``8.0.0rc1``,
+    ``9.0.0-pre.20250101.1``); None for ``no_version``, ``development version`` or nothing."""
+    match = _VERSION.match(version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def order_of(version: str | None) -> Order:
+    parsed = version_tuple(version)
+    if parsed is None:
+        return Order.UNKNOWN
+    return Order.RULE_WINS if parsed >= RULE_ENV_WINS_SINCE else Order.FLAGS_WIN
+
+
+@dataclass(frozen=True)
+class FlagValue:
+    """What ``--action_env`` and ``--test_env`` give a variable, before the rule's env."""
+
+    value: str | None       # None: the flags leave it unset
+    source: str             # where it comes from, in words
+
+
+def _parse(word: str, variable: str) -> tuple[str, str | None] | None:
+    """One ``--test_env``/``--action_env`` value for ``variable``: ("set", V), ("inherit",
+    None) or ("unset", None); None when it is about another variable.
+
+    ``=NAME`` unsets an earlier value (``EnvVar.Converter``; TestConfiguration.java's
+    ``test_env`` help: "Previously set variables can be unset via `=name`").
+    """
+    if word == f"={variable}":
+        return ("unset", None)
+    name, eq, value = word.partition("=")
+    if name != variable:
+        return None
+    return ("set", value) if eq else ("inherit", None)
+
+
+def flag_value(options: Sequence[Option], client: Mapping[str, str], variable: str, *,
+               strict: bool) -> FlagValue:
+    """The value ``--action_env`` then ``--test_env`` give ``variable`` (measured on 4.2.3:
+    ``--action_env`` reaches tests and a rule's env; ``--test_env`` wins over it; a bare
+    ``--test_env=NAME`` the client lacks leaves the ``--action_env`` value in place)."""
+    client_value = client.get(variable)
+    action: str | None = None
+    action_source = "nothing"
+    if not strict and client_value is not None:
+        action = client_value
+        action_source = f"the client's {variable} (--incompatible_strict_action_env is off)"
+    test: tuple[str, str | None] | None = None
+    for opt in options:
+        if opt.name not in ("action_env", "test_env"):
+            continue
+        parsed = _parse(opt.value, variable)
+        if parsed is None:
+            continue
+        kind, value = parsed
+        if opt.name == "test_env":
+            test = None if kind == "unset" else parsed
+            continue
+        if kind == "set":
+            action, action_source = value, f"--action_env={variable}={value}"
+        elif kind == "inherit":
+            action = client_value
+            action_source = (f"the client's {variable} (bare --action_env={variable})"
+                             if client_value is not None else "nothing")
+        else:
+            action, action_source = None, "nothing"
+    if test is not None and test[0] == "set":
+        return FlagValue(test[1], f"--test_env={variable}={test[1]}")
+    if test is not None and client_value is not None:
+        return FlagValue(client_value, f"the client's {variable} (bare --test_env={variable})")
+    return FlagValue(action, action_source)
+
+
+def rule_value(env: Mapping[str, str], env_inherit: Sequence[str],
+               client: Mapping[str, str], variable: str) -> str | None:
+    """What a rule's ``env`` and ``env_inherit`` give ``variable`` (None: nothing)."""
+    if variable in env_inherit and variable in client:
+        return client[variable]
+    return env.get(variable)
+
+
+def test_value(flags: FlagValue, rule: str | None, order: Order) -> str | None:
+    """The value the test gets. For an unknown order, the older one (see the module)."""
+    if order is Order.RULE_WINS:
+        return rule if rule is not None else flags.value
+    return flags.value if flags.value is not None else rule
+
+
+def reach(rule: str | None, order: Order) -> Reach:
+    """Whether a ``--test_env`` added after every other option reaches the test."""
+    if rule is None or order is Order.FLAGS_WIN:
+        return Reach.YES
+    return Reach.NO if order is Order.RULE_WINS else Reach.UNKNOWN
+
+
+def starlark_string(text: str) -> str:
+    """``text`` as a Starlark string literal (double quotes; backslash, quote and control
+    characters escaped)."""
+    out = []
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char == "\n":
+            out.append("\\n")
+        elif char == "\t":
+            out.append("\\t")
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\{ord(char):03o}")     # octal: every Starlark reader takes it
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'

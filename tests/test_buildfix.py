@@ -1,0 +1,229 @@
+"""The BUILD edits of `bazel-ldfix fix`, on real files: one attribute, everything else kept.
+
+Bad input (a file that does not parse, a macro, a read-only file, two fixes that disagree,
+a file under output_base) gives a problem and leaves every file as it was.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bazel_ldfix.buildfix import starlark
+from bazel_ldfix.buildfix.locate import Layout, locate
+from bazel_ldfix.buildfix.plan import Change, Kind, _unique, edit_plan
+from bazel_ldfix.errors import CannotEditError
+
+MULTI = '''# top comment
+cc_import(
+    name = "x",  # the import
+    shared_library = 'lib/libx.so',   # odd spacing kept
+    hdrs = ["x.h"],
+)
+
+cc_test(name = "t", deps = [":x"])
+cc_test(
+    name = "u",
+    deps = [
+        ":x",  # why
+    ],
+)
+'''
+
+
+def set_to(path: str) -> Change:
+    return Change("//p:x", Kind.SET, "shared_library", path, "test")
+
+
+def edit(text: str, *changes: Change) -> str:
+    source = starlark.Source.parse(text, "BUILD")
+    for c in changes:
+        call = source.rule(c.label.rsplit(":", 1)[1])
+        assert call is not None
+        if c.kind is Kind.SET:
+            source = starlark.set_string(source, call, c.attribute, c.value,
+                                         after="shared_library")
+        else:
+            source = starlark.add_to_list(source, call, c.attribute, c.value)
+    return source.text
+
+
+@given(st.text(alphabet=st.one_of(st.characters(blacklist_categories=("Cs", "Cc")),
+                                  st.sampled_from('\n\r\t\\"'))))
+def test_quote_reads_back_as_the_same_string(value: str) -> None:
+    assert ast.literal_eval(starlark.quote(value)) == value
+
+
+def test_quote_refuses_a_control_character() -> None:
+    with pytest.raises(CannotEditError, match="control character"):
+        starlark.quote("lib/\x01.so")
+
+
+def test_only_the_value_of_one_attribute_changes() -> None:
+    out = edit(MULTI, set_to("lib/libx.so.1"))
+    assert out == MULTI.replace("'lib/libx.so'", '"lib/libx.so.1"')
+
+
+def test_the_interface_shape_adds_one_line_in_the_call_s_layout() -> None:
+    out = edit(MULTI, Change("//p:x", Kind.SET, "interface_library", "lib/libx.so", ""),
+               set_to("lib/libx.so.1"))
+    assert out == MULTI.replace(
+        "    shared_library = 'lib/libx.so',   # odd spacing kept\n",
+        "    shared_library = \"lib/libx.so.1\",   # odd spacing kept\n"
+        "    interface_library = \"lib/libx.so\",\n")
+
+
+def test_a_keyword_added_to_a_one_line_call() -> None:
+    text = 'cc_import(name = "x", shared_library = "a.so")\n'
+    out = edit(text, Change("//p:x", Kind.SET, "interface_library", "a.so", ""))
+    assert out == 'cc_import(name = "x", shared_library = "a.so", interface_library = "a.so")\n'
+
+
+def test_a_dependency_added_to_one_line_and_multi_line_lists() -> None:
+    out = edit(MULTI, Change("//p:t", Kind.ADD, "deps", "@y//:y", ""),
+               Change("//p:u", Kind.ADD, "deps", "@y//:y", ""))
+    assert 'cc_test(name = "t", deps = [":x", "@y//:y"])\n' in out
+    assert '        ":x",  # why\n        "@y//:y",\n    ],\n' in out
+    # Already there: nothing changes.
+    assert edit(out, Change("//p:t", Kind.ADD, "deps", "@y//:y", "")) == out
+
+
+def test_a_dependency_added_where_there_were_none() -> None:
+    out = edit('cc_test(name = "t", srcs = ["t.c"])\n',
+               Change("//p:t", Kind.ADD, "deps", "@y//:y", ""))
+    assert out == 'cc_test(name = "t", srcs = ["t.c"], deps = ["@y//:y"])\n'
+
+
+def test_a_value_that_is_not_a_literal_is_refused() -> None:
+    with pytest.raises(CannotEditError, match="not a plain string"):
+        edit('cc_import(name = "x", shared_library = LIB)\n', set_to("a.so.1"))
+    with pytest.raises(CannotEditError, match="not a plain list"):
+        edit('cc_test(name = "t", deps = DEPS + [":x"])\n',
+             Change("//p:t", Kind.ADD, "deps", ":y", ""))
+
+
+def test_utf8_before_the_value_keeps_byte_offsets_right() -> None:
+    text = 'cc_import(name = "x", hdrs = ["é.h"], shared_library = "a.so")  # ü\n'
+    assert edit(text, set_to("a.so.1")) == text.replace('"a.so"', '"a.so.1"')
+
+
+# -- through the plan, on files -------------------------------------------------------------
+
+def workspace(tmp_path: Path, build: str, workspace_text: str = "") -> Path:
+    (tmp_path / "WORKSPACE").write_text('workspace(name = "w")\n' + workspace_text)
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "BUILD").write_text(build)
+    return tmp_path
+
+
+def files_of(root: Path) -> dict[str, str]:
+    return {str(p): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_main_repository_import_gets_its_diff(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, MULTI)
+    plan = edit_plan([set_to("lib/libx.so.1")], str(ws), None, [], [])
+    assert not plan.problems
+    [f] = plan.files
+    assert f.place.layout is Layout.MAIN
+    assert "-    shared_library = 'lib/libx.so',   # odd spacing kept\n" in f.diff(str(ws))
+    assert f.diff(str(ws)).startswith("--- a/p/BUILD\n+++ b/p/BUILD\n")
+
+
+@pytest.mark.parametrize(("build", "words"), [
+    ('cc_import(name = "x", shared_library = "a.so"\n', "p/BUILD:1: does not parse"),
+    ('load("//m.bzl", "sdk_import")\nsdk_import(name = "x", shared_library = "a.so")\n',
+     "made by the macro `sdk_import`"),
+    ('[cc_import(name = n, shared_library = "a.so") for n in ["x"]]\n',
+     'no call with name = "x" at the top level'),
+    ('cc_import(name = "x", shared_library = "a.so")\ncc_import(name = "x")\n',
+     '2 calls have name = "x"'),
+])
+def test_bad_input_is_a_problem_and_nothing_changes(tmp_path: Path, build: str,
+                                                   words: str) -> None:
+    ws = workspace(tmp_path, build)
+    before = files_of(ws)
+    plan = edit_plan([set_to("a.so.1")], str(ws), None, [], [])
+    assert not plan.files
+    assert len(plan.problems) == 1 and words in plan.problems[0], plan.problems
+    assert files_of(ws) == before
+
+
+def test_a_read_only_file_is_a_problem(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, MULTI)
+    os.chmod(ws / "p" / "BUILD", 0o444)
+    plan = edit_plan([set_to("lib/libx.so.1")], str(ws), None, [], [])
+    assert not plan.files and "read-only" in plan.problems[0]
+
+
+def test_a_file_under_the_output_base_is_never_edited(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, MULTI)
+    plan = edit_plan([set_to("lib/libx.so.1")], str(ws), str(tmp_path), [], [])
+    assert not plan.files and "under the output_base" in plan.problems[0]
+
+
+@pytest.mark.parametrize(("value", "ok"), [
+    ("lib/libx.so", True), (":lib/libx.so", True), ("//p:lib/libx.so", True),
+    (":libx_files", False), ("//other:lib/libx.so", False)])
+def test_a_value_that_does_not_name_the_staged_file_is_refused(
+        tmp_path: Path, value: str, ok: bool) -> None:
+    ws = workspace(tmp_path, f'cc_import(name = "x", shared_library = "{value}")\n')
+    change = Change("//p:x", Kind.SET, "shared_library", "lib/libx.so.1", "", "lib/libx.so")
+    plan = edit_plan([change], str(ws), None, [], [])
+    if ok:
+        assert not plan.problems and plan.files
+    else:
+        assert not plan.files and "not the file lib/libx.so itself" in plan.problems[0]
+
+
+def test_two_fixes_that_disagree_are_a_conflict() -> None:
+    problems: list[str] = []
+    kept = _unique([set_to("a.so.1"), set_to("a.so.1"), set_to("a.so.2")], problems)
+    assert kept == [set_to("a.so.1")]
+    assert problems == ['conflicting fixes for //p:x: shared_library = "a.so.1" (test) and '
+                        '"a.so.2" (test)']
+
+
+def test_a_repository_defined_by_a_macro_is_only_described(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, "", 'load("//:deps.bzl", "deps")\ndeps()\n')
+    place = locate("xsdk", "", str(ws), None)
+    assert place.layout is Layout.UNSEEN and not place.layout.editable
+    plan = edit_plan([Change("@xsdk//:x", Kind.SET, "shared_library", "a.so.1", "")],
+                     str(ws), None, [], [])
+    assert not plan.files and plan.described and plan.described_only
+
+
+def test_build_file_content_edited_inside_its_triple_quotes(tmp_path: Path) -> None:
+    content = 'cc_import(\n    name = "x",\n    shared_library = "lib/x.so",  # c\n)\n'
+    ws = workspace(tmp_path, "", 'new_local_repository(\n    name = "xsdk",\n'
+                                 '    path = "/x",\n'
+                                 f'    build_file_content = """{content}""",\n)\n')
+    before = (ws / "WORKSPACE").read_text()
+    plan = edit_plan([Change("@xsdk//:x", Kind.SET, "shared_library", "lib/x.so.1", "")],
+                     str(ws), None, [], [])
+    [f] = plan.files
+    assert f.place.layout is Layout.BUILD_FILE_CONTENT
+    assert f.after == before.replace('"lib/x.so"', '"lib/x.so.1"')
+
+
+def test_layouts_are_read_from_workspace(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, "", (
+        'load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")\n'
+        'load("//tools:sdk.bzl", my_rule = "sdk_repository")\n'
+        'local_repository(name = "l", path = "sdks/l")\n'
+        'new_local_repository(name = "n", path = "/n", build_file = "p/n.BUILD")\n'
+        'http_archive(name = "h", urls = ["file:///h.tgz"], build_file = "@w//p:h.BUILD")\n'
+        'http_archive(name = "o", urls = ["file:///o.tgz"])\n'
+        'my_rule(name = "c")\n'))
+    assert locate("l", "sub", str(ws), None).file == str(ws / "sdks/l/sub/BUILD")
+    assert locate("n", "", str(ws), None).file == str(ws / "p/n.BUILD")
+    assert locate("h", "", str(ws), None).file == str(ws / "p/h.BUILD")
+    assert locate("o", "", str(ws), None).layout is Layout.ARCHIVE
+    custom = locate("c", "", str(ws), None)
+    assert (custom.layout, custom.rule, custom.bzl) == (
+        Layout.REPOSITORY_RULE, "my_rule", "//tools:sdk.bzl")
