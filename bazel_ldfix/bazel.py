@@ -155,6 +155,7 @@ class BuildEvents:
     # only the last value of a single-valued option, which hides the user's test filters.
     command_line: tuple[str, ...] = ()
     exec_root: str | None = None    # workspaceInfo.localExecRoot: OUTPUT_BASE/execroot/NAME
+    patterns: tuple[str, ...] = ()  # the target patterns, as Bazel read them (the pattern event)
 
     @property
     def output_base(self) -> str | None:
@@ -174,6 +175,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     exit_code = None
     command_line: tuple[str, ...] = ()
     exec_root = None
+    patterns: tuple[str, ...] = ()
     for line in lines:
         line = line.strip()
         if not line:
@@ -186,6 +188,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         if "started" in event:
             version = event["started"].get("buildToolVersion") or None
             workspace = event["started"].get("workspaceDirectory") or None
+        if "pattern" in ident and not patterns:
+            patterns = tuple(str(p) for p in ident["pattern"].get("pattern", []))
         if "workspaceInfo" in event:
             exec_root = event["workspaceInfo"].get("localExecRoot") or None
         if "targetConfigured" in ident and "configured" in event:
@@ -228,7 +232,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
             tests.append(TestTarget(label, executable, sizes.get(label, ""),
                                     tags.get(label, ())))
     return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code,
-                       command_line, exec_root)
+                       command_line, exec_root, patterns)
 
 
 def _expand(files: list[Any], sets: Mapping[str, tuple[list[Any], list[str]]],

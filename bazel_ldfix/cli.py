@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bazel_ldfix import __version__
-from bazel_ldfix.errors import BadInputError, LdfixError, NoTestsError
+from bazel_ldfix.errors import BadInputError, LdfixError
 from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import Bazel
+    from bazel_ldfix.diagnose import Diagnosis
+    from bazel_ldfix.failopen import Fallback
     from bazel_ldfix.repair import Repair
     from bazel_ldfix.resolve import Options
 
@@ -113,40 +115,46 @@ def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
 @click.option("--dry-run", is_flag=True, help="Print the bazel command instead of running it.")
 @click.option("--no-repair", is_flag=True,
               help="Run bazel test as given; only diagnose loader failures afterwards.")
+@click.option("--rerun-loader-failures", "rerun_failures", is_flag=True,
+              help="Run the tests that failed in the loader once more, with the directories "
+                   "the diagnosis found (a library opened with dlopen by name).")
 @_force_local_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @_pass_invocation
-def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], output_base: str | None,
-         prepend: bool, no_cache: bool, dry_run: bool, no_repair: bool,
+def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
+         output_base: str | None, prepend: bool, no_cache: bool, dry_run: bool,
+         no_repair: bool, rerun_failures: bool,
          force_local_path: bool, bazel_args: tuple[str, ...]) -> None:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
     When tests still fail in the dynamic loader, says why after Bazel's summary (as
-    `bazel-ldfix diagnose` does). Exits with Bazel's own exit code.
+    `bazel-ldfix diagnose` does). Exits with Bazel's own exit code. When no repair can be
+    computed, runs `bazel test BAZEL_ARGS` unchanged.
     """
-    from bazel_ldfix import report
+    from bazel_ldfix import failopen, report
     from bazel_ldfix.bazel import output_base as ask_output_base
     from bazel_ldfix.bazel import with_options
 
+    if output_base is not None and not os.path.isdir(output_base):
+        raise BadInputError(f"output_base {output_base} does not exist")
     bazel = _make_bazel(inv, bazel_path, startup)
-    if no_repair:
+    repair = None if no_repair else _repair_or_fallback(
+        inv, bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+    if repair is None or isinstance(repair, failopen.Fallback):
+        # --no-repair, or no repair could be computed: the user's command as given.
+        if repair is not None:
+            click.echo(repair.message(), err=True)
         if dry_run:
             click.echo(shlex.join(bazel.argv("test", bazel_args)))
             sys.exit(0)
         # Asked before the run: every Bazel command rewrites command.log, which the
         # diagnosis reads.
-        base = output_base or ask_output_base(bazel)
+        base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
         code = bazel.stream("test", bazel_args)
-        _diagnose_after(base, code, None)
+        if isinstance(base, str) and _diagnose_after(base, code, None) and rerun_failures:
+            click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
+                       "(no repair was computed)", err=True)
         sys.exit(code)
-    try:
-        repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
-                             bazel_args)
-    except NoTestsError as exc:
-        click.echo(f"bazel-ldfix: {exc}", err=True)
-        sys.exit(4)  # Bazel's own code for "no test was selected"
-    if repair is None:
-        sys.exit(code)  # the build failed; Bazel has said why
     repair = _remote_guard(repair, force_local_path)
     click.echo(report.repair_summary(repair), err=True)
     args = with_options(bazel_args, repair.flags)
@@ -154,8 +162,21 @@ def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outp
         click.echo(shlex.join(bazel.argv("test", args)))
         sys.exit(0)
     code = bazel.stream("test", args)
-    _diagnose_after(repair.output_base, code, repair.ld_library_path)
+    diagnosis = _diagnose_after(repair.output_base, code, repair.ld_library_path)
+    if rerun_failures and diagnosis is not None:
+        if _remote(repair) and not force_local_path:
+            click.echo("bazel-ldfix: no rerun: under remote execution, directories of this "
+                       "machine mean nothing to the executors (see `bazel-ldfix fix`)",
+                       err=True)
+        else:
+            code = _rerun(bazel, bazel_args, repair, diagnosis, code, prepend)
     sys.exit(code)
+
+
+def _remote(repair: Repair) -> bool:
+    from bazel_ldfix import execution
+
+    return execution.of(repair.options) is execution.Execution.REMOTE
 
 
 @cli.command(context_settings=_PASSTHROUGH)
@@ -219,20 +240,89 @@ def fix(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outpu
     sys.exit(1 if result.described_only else 0)
 
 
-def _diagnose_after(output_base: str, code: int, library_path: str | None) -> None:
-    """After Bazel's summary: why tests still failed in the dynamic loader, if they did."""
-    if code != 3:
-        return  # only Bazel's TESTS_FAILED leaves logs to read (and diagnose is slow to import)
-    from bazel_ldfix import diagnose as diagnosing
+def _repair_or_fallback(inv: Invocation, bazel_path: str | None, startup: Sequence[str],
+                        output_base: str | None, prepend: bool, no_cache: bool,
+                        bazel_args: Sequence[str]) -> Repair | Fallback:
+    """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
+    the command unchanged). Exits with Bazel's code when the build step was interrupted."""
+    from bazel_ldfix import failopen
+    from bazel_ldfix.rerun import INTERRUPTED
 
-    try:
-        result = diagnosing.after_test(output_base, code, library_path=library_path,
-                                       on_error=_warn_unreadable)
-    except LdfixError as exc:
-        click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {exc}", err=True)
-        return
+    planned = failopen.attempt(lambda: _plan(inv, bazel_path, startup, output_base, prepend,
+                                             no_cache, bazel_args))
+    if isinstance(planned, failopen.Fallback):
+        return planned
+    repair, code = planned
+    if repair is not None:
+        return repair
+    if code == INTERRUPTED:
+        sys.exit(code)
+    return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")
+
+
+def _diagnose_after(output_base: str, code: int, library_path: str | None
+                    ) -> Diagnosis | None:
+    """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
+
+    Never changes the outcome of the run: a diagnosis that fails says so in one line.
+    """
+    if code != 3:
+        return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
+    from bazel_ldfix import diagnose as diagnosing
+    from bazel_ldfix import failopen
+
+    result = failopen.attempt(lambda: diagnosing.after_test(
+        output_base, code, library_path=library_path, on_error=_warn_unreadable))
+    if isinstance(result, failopen.Fallback):
+        click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
+        return None
     if result is not None:
         click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: "), err=True)
+    return result
+
+
+def _rerun(bazel: Bazel, bazel_args: Sequence[str], repair: Repair, diagnosis: Diagnosis,
+           first: int, prepend: bool) -> int:
+    """The one rerun of the tests that failed in the loader; the two runs' combined code."""
+    from bazel_ldfix import failopen, logs, rerun
+
+    planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
+    if isinstance(planned, failopen.Fallback):
+        click.echo(f"bazel-ldfix: no rerun: {planned.reason}", err=True)
+        return first
+    for test, why in planned.not_rerun:
+        click.echo(f"bazel-ldfix: not rerunning {test}: {why}", err=True)
+    if not planned.labels:
+        return first
+    args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
+    if args is None:
+        click.echo("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
+                   "the options' values", err=True)
+        return first
+    for soname, directory in planned.added:
+        click.echo(f"bazel-ldfix: the run revealed {soname}, in {directory}", err=True)
+    click.echo(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with {planned.flag}",
+               err=True)
+    second = bazel.stream("test", args)
+    found = failopen.attempt(lambda: logs.from_command_log(repair.output_base))
+    failed = ({log.label for log in found.logs} if isinstance(found, logs.LogSet)
+              else set(planned.labels) if second != 0 else set())
+    now_pass = [t for t in planned.labels if t not in failed]
+    still = [t for t in planned.labels if t in failed]
+    if now_pass:
+        click.echo(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+                   f"pass{'es' if len(now_pass) == 1 else ''} (failed in the loader before)",
+                   err=True)
+    if still:
+        click.echo(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
+                   f"fail{'s' if len(still) == 1 else ''}", err=True)
+        _diagnose_after(repair.output_base, second, planned.ld_library_path)
+    code = rerun.combined_code(first, second, planned)
+    left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
+    click.echo(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
+               + (f"; not rerun, failed in the first run: {', '.join(left)}" if left else "")
+               + ")", err=True)
+    return code
 
 
 @cli.command()

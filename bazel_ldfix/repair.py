@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bazel_ldfix import bazel, elf, index, pathlist, runfiles, testenv
-from bazel_ldfix.errors import BadInputError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix import bazel, elf, failopen, index, pathlist, runfiles, testenv
+from bazel_ldfix.errors import BadInputError, LdfixError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix.failopen import Skipped
 from bazel_ldfix.loader import Environment, Loader, Resolution
 from bazel_ldfix.memo import Memo
 
@@ -105,6 +107,8 @@ class Repair:
     ld_library_path: str | None    # the merged value; None when nothing needs adding
     options: tuple[bazel.Option, ...] = ()  # the build step's canonical options
     notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
+    skipped: tuple[Skipped, ...] = ()   # files left out of the model, once each
+    patterns: tuple[str, ...] = ()      # the command's target patterns, as Bazel read them
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -129,7 +133,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          *, prepend: bool = False,
          on_error: Callable[[str, OSError], None] | None = None,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
-         search: bool = True, session: Session | None = None) -> Repair:
+         search: bool = True, host: elf.ElfHeader | None = None,
+         session: Session | None = None) -> Repair:
     """Find what the tests cannot load and the directories that fix it.
 
     Each round resolves every test in the environment it would get with the directories
@@ -139,12 +144,20 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     (which a test may dlopen) follow. Without ``search``, only what is missing is found
     (each test's ``missing_before``); nothing is looked for.
 
+    A file the model cannot take (see :mod:`failopen`) is skipped and listed in
+    ``skipped``; it never stops the plan. ``host`` is the class and machine a test that is
+    a script (sh_test, py_test) runs as: this machine's, unless given.
+
     A test is resolved once per environment (``session``, shared by the plans of one
     command): the first round, the rounds with and without the runfiles' objects and the
     final check read the same resolution when they ask about the same environment.
     """
+    if host is None:
+        from bazel_ldfix.resolve import host_header
+
+        host = host_header()
     session = session or Session()
-    subjects = [session.subject(t) for t in tests]
+    subjects = [session.subject(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]
     scan = _Scan(subjects, make_loader, cache_for, session)
     # A separate scan, so that "needed by" comes from the rounds below (closures first).
@@ -203,8 +216,14 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
                                   error, reach, rule_fix))
     results_out = tuple(results)
     notes = tuple(note for s in subjects for note in s.notes)
+    skipped: dict[str, Skipped] = {}
+    for s in subjects:
+        for skip in s.skipped:
+            skipped.setdefault(os.path.realpath(skip.path), skip)
+    for skip in scan.skipped.values():
+        skipped.setdefault(os.path.realpath(skip.path), skip)
     return Repair(output_base, env.base, env.source, results_out, missing_out, tuple(added),
-                  merged, notes=notes)
+                  merged, notes=notes, skipped=tuple(skipped.values()))
 
 
 def _rule_fix(value: str | None, added: Sequence[str], prepend: bool) -> str | None:
@@ -231,6 +250,7 @@ class _Scan:
         self.needed_by: dict[str, dict[str, None]] = {}   # name -> requesters, in order
         self.linked: dict[str, None] = {}
         self.expect: elf.ElfHeader | None = None
+        self.skipped: dict[str, Skipped] = {}
 
     def run(self, values: Mapping[str, str | None], *, extras: bool
             ) -> list[tuple[_Subject, tuple[str, ...], str | None]]:
@@ -239,10 +259,11 @@ class _Scan:
         for subject in self.subjects:
             missing: dict[str, None] = {}
             outcome = self.session.outcome(subject, values.get(subject.label),
-                                           self.make_loader, self.cache_for)
+                                           self.make_loader, self.cache_for, extras=extras)
+            for skip in outcome.skipped:
+                self.skipped.setdefault(skip.path, skip)
             self.expect = self.expect or outcome.header
-            for path, name, requesters in (outcome.entries if extras
-                                           else outcome.entries[:outcome.program]):
+            for path, name, requesters in outcome.entries:
                 if path is not None:
                     linked.setdefault(path, None)
                 else:
@@ -250,7 +271,7 @@ class _Scan:
                     bucket = needed_by.setdefault(name, {})
                     for requester in requesters:
                         bucket.setdefault(requester, None)
-            out.append((subject, tuple(missing), outcome.error if extras else None))
+            out.append((subject, tuple(missing), outcome.error))
         return out
 
 
@@ -264,8 +285,11 @@ class _Outcome:
 
     header: elf.ElfHeader | None     # the first resolved object's, the kind of program
     entries: tuple[_Entry, ...]      # found and missing objects, in listing order
-    program: int                     # entries[:program] come from the executable's closure
-    error: str | None                # with the runfiles' objects loaded too
+    error: str | None
+    skipped: tuple[Skipped, ...] = ()
+    # entries[:program] are the executable's own closure, which is what a resolution
+    # without the runfiles' objects lists; None: not known (resolve without them).
+    program: int | None = None
 
 
 class Session:
@@ -278,40 +302,65 @@ class Session:
 
     def __init__(self, memo: Memo | None = None) -> None:
         self.memo = memo or Memo()
-        self._subjects: dict[TestInput, _Subject] = {}
-        self._outcomes: dict[tuple[str, str, str | None], _Outcome] = {}
+        self._subjects: dict[tuple[TestInput, elf.ElfHeader], _Subject] = {}
+        self._outcomes: dict[tuple[str, str, str | None, bool], _Outcome] = {}
         self._strings: dict[str, str] = {}
         self._dirs: dict[str, tuple[str, ...]] = {}
 
-    def subject(self, test: TestInput) -> _Subject:
-        found = self._subjects.get(test)
+    def subject(self, test: TestInput, host: elf.ElfHeader) -> _Subject:
+        found = self._subjects.get((test, host))
         if found is None:
-            found = self._subjects[test] = _Subject.of(test, self.memo)
+            found = self._subjects[(test, host)] = _Subject.of(test, host, self.memo)
         return found
 
     def outcome(self, subject: _Subject, library_path: str | None,
                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None]
-                ) -> _Outcome:
-        """The test resolved with its runfiles' objects: once per value, for every scan."""
-        key = (subject.label, subject.executable, library_path)
-        found = self._outcomes.get(key)
-        if found is not None:
-            return found
+                cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                *, extras: bool) -> _Outcome:
+        """The test resolved in one environment, with the runfiles' objects or without:
+        once per value for every scan. Without them, the first part of the resolution with
+        them is taken when that resolution went through whole."""
+        with_extras = (subject.label, subject.executable, library_path, True)
+        full = self._outcomes.get(with_extras)
+        if full is None:
+            full = self._outcomes[with_extras] = self._resolve(
+                subject, library_path, make_loader, cache_for, extras=True)
+        if extras:
+            return full
+        if full.program is not None:
+            return _Outcome(full.header, full.entries[:full.program], full.error, full.skipped)
+        without = (subject.label, subject.executable, library_path, False)
+        alone = self._outcomes.get(without)
+        if alone is None:
+            alone = self._outcomes[without] = self._resolve(
+                subject, library_path, make_loader, cache_for, extras=False)
+        return alone
+
+    def _resolve(self, subject: _Subject, library_path: str | None,
+                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 *, extras: bool) -> _Outcome:
         intern = self._strings.setdefault
         header = None
         error = None
         entries: list[_Entry] = []
-        program = 0
-        resolutions = subject.resolve(make_loader, cache_for, library_path, extras=True)
-        for res in resolutions:
+        skipped: list[Skipped] = []
+        program: int | None = 0
+        results = subject.resolve(make_loader, cache_for, library_path, extras=extras)
+        if subject.info is not None and (len(results) != 1
+                                         or isinstance(results[0], Skipped)):
+            program = None  # the model went one object at a time
+        for res in results:
+            if isinstance(res, Skipped):
+                skipped.append(res)
+                continue
             header = header or res.info.header
             error = error or res.error
             for at, lib in enumerate(res.libraries):
                 if lib.path is None and lib.error is not None:
                     continue  # the load stopped here; the test's error says why
-                if subject.info is not None and (res.program_libraries is None
-                                                 or at < res.program_libraries):
+                if program is not None and (res.program_libraries is None
+                                            or at < res.program_libraries):
                     program += 1
                 if lib.path is not None:
                     entries.append((intern(lib.path, lib.path), lib.name, ()))
@@ -319,9 +368,8 @@ class Session:
                     entries.append((None, intern(lib.name, lib.name),
                                     tuple(intern(p, p) for p in lib.needed_by)))
         if subject.info is None:
-            program = len(entries)  # a script: each runfiles object is resolved on its own
-        found = self._outcomes[key] = _Outcome(header, tuple(entries), program, error)
-        return found
+            program = len(entries)  # a script: each object is resolved on its own anyway
+        return _Outcome(header, tuple(entries), error, tuple(skipped), program)
 
     def preferred_dirs(self, paths: Sequence[str]) -> tuple[str, ...]:
         """``index.preferred_dirs`` of ``paths``, each path's chain followed once."""
@@ -344,75 +392,117 @@ class _Subject:
     info: elf.ElfInfo | None
     extras: tuple[str, ...]
     cwd: str
-
+    skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, test: TestInput, memo: Memo | None = None) -> _Subject:
+    def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None) -> _Subject:
         memo = memo or Memo()
         try:
             info: elf.ElfInfo | None = memo.read_elf(test.executable)
         except BadInputError:
             info = None  # a script (sh_test, py_test): only its runfiles are examined
         tree = test.executable + ".runfiles"
+        # A script runs under an interpreter of this machine, which is what would load
+        # the libraries of its runfiles.
+        expect = info.header if info is not None else host
         notes: tuple[str, ...] = ()
         if os.path.isdir(tree):
-            extras = tuple(sorted(_runfiles_libraries(tree, info, memo)))
+            extras, skipped = _runfiles_libraries(tree, expect, memo)
         else:
             # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
             # manifest names what the test stages.
-            found, absent = _manifest_libraries(test.executable, info)
-            extras = tuple(sorted(found))
+            extras, skipped, absent = _manifest_libraries(test.executable, expect)
             notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
                           "that did not download it?)" for path in absent)
-        return cls(test.label, test.executable, info, extras, _test_cwd(test, tree), notes)
+        return cls(test.label, test.executable, info, tuple(sorted(extras)),
+                   _test_cwd(test, tree), tuple(skipped), notes)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
-                library_path: str | None, *, extras: bool) -> list[Resolution]:
+                library_path: str | None, *, extras: bool) -> list[Resolution | Skipped]:
+        """The model's load of the executable (with the runfiles' objects as if dlopen()ed),
+        or of each runfiles object for a script; a file the model fails on is skipped."""
         if self.info is not None:
-            env = Environment(library_path, self.cwd, cache_for(self.info))
-            return [make_loader(self.info, env).resolve(
-                self.executable, self.extras if extras else (), info=self.info)]
+            info = self.info
+            try:
+                env = Environment(library_path, self.cwd, cache_for(info))
+                loader = make_loader(info, env)
+            except _PER_FILE_ERRORS as exc:
+                return [failopen.no_loader(self.executable, exc)]
+            try:
+                return [loader.resolve(self.executable, self.extras if extras else (),
+                                       info=info)]
+            except _PER_FILE_ERRORS as exc:
+                if not (extras and self.extras):
+                    return [failopen.from_error(self.executable, exc)]
+            # One of the extras defeats the model: take them one at a time.
+            out: list[Resolution | Skipped] = [*self.resolve(
+                make_loader, cache_for, library_path, extras=False)]
+            for path in self.extras:
+                try:
+                    out.append(make_loader(info, env).resolve(self.executable, (path,),
+                                                              info=info))
+                except _PER_FILE_ERRORS as exc:
+                    out.append(failopen.from_error(path, exc))
+            return out
         out = []
         for path in self.extras:
-            info = elf.read_elf(path)
-            env = Environment(library_path, self.cwd, cache_for(info))
-            out.append(make_loader(info, env).resolve(path, info=info))
+            try:
+                extra = elf.read_elf(path)
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.from_error(path, exc))
+                continue
+            try:
+                env = Environment(library_path, self.cwd, cache_for(extra))
+                loader = make_loader(extra, env)
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.no_loader(path, exc))
+                continue
+            try:
+                out.append(loader.resolve(path, info=extra))
+            except _PER_FILE_ERRORS as exc:
+                out.append(failopen.from_error(path, exc))
         return out
 
 
-def _runfiles_libraries(runfiles: str, program: elf.ElfInfo | None, memo: Memo) -> list[str]:
-    """Shared objects in a runfiles tree that the loader would accept for this program."""
+# What one hostile file can make the reader or the model raise: reported as a skipped file.
+# Anything else is a bug, and `bazel-ldfix test` falls back to the unchanged `bazel test`.
+_PER_FILE_ERRORS = (LdfixError, OSError, ValueError, IndexError, struct.error)
+
+
+def _runfiles_libraries(runfiles: str, expect: elf.ElfHeader, memo: Memo | None = None
+                        ) -> tuple[list[str], list[Skipped]]:
+    """Shared objects in a runfiles tree that the loader of ``expect`` would accept, and
+    the files named like libraries that it would not (each with the reason)."""
     if not os.path.isdir(runfiles):
-        return []
+        return [], []
     out: list[str] = []
+    skipped: list[Skipped] = []
     seen: set[str] = set()
+    memo = memo or Memo()
     for paths in index.walk(runfiles, mounts=memo.mounts()).values():
         for path in paths:
             real = memo.realpath(path)
             if real in seen:
                 continue
             seen.add(real)
-            try:
-                header = memo.read_header(path)
-            except BadInputError:
-                continue
-            if header.type != elf.ET_DYN:
-                continue
-            if program is not None and index.check_candidate(path, program.header,
-                                                             memo) is not None:
-                continue
-            out.append(path)
-    return out
+            verdict = failopen.examine(path, expect, memo)
+            if isinstance(verdict, Skipped):
+                skipped.append(verdict)
+            else:
+                out.append(path)
+    return out, skipped
 
 
-def _manifest_libraries(executable: str, program: elf.ElfInfo | None
-                        ) -> tuple[list[str], list[str]]:
-    """Shared objects the runfiles manifest stages that the loader would accept for this
-    program, and the staged shared objects that are not on disk."""
+def _manifest_libraries(executable: str, expect: elf.ElfHeader
+                        ) -> tuple[list[str], list[Skipped], list[str]]:
+    """Shared objects the runfiles manifest stages that the loader of ``expect`` would
+    accept, the staged files it would not (with the reason), and the staged shared objects
+    that are not on disk."""
     entries = runfiles.read_manifest(runfiles.manifest_of(executable))
     out: list[str] = []
+    skipped: list[Skipped] = []
     absent: list[str] = []
     seen: set[str] = set()
     for entry in entries or ():
@@ -426,16 +516,12 @@ def _manifest_libraries(executable: str, program: elf.ElfInfo | None
         if real in seen:
             continue
         seen.add(real)
-        try:
-            header = elf.read_header(target)
-        except BadInputError:
-            continue
-        if header.type != elf.ET_DYN:
-            continue
-        if program is not None and index.check_candidate(target, program.header) is not None:
-            continue
-        out.append(target)
-    return out, absent
+        verdict = failopen.examine(target, expect)
+        if isinstance(verdict, Skipped):
+            skipped.append(verdict)
+        else:
+            out.append(target)
+    return out, skipped, absent
 
 
 _SHARED_NAME = re.compile(r"\.so(?:\.[0-9][^/]*)?$")
@@ -466,8 +552,9 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     Bazel is asked as little as possible: the output_base and each test's tags come from
     the build step's events (unless given), and the rules' ``env`` (``bazel query``) only
     when a test misses something (a rule's ``env`` may provide it, and the repair's
-    ``--test_env`` would replace it), only for the selected tests and only the rules whose
-    ``env`` mentions the variable.
+    ``--test_env`` would replace it) or the rule's value may win over the flags, only for
+    the selected tests and only the rules whose ``env`` or ``env_inherit`` mentions the
+    variable.
     ``cache_dir`` maps the output_base to the index cache's directory (None: no cache).
     """
     from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
@@ -556,7 +643,8 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         if pending is not None:
             pending.close()
     _write_memo(memo, result.flags)
-    return dataclasses.replace(result, options=events.options), 0
+    return dataclasses.replace(result, options=events.options,
+                               patterns=events.patterns), 0
 
 
 def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]) -> str:

@@ -56,6 +56,8 @@ def repair_json(repair: Repair) -> str:
         "unresolved": list(repair.unresolved),
         "ld_library_path": repair.ld_library_path,
         "flags": list(repair.flags),
+        "skipped": [{"path": k.path, "kind": k.kind.value, "reason": k.reason}
+                    for k in repair.skipped],
         "notes": list(repair.notes),
     })
 
@@ -78,7 +80,7 @@ def repair_bazelrc(repair: Repair) -> str:
 
 def repair_summary(repair: Repair) -> str:
     """What was missing and what is added, for stderr before ``bazel test`` runs."""
-    lines = []
+    lines = [f"note: {skip.note()}" for skip in repair.skipped]
     for test in repair.tests:
         if test.missing_before:
             lines.append(f"{test.label} cannot load {', '.join(test.missing_before)}")

@@ -106,3 +106,11 @@ def resolve_file(path: str, options: Options) -> Resolution:
         raise BadInputError(f"{path}: is a directory")
     info = elf.read_elf(path)
     return loader_for(info, options).resolve(path, info=info)
+
+
+@functools.cache
+def host_header() -> elf.ElfHeader:
+    """The ELF class and machine of programs this machine runs: those of this interpreter."""
+    import sys
+
+    return elf.read_header(os.path.realpath(sys.executable))

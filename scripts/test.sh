@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check of the project on a fresh Debian machine: installs Bazel
-# (Debian's bazel-bootstrap) when none is on PATH, the package and its test
-# tools into .venv, then ruff, mypy and the whole pytest suite.
+# (Debian's bazel-bootstrap) when none is on PATH, aarch64 binutils (for test
+# libraries of another machine), the package and its test tools into .venv,
+# then ruff, mypy and the whole pytest suite.
 # Extra arguments go to pytest (e.g. `-m "not bazel"` for the quick part).
 set -euo pipefail
 
@@ -35,10 +36,12 @@ for f in "${cross_libs[@]}"; do
 done
 command -v g++ >/dev/null 2>&1 || missing_pkgs+=(g++)
 command -v c++filt >/dev/null 2>&1 || missing_pkgs+=(binutils)
+# The fail-open tests link real aarch64 libraries (another machine's files in runfiles).
+command -v aarch64-linux-gnu-ld >/dev/null 2>&1 || missing_pkgs+=(binutils-aarch64-linux-gnu)
 if [ ${#missing_pkgs[@]} -gt 0 ]; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  echo "test.sh: installing ${missing_pkgs[*]} for the linkage tests" >&2
+  echo "test.sh: installing ${missing_pkgs[*]} for the linkage and fail-open tests" >&2
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_pkgs[@]}" >/dev/null
 fi

@@ -54,11 +54,18 @@ def test_a_crashing_bazel_is_reported_with_its_exit_code_and_last_words(tmp_path
 
 
 def test_an_output_base_that_bazel_names_but_does_not_exist(tmp_path: Path) -> None:
-    # A build step that leaves no events, and an `info` that names a directory not there.
-    bazel = fake_bazel(tmp_path, f'case "$1" in info) echo "{tmp_path}/gone";; esac\n')
-    result = run("test", "--bazel", str(bazel), "//...", cwd=tmp_path)
+    # A build step that leaves no events, and an `info` that names a directory not there:
+    # `env` stops; `test` says there is no repair and runs `bazel test` as given.
+    bazel = fake_bazel(tmp_path, f'echo "$@" >> {tmp_path}/calls.log\n'
+                                 f'case "$1" in info) echo "{tmp_path}/gone";; esac\n')
+    result = run("env", "--bazel", str(bazel), "//...", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: output_base {tmp_path}/gone does not exist"
+    result = run("test", "--bazel", str(bazel), "//...", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == (f"bazel-ldfix: no repair: output_base {tmp_path}/gone "
+                                     "does not exist; running `bazel test` unchanged")
+    assert (tmp_path / "calls.log").read_text().splitlines()[-1] == "test //..."
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:

@@ -1,0 +1,128 @@
+"""One more ``bazel test`` for the tests that failed in the loader, with what the run revealed.
+
+A library opened with ``dlopen`` by name (``ctypes.CDLL("libX.so.3")``, a plugin loader) is
+named by no ELF file, so the repair made before the run cannot know it; the diagnosis of the
+run's logs finds it. When the diagnosis found a usable copy of every library a failed test
+missed, that test alone is run once more, with those directories added to the same
+LD_LIBRARY_PATH the first run had (the same base, the same merge). Never more than once;
+a test that failed for any other reason is not rerun.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bazel_ldfix import pathlist
+from bazel_ldfix.diagnose import Diagnosis, ErrorKind
+from bazel_ldfix.repair import VARIABLE, Repair
+
+# Failures an LD_LIBRARY_PATH entry appended at the end repairs: the loader found no usable
+# file by that name. (A version error or a broken copy needs an entry before the others.)
+_REPAIRABLE = (ErrorKind.CANNOT_OPEN, ErrorKind.WRONG_CLASS)
+# Bazel's exit code for an interrupted command.
+INTERRUPTED = 8
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """What the second run does, or (``labels`` empty) why there is none."""
+
+    labels: tuple[str, ...]             # the tests to run again, in the diagnosis' order
+    added: tuple[tuple[str, str], ...]  # (soname, directory) the diagnosis found, new ones
+    ld_library_path: str | None         # the value the rerun gives
+    not_rerun: tuple[tuple[str, str], ...]   # (test, why) for each failed test left alone
+    other_failures: tuple[str, ...]     # failed in the first run for another reason
+
+    @property
+    def flag(self) -> str:
+        return f"--test_env={VARIABLE}={self.ld_library_path}"
+
+
+def plan(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -> Rerun:
+    """Which loader failures of the first run one rerun can repair, and with what value."""
+    by_test: dict[str, list[tuple[str | None, str | None]]] = {}
+    not_rerun: list[tuple[str, str]] = []
+    for f in diagnosis.findings:
+        if f.test is None:
+            not_rerun.append((f.log, "the log names no test"))
+            continue
+        usable = (f.error_kind in _REPAIRABLE and f.soname is not None and bool(f.found)
+                  and f.fix.flag is not None)
+        by_test.setdefault(f.test, []).append(
+            (f.soname, os.path.dirname(f.found[0]) if usable else None))
+    first = pathlist.merge(repair.base, repair.added, prepend=prepend)
+    labels: list[str] = []
+    new: dict[str, str] = {}
+    for test, found in by_test.items():
+        lacking = [soname or "?" for soname, directory in found if directory is None]
+        if lacking:
+            not_rerun.append((test, f"no usable copy of {', '.join(lacking)} was found, or "
+                                    "the failure is not one a directory on "
+                                    f"{VARIABLE} repairs"))
+            continue
+        dirs = {soname or "": d for soname, d in found if d is not None}
+        fresh = {s: d for s, d in dirs.items() if d not in first}
+        if not fresh:
+            not_rerun.append((test, f"every directory the diagnosis found was on {VARIABLE} "
+                                    "already"))
+            continue
+        labels.append(test)
+        for soname, directory in fresh.items():
+            new.setdefault(soname, directory)
+    value = None
+    if labels:
+        value = pathlist.join(pathlist.merge(
+            repair.base, [*repair.added, *dict.fromkeys(new.values())], prepend=prepend))
+    return Rerun(tuple(labels), tuple(new.items()), value, tuple(not_rerun),
+                 tuple(diagnosis.other_failures))
+
+
+def arguments(args: Sequence[str], patterns: Sequence[str], labels: Sequence[str],
+              flag: str) -> list[str] | None:
+    """The user's options, with exactly ``labels`` as targets and ``flag`` last; None when
+    the user's target patterns cannot be told from option values.
+
+    ``patterns`` are the target patterns as Bazel read them (the build's pattern event).
+    Before a ``--`` a word that starts with ``-`` is an option; any other word is a pattern
+    or the value of the option before it (``--test_output errors``); a pattern Bazel names
+    is taken out where it first stands as a word of its own.
+    """
+    if not patterns:
+        return None     # no pattern event (Bazel stopped early): nothing to go by
+    words = list(args)
+    remaining = list(patterns)
+    if "--" in words:
+        for word in words[words.index("--") + 1:]:
+            if word in remaining:
+                remaining.remove(word)
+        words = words[:words.index("--")]
+    out: list[str] = []
+    skip_value = False
+    for word in words:
+        if skip_value:
+            skip_value = False
+            continue
+        if word.startswith("--target_pattern_file"):
+            skip_value = "=" not in word
+            continue
+        if not word.startswith("-") and word in remaining:
+            remaining.remove(word)
+            continue
+        out.append(word)
+    if remaining:
+        return None
+    return [*out, flag, "--", *labels]
+
+
+def combined_code(first: int, second: int, rerun: Rerun) -> int:
+    """The exit code of the two runs together.
+
+    The rerun's own code when it failed (3 when a rerun test still fails). When it passed:
+    0 if every test that failed in the first run was rerun, else the first run's code (the
+    tests left alone still failed there).
+    """
+    if second != 0:
+        return second
+    return first if rerun.not_rerun or rerun.other_failures else 0
