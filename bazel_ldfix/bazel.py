@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from bazel_ldfix import bepshape
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
@@ -64,28 +65,48 @@ class Bazel:
         Ctrl-C reaches both of us anyway.
         """
         cmd = self.argv(command, args)
-        try:
-            child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env),
-                                     stdout=subprocess.PIPE if hide else None,
-                                     stderr=subprocess.STDOUT if hide else None)
-        except OSError as exc:
-            raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
-                                     cmd) from None
+        child: subprocess.Popen[bytes] | None = None
+        pending: list[int] = []
 
         def forward(signum: int, _frame: FrameType | None) -> None:
-            child.send_signal(signum)
+            if child is None:
+                pending.append(signum)  # not started yet: passed on once it is
+            else:
+                child.send_signal(signum)
 
+        # Installed before Bazel starts: a signal in between would otherwise stop us and
+        # leave Bazel running.
         old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            try:
+                child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env),
+                                         stdout=subprocess.PIPE if hide else None,
+                                         stderr=subprocess.STDOUT if hide else None)
+            except OSError as exc:
+                raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
+                                         cmd) from None
+            for signum in pending:
+                child.send_signal(signum)
             if child.stdout is not None:
                 for raw in child.stdout:
                     if not any(h.encode() in raw for h in hide):
                         sys.stderr.buffer.write(raw)
                         sys.stderr.buffer.flush()
-            return child.wait()
+            code = child.wait()
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
+        if code < 0:
+            # Killed by a signal: say so, and exit as a shell would (128 + N), not with
+            # the byte Python would make of -N.
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            sys.stderr.write(f"bazel-ldfix: {self.executable} was killed by {name} "
+                             f"(exit code {128 - code})\n")
+            return 128 - code
+        return code
 
     def _run(self, cmd: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
         try:
@@ -184,7 +205,12 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
             event = json.loads(line)
         except json.JSONDecodeError:
             continue  # a truncated last line when Bazel was interrupted
-        ident = event.get("id", {})
+        # Fields of another type than Bazel's schema gives them are dropped, and a line
+        # that is no event at all is skipped: never a traceback.
+        event, _changed = bepshape.sanitize(event)
+        if event is None:
+            continue
+        ident = event["id"]
         if "started" in event:
             version = event["started"].get("buildToolVersion") or None
             workspace = event["started"].get("workspaceDirectory") or None

@@ -7,13 +7,16 @@ library is then explained with what the cache and ld.so.conf say about it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import conformance, elf, ldconfig, pathlist, trace
-from bazel_ldfix.resolve import Options, cache_of, interp_for, loader_for, profile_of
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.loader import Resolution
+from bazel_ldfix.resolve import Options, cache_of, interp_for, loader_for, profile_of, trusted_for
 
 _MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
 
@@ -33,6 +36,7 @@ class CheckResult:
     trace: trace.Trace
     disagreements: tuple[conformance.Disagreement, ...]
     notes: tuple[Note, ...]
+    interp_note: str | None = None     # the file's PT_INTERP was set aside
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -51,22 +55,42 @@ class CheckResult:
 
 
 def check_file(path: str, options: Options) -> CheckResult:
-    """Run the real loader on ``path`` and compare the model's load with it."""
+    """Run the trusted loader in trace mode on ``path`` (never ``path`` itself, nor the
+    interpreter it names) and compare the model's load with it."""
     info = elf.read_elf(path)
-    interp = interp_for(info)
+    trusted = trusted_for(info, options.loader)
+    interp = trusted.path
     if not info.has_dynamic:
         # Nothing for a loader to do; ld.so, asked anyway, can crash on such a file.
         static = trace.Trace(path, (), None, 0, static=True)
-        return CheckResult(path, interp, static, (), ())
+        return CheckResult(path, interp, static, (), (), trusted.note)
+    _refuse_audit(info)
+    # The model first: it finds, without blocking, a FIFO the real loader would wait on.
+    model = loader_for(info, options).resolve(path, info=info)
+    _refuse_blocking(model)
     real = trace.run_trace(interp, path, library_path=options.library_path,
                            inhibit_cache=options.inhibit_cache, cwd=options.cwd)
-    model = loader_for(info, options).resolve(path, info=info)
     notes = _notes(real.missing, info, options) if real.missing else ()
-    return CheckResult(path, interp, real, conformance.compare(model, real), notes)
+    return CheckResult(path, interp, real, conformance.compare(model, real), notes,
+                       trusted.note)
+
+
+def _refuse_blocking(model: Resolution) -> None:
+    if model.blocked is not None:
+        raise BadInputError(f"{model.blocked}: not a regular file where the loader searches; "
+                            "the real loader would block on it, so it is not run")
+
+
+def _refuse_audit(info: elf.ElfInfo) -> None:
+    """A program's DT_AUDIT/DT_DEPAUDIT names libraries the loader loads and calls into even
+    in trace mode (rtld.c, load_audit_modules): running the loader would run them."""
+    if info.has_audit:
+        raise BadInputError(f"{info.path}: names an audit library (DT_AUDIT/DT_DEPAUDIT), "
+                            "which the real loader would run; not traced (use resolve)")
 
 
 def _notes(missing: Sequence[str], info: elf.ElfInfo, options: Options) -> tuple[Note, ...]:
-    interp = interp_for(info)
+    interp = interp_for(info, options.loader)
     cache = cache_of(options.root, interp)
     if cache is None:
         return ()
@@ -109,8 +133,12 @@ def matrix(path: str, dirs: Sequence[str], options: Options) -> Matrix:
     """Which of ``dirs`` are needed: the real loader with none, each alone, all, then the
     smallest set that loads everything (appended to the given library path)."""
     info = elf.read_elf(path)
-    interp = interp_for(info)
+    interp = trusted_for(info, options.loader).path
+    _refuse_audit(info)
     base = pathlist.split(options.library_path)
+    everything = pathlist.join(pathlist.merge(base, dirs)) or None
+    _refuse_blocking(loader_for(info, dataclasses.replace(options, library_path=everything))
+                     .resolve(path, info=info))
 
     def run(chosen: Sequence[str]) -> trace.Trace:
         value = pathlist.join(pathlist.merge(base, chosen)) or None

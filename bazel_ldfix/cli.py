@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bazel_ldfix import __version__
-from bazel_ldfix.errors import BadInputError, LdfixError
+from bazel_ldfix.errors import BadInputError, BazelError, LdfixError
 from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
@@ -57,6 +57,20 @@ def _bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def _checked_loader(_ctx: click.Context, _param: click.Parameter,
+                    value: str | None) -> str | None:
+    """A --loader that is not a file is the user's mistake, whatever the command reaches."""
+    if value is not None and not os.path.isfile(value):
+        raise BadInputError(f"--loader {value}: not a regular file")
+    return value
+
+
+_loader_option = click.option(
+    "--loader", metavar="PATH", default=None, callback=_checked_loader,
+    help="Ask this dynamic loader how it searches (default: this host's own, if only root "
+         "can change it). A file's own PT_INTERP is never run.")
+
+
 def _force_local_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--force-local-path", is_flag=True,
                         help="Add the output_base paths even under --remote_executor (the "
@@ -96,7 +110,6 @@ def env(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
     repair, code = _plan(inv, bazel_path, startup, output_base, prepend, no_cache,
                          bazel_args)
     if repair is None:
-        from bazel_ldfix.errors import BazelError
         raise BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                          "see Bazel's output above")
     repair = _remote_guard(repair, force_local_path)
@@ -334,9 +347,11 @@ def _rerun(bazel: Bazel, bazel_args: Sequence[str], repair: Repair, diagnosis: D
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_loader_option
 @_pass_invocation
 def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
-             log_files: tuple[str, ...], output_base: str | None, as_json: bool) -> None:
+             log_files: tuple[str, ...], output_base: str | None, as_json: bool,
+             loader: str | None) -> None:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
@@ -348,7 +363,8 @@ def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
 
     found = logs.find(inv.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
-    result = diagnosing.diagnose(found, on_error=_warn_unreadable)
+    result = diagnosing.diagnose(found, on_error=_warn_unreadable,
+                                 **diagnosing.with_loader(_user_path(inv, loader)))
     click.echo(diagnosing.to_json(result) if as_json else diagnosing.to_text(result))
     sys.exit(result.exit_code)
 
@@ -384,7 +400,7 @@ def locate(inv: Invocation, sonames: tuple[str, ...], output_base: str | None,
     root = os.path.join(base, "external")
     if not os.path.isdir(root):
         raise BadInputError(f"{root} does not exist: is {base} a Bazel output_base?")
-    cache_dir = None if no_cache else indexcache.default_dir(base, inv.env)
+    cache_dir = None if no_cache else indexcache.default_dir(inv.env)
     # The copies this interpreter's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], elf.read_header(sys.executable),
                          cache_dir=cache_dir, on_error=_warn_unreadable,
@@ -406,8 +422,9 @@ def _plan(inv: Invocation, bazel_path: str | None, startup: Sequence[str], outpu
     from bazel_ldfix import index, indexcache
     from bazel_ldfix.repair import repair_tests
 
-    def cache_dir(base: str) -> str:
-        return indexcache.default_dir(base, inv.env)
+    def cache_dir(base: str) -> str | None:
+        del base  # one per-user directory, whatever the output_base
+        return indexcache.default_dir(inv.env)
 
     return repair_tests(_make_bazel(inv, bazel_path, startup), bazel_args, inv.env,
                         output_base=output_base, prepend=prepend,
@@ -416,7 +433,8 @@ def _plan(inv: Invocation, bazel_path: str | None, startup: Sequence[str], outpu
 
 
 def _warn_unreadable(path: str, exc: OSError) -> None:
-    click.echo(f"bazel-ldfix: warning: cannot read {path}: {exc.strerror}", err=True)
+    click.echo(f"bazel-ldfix: warning: cannot read {_printable(path)}: {exc.strerror}",
+               err=True)
 
 
 @cli.command()
@@ -427,9 +445,10 @@ def _warn_unreadable(path: str, exc: OSError) -> None:
 @click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")
 @click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
               help="Resolve as if DIR were / (a sysroot or container image).")
+@_loader_option
 @_pass_invocation
 def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
-            inhibit_cache: bool, root: str) -> None:
+            inhibit_cache: bool, root: str, loader: str | None) -> None:
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
     Exit 0 when everything resolves, 1 when something is missing, 2 for bad input.
@@ -437,14 +456,14 @@ def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path
     from bazel_ldfix import report
     from bazel_ldfix.resolve import resolve_file
 
-    options = _options(inv, library_path, inhibit_cache, root)
+    options = _options(inv, library_path, inhibit_cache, root, loader)
     results = []
     bad = False
     for path in files:
         try:
             results.append(resolve_file(path, options))
         except BadInputError as exc:
-            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
             bad = True
     if results:
         if as_json:
@@ -465,9 +484,10 @@ def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path
               help="Leave /etc/ld.so.cache out, so that it cannot hide a missing library.")
 @click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
               help="Which of these directories are needed (repeatable).")
+@_loader_option
 @_pass_invocation
 def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: str | None,
-          inhibit_cache: bool, matrix_dirs: tuple[str, ...]) -> None:
+          inhibit_cache: bool, matrix_dirs: tuple[str, ...], loader: str | None) -> None:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
     Exit 0 when everything loads, 1 when something is missing, 2 for bad input, 3 when the
@@ -476,7 +496,7 @@ def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: 
     from bazel_ldfix import check as checking
     from bazel_ldfix import report
 
-    options = _options(inv, library_path, inhibit_cache, "/")
+    options = _options(inv, library_path, inhibit_cache, "/", loader)
     bad = False
     if matrix_dirs:
         matrices = []
@@ -484,7 +504,7 @@ def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: 
             try:
                 matrices.append(checking.matrix(path, matrix_dirs, options))
             except BadInputError as exc:
-                click.echo(f"error: {_explain_bad(exc)}", err=True)
+                click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
                 bad = True
         if matrices:
             click.echo(report.matrix_json(matrices) if as_json
@@ -495,7 +515,7 @@ def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: 
         try:
             results.append(checking.check_file(path, options))
         except BadInputError as exc:
-            click.echo(f"error: {_explain_bad(exc)}", err=True)
+            click.echo(f"error: {_printable(_explain_bad(exc))}", err=True)
             bad = True
     if results:
         color = _color(inv)
@@ -636,12 +656,17 @@ def dupes(inv: Invocation, file: str, as_json: bool, library_path: str | None, i
 
 
 def _options(inv: Invocation, library_path: str | None, inhibit_cache: bool,
-             root: str) -> Options:
+             root: str, loader: str | None = None) -> Options:
     from bazel_ldfix.resolve import Options
 
     value = library_path if library_path is not None else inv.env.get("LD_LIBRARY_PATH")
     return Options(value, inhibit_cache, os.path.normpath(os.path.join(inv.cwd, root)),
-                   inv.cwd)
+                   inv.cwd, _user_path(inv, loader))
+
+
+def _user_path(inv: Invocation, path: str | None) -> str | None:
+    """A path the user gave, taken from where the user is."""
+    return None if path is None else os.path.normpath(os.path.join(inv.cwd, path))
 
 
 def _explain_bad(exc: BadInputError) -> str:
@@ -653,6 +678,12 @@ def _explain_bad(exc: BadInputError) -> str:
     if text.endswith(": file too short"):
         return text + " (empty or truncated)"
     return text
+
+
+def _printable(text: str) -> str:
+    from bazel_ldfix.quoting import printable
+
+    return printable(text)
 
 
 def _color(inv: Invocation) -> bool:
@@ -674,7 +705,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.main(args=list(argv) if argv is not None else None, prog_name="bazel-ldfix",
                  standalone_mode=False, obj=inv)
     except LdfixError as exc:
-        click.echo(f"error: {exc}", err=True)
+        # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
+        # has lines of its own (Bazel's stderr, indented), escaped one by one.
+        message = str(exc)
+        text = "\n".join(_printable(line) for line in message.split("\n")) \
+            if isinstance(exc, BazelError) else _printable(message)
+        click.echo(f"error: {text}", err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -670,6 +670,22 @@ class _TestContext:
         return None
 
 
+def with_loader(loader: str | None) -> dict[str, Any]:
+    """``make_loader`` and ``cache_for`` for :func:`diagnose` asking the loader the user
+    named (``--loader``) instead of the host's; nothing for None."""
+    if loader is None:
+        return {}
+    from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
+
+    def make_loader(info: elf.ElfInfo, env: Environment) -> Loader:
+        return Loader(host_of(interp_for(info, loader)), env)
+
+    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
+        return cache_lookup(info, Options(loader=loader))
+
+    return {"make_loader": make_loader, "cache_for": cache_for}
+
+
 def model_missing(label: str | None, executable: str, output_base: str,
                   library_path: str | None) -> tuple[str, ...]:
     """Every name the loader model misses for one test, its libraries' own included."""
@@ -956,7 +972,12 @@ def to_text(diagnosis: Diagnosis, prefix: str = "") -> str:
     lines += ["", _summary(diagnosis)]
     while lines and not lines[0]:
         lines.pop(0)
-    return "\n".join(f"{prefix}{line}" if line else prefix.rstrip() for line in lines)
+    from bazel_ldfix.quoting import printable
+
+    # Names come from logs and files: escaped, so that none can forge a line or drive the
+    # terminal.
+    return "\n".join(f"{prefix}{printable(line)}" if line else prefix.rstrip()
+                     for line in lines)
 
 
 def _summary(d: Diagnosis) -> str:

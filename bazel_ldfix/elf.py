@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import struct
 from dataclasses import dataclass
 
-from bazel_ldfix.errors import BadInputError, NotElfError
+from bazel_ldfix.errors import BadInputError, MalformedElfError, NotElfError
 
 ELFMAG = b"\x7fELF"
 ELFCLASS32, ELFCLASS64 = 1, 2
@@ -29,6 +30,7 @@ DT_NULL, DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 14, 15
 DT_STRSZ, DT_FLAGS_1 = 10, 0x6FFFFFFB
 DT_VERDEF, DT_VERDEFNUM = 0x6FFFFFFC, 0x6FFFFFFD
 DT_VERNEED, DT_RELR = 0x6FFFFFFE, 36
+DT_AUDIT, DT_DEPAUDIT = 0x6FFFFEFC, 0x6FFFFEFB
 VER_FLG_WEAK = 0x2
 DF_1_NODEFLIB = 0x800
 DF_1_PIE = 0x08000000
@@ -39,7 +41,17 @@ ET_NAMES = {0: "none", 1: "relocatable", 2: "executable", 3: "shared object", 4:
 # Sizes of the ELF header and one program header, by class.
 _EHDR_SIZE = {ELFCLASS32: 52, ELFCLASS64: 64}
 _PHDR_SIZE = {ELFCLASS32: 32, ELFCLASS64: 56}
-_MAX_DYNAMIC = 1 << 20  # a PT_DYNAMIC larger than this is corrupt, not large
+# Caps no real file reaches, beyond which a file is reported as malformed rather than read
+# for minutes. The largest programs seen carry a few hundred DT_NEEDED entries (Bazel test
+# executables in dynamic mode), a few hundred symbol-version references (a C++ program
+# against libstdc++ and libc) and run paths of a few kilobytes (one $ORIGIN entry per
+# dependency directory).
+_MAX_DYNAMIC = 1 << 20      # bytes of PT_DYNAMIC (65,536 entries)
+_MAX_PHNUM = 1 << 12        # program headers (e_phnum is 16 bits; real files have ~15)
+_MAX_NEEDED = 1 << 12       # DT_NEEDED entries
+_MAX_VERSION_ENTRIES = 1 << 14  # Verneed + Vernaux (or Verdef) entries, all together
+_MAX_NAME = 1 << 12         # a DT_NEEDED, DT_SONAME or version name: PATH_MAX, as open() has
+_MAX_PATH_LIST = 1 << 18    # a DT_RPATH or DT_RUNPATH string
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,7 @@ class ElfInfo:
     version_needs: tuple[VersionNeed, ...] = ()
     has_verdef: bool = False
     has_relr: bool = False
+    has_audit: bool = False         # DT_AUDIT or DT_DEPAUDIT: the loader would run code
 
     @property
     def elf_class(self) -> int:
@@ -135,38 +148,76 @@ class _Reader:
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0 or offset + size > self.size:
-            # Checked before reading: a corrupt header can ask for gigabytes.
+            # Checked before reading: a corrupt header can ask for gigabytes, or for an
+            # offset near 2**63 that pread cannot even take.
             raise NotElfError(f"{self.path}: file too short")
-        data = os.pread(self.fd, size, offset)
+        data = self._pread(size, offset)
         if len(data) < size:
             raise NotElfError(f"{self.path}: file too short")
         return data
 
-    def cstring(self, offset: int) -> str:
+    def _pread(self, size: int, offset: int) -> bytes:
+        try:
+            return os.pread(self.fd, size, offset)
+        except OSError as exc:
+            raise BadInputError(f"{self.path}: {exc.strerror or exc}") from None
+
+    def cstring(self, offset: int, limit: int = _MAX_NAME) -> str:
+        """The NUL-terminated string at ``offset``, at most ``limit`` bytes long."""
         if not 0 <= offset < self.size:
-            # A corrupt string offset can exceed what pread accepts (OverflowError).
-            raise NotElfError(f"{self.path}: string table runs past the end of the file")
-        chunks = []
+            raise MalformedElfError(
+                f"{self.path}: string offset {offset:#x} is outside the file")
+        # Short reads first, growing: most names are a few dozen bytes.
+        want = 256
         while True:
-            chunk = os.pread(self.fd, 256, offset)
-            if not chunk:
-                raise NotElfError(f"{self.path}: string table runs past the end of the file")
-            end = chunk.find(b"\0")
-            if end >= 0:
-                chunks.append(chunk[:end])
+            data = self._pread(min(want, limit + 1, self.size - offset), offset)
+            end = data.find(b"\0")
+            if end >= 0 or len(data) < want:
                 break
-            chunks.append(chunk)
-            offset += len(chunk)
-        return b"".join(chunks).decode("utf-8", "surrogateescape")
+            want *= 8
+        if end < 0:
+            if len(data) > limit:
+                raise MalformedElfError(
+                    f"{self.path}: a string at {offset:#x} is longer than {limit} bytes")
+            raise MalformedElfError(
+                f"{self.path}: string table runs past the end of the file")
+        return data[:end].decode("utf-8", "surrogateescape")
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def file_kind(mode: int) -> str | None:
+    """None for a regular file or a directory, else what else it is (\"a FIFO\")."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return None
+
+
+def open_regular(path: str, what: str = "") -> int:
+    """Open ``path`` read-only without blocking; BadInputError unless it is a regular file.
+
+    O_NONBLOCK: opening a FIFO would otherwise wait for a writer; the flag has no effect on
+    a regular file. A symlink to a regular file is fine. A directory is reported as one.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise BadInputError(f"{what}{path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "is a directory" if stat.S_ISDIR(mode) else \
+            f"is {file_kind(mode) or 'not a regular file'}, not a regular file"
+        raise BadInputError(f"{what}{path}: {kind}")
+    return fd
 
 
 def open_elf(path: str) -> int:
-    """Open ``path`` read-only, mapping OS errors to :class:`BadInputError`."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BadInputError(f"{path}: {exc.strerror or exc}") from None
-    return fd
+    """Open ``path`` read-only (a regular file only), mapping OS errors to BadInputError."""
+    return open_regular(path)
 
 
 def parse_header(data: bytes, path: str) -> ElfHeader:
@@ -238,28 +289,32 @@ def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
     last = dict(tags)  # a repeated tag: the loader keeps the last (get-dynamic-info.h)
     strtab = last.get(DT_STRTAB)
 
-    def string(value: int) -> str:
+    def string(value: int, limit: int = _MAX_NAME) -> str:
         if strtab is None:
             raise NotElfError(f"{reader.path}: dynamic section has no DT_STRTAB")
-        return reader.cstring(_file_offset(phdrs, strtab, reader.path) + value)
+        return reader.cstring(_file_offset(phdrs, strtab, reader.path) + value, limit)
 
-    needed = tuple(string(v) for t, v in tags if t == DT_NEEDED)
+    needed_values = [v for t, v in tags if t == DT_NEEDED]
+    if len(needed_values) > _MAX_NEEDED:
+        raise MalformedElfError(f"{reader.path}: {len(needed_values)} DT_NEEDED entries "
+                                f"(more than {_MAX_NEEDED}: corrupt)")
+    needed = tuple(string(v) for v in needed_values)
     soname = string(last[DT_SONAME]) if DT_SONAME in last else None
-    rpath = string(last[DT_RPATH]) if DT_RPATH in last else None
-    runpath = string(last[DT_RUNPATH]) if DT_RUNPATH in last else None
+    rpath = string(last[DT_RPATH], _MAX_PATH_LIST) if DT_RPATH in last else None
+    runpath = string(last[DT_RUNPATH], _MAX_PATH_LIST) if DT_RUNPATH in last else None
     needs: tuple[VersionNeed, ...] = ()
     if DT_VERNEED in last and strtab is not None:
         needs = _version_needs(reader, header, _file_offset(phdrs, last[DT_VERNEED], reader.path),
                                _file_offset(phdrs, strtab, reader.path))
     return ElfInfo(reader.path, header, interp, True, needed, soname, rpath, runpath,
-                   last.get(DT_FLAGS_1, 0), needs, DT_VERDEF in last, DT_RELR in last)
+                   last.get(DT_FLAGS_1, 0), needs, DT_VERDEF in last, DT_RELR in last,
+                   DT_AUDIT in last or DT_DEPAUDIT in last)
 
 
 # Elf32_Verneed and Elf64_Verneed are the same: vn_version, vn_cnt, vn_file, vn_aux, vn_next;
 # Elf*_Vernaux: vna_hash, vna_flags, vna_other, vna_name, vna_next.
 _VERNEED = struct.Struct("HHIII")
 _VERNAUX = struct.Struct("IHHII")
-_MAX_VERSIONS = 1 << 12       # more entries than this is corruption, not a large library
 
 
 def _version_needs(reader: _Reader, header: ElfHeader, at: int, strtab: int
@@ -268,12 +323,23 @@ def _version_needs(reader: _Reader, header: ElfHeader, at: int, strtab: int
     verneed = struct.Struct(header.byteorder + _VERNEED.format)
     vernaux = struct.Struct(header.byteorder + _VERNAUX.format)
     out = []
-    for _ in range(_MAX_VERSIONS):
+    budget = _MAX_VERSION_ENTRIES  # all entries together: the walk stays linear
+
+    def spend() -> None:
+        nonlocal budget
+        budget -= 1
+        if budget < 0:
+            raise MalformedElfError(f"{reader.path}: more than {_MAX_VERSION_ENTRIES} "
+                                    "symbol-version entries (corrupt)")
+
+    while True:
+        spend()
         _version, _cnt, file, aux, nxt = verneed.unpack(reader.read(at, verneed.size))
         names: list[str] = []
         weak: list[bool] = []
         aux_at = at + aux
-        for _ in range(_MAX_VERSIONS):
+        while True:
+            spend()
             _hash, flags, _other, name, aux_next = vernaux.unpack(
                 reader.read(aux_at, vernaux.size))
             names.append(reader.cstring(strtab + name))
@@ -298,11 +364,13 @@ def _segments(reader: _Reader, header: ElfHeader) -> tuple[list[_Phdr], bytes | 
     """
     is64 = header.elf_class == ELFCLASS64
     order = header.byteorder
+    if header.phnum > _MAX_PHNUM:
+        raise MalformedElfError(f"{reader.path}: {header.phnum} program headers (corrupt)")
     if header.phnum and header.phentsize < _PHDR_SIZE[header.elf_class]:
         raise NotElfError(f"{reader.path}: ELF file's phentsize not the expected size")
     table = reader.read(header.phoff, header.phentsize * header.phnum) if header.phnum else b""
     phdrs: list[_Phdr] = []
-    dynamic = None
+    dynamic_at: tuple[int, int] | None = None
     for index in range(header.phnum):
         at = index * header.phentsize
         if is64:
@@ -314,8 +382,10 @@ def _segments(reader: _Reader, header: ElfHeader) -> tuple[list[_Phdr], bytes | 
         phdrs.append((p_type, p_offset, p_vaddr, p_filesz, p_memsz))
         if p_type == PT_DYNAMIC:
             if p_filesz > _MAX_DYNAMIC:
-                raise NotElfError(f"{reader.path}: PT_DYNAMIC segment is implausibly large")
-            dynamic = reader.read(p_offset, p_filesz)
+                raise MalformedElfError(
+                    f"{reader.path}: PT_DYNAMIC segment is implausibly large")
+            dynamic_at = (p_offset, p_filesz)
+    dynamic = reader.read(*dynamic_at) if dynamic_at is not None else None
     return phdrs, dynamic
 
 
@@ -345,7 +415,6 @@ VER_FLG_BASE = 0x1            # the entry naming the file itself, not a version
 # vd_aux, vd_next; then Elf*_Verdaux: vda_name, vda_next.
 _VERDEF = struct.Struct("HHHHIII")
 _VERDAUX = struct.Struct("II")
-_MAX_VERDEFS = 1 << 16        # more definitions than this is corruption, not a large library
 
 
 def version_definitions(path: str) -> tuple[str, ...]:
@@ -367,7 +436,10 @@ def version_definitions(path: str) -> tuple[str, ...]:
         if DT_STRTAB not in last:
             raise NotElfError(f"{path}: dynamic section has no DT_STRTAB")
         strtab = _file_offset(phdrs, last[DT_STRTAB], path)
-        count = min(last.get(DT_VERDEFNUM, 0), _MAX_VERDEFS)
+        count = last.get(DT_VERDEFNUM, 0)
+        if count > _MAX_VERSION_ENTRIES:
+            raise MalformedElfError(f"{path}: DT_VERDEFNUM {count} (more than "
+                                    f"{_MAX_VERSION_ENTRIES}: corrupt)")
         verdef = struct.Struct(header.byteorder + _VERDEF.format)
         verdaux = struct.Struct(header.byteorder + _VERDAUX.format)
         at = _file_offset(phdrs, last[DT_VERDEF], path)

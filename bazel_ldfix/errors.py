@@ -23,6 +23,14 @@ class NotElfError(BadInputError):
     """A file that should be an ELF object is not one (or is truncated)."""
 
 
+class MalformedElfError(NotElfError):
+    """An ELF file whose headers point outside it or ask for more than any real file has."""
+
+
+class UntrustedLoaderError(BadInputError):
+    """The loader that would be asked is not one this tool may run."""
+
+
 class PathListError(BadInputError):
     """A directory cannot be put into a colon-separated search list."""
 

@@ -21,11 +21,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix import elf, pathlist
+from bazel_ldfix import elf, pathlist, quoting
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import decompose
 
@@ -325,18 +324,31 @@ def flag(value: str | None) -> str | None:
 
 def command(label: str | None, value: str | None, *, ldfix: bool) -> str | None:
     """The command to run now: ``bazel-ldfix test`` when its model finds everything."""
-    target = label or "<your test targets>"
+    target = quoting.shell(label) if label else "<your test targets>"
     if ldfix:
         return f"bazel-ldfix test {target}"
     if value is None:
         return None
-    return f"bazel test {target} {shlex.quote(f'--test_env={VARIABLE}={value}')}"
+    return f"bazel test {target} {quoting.shell(f'--test_env={VARIABLE}={value}')}"
 
 
 def bazelrc(value: str | None) -> str | None:
+    """The rc line, quoted for Bazel's rc tokenizer; None for a value it cannot carry."""
     if value is None:
         return None
-    return f"{BAZELRC_CAVEAT}\ntest --test_env={VARIABLE}={value}"
+    try:
+        word = quoting.bazelrc_word(f"--test_env={VARIABLE}={value}")
+    except quoting.UnquotableError:
+        return None
+    return f"{BAZELRC_CAVEAT}\ntest {word}"
+
+
+def _lit(text: str) -> str:
+    """``text`` as a Starlark string literal for the BUILD snippets."""
+    try:
+        return quoting.starlark_string(text)
+    except quoting.UnquotableError:
+        return f"{quoting.starlark_string(ascii(text))}  # not UTF-8: rename the file first"
 
 
 def where(imp: SolibImport) -> str:
@@ -365,17 +377,17 @@ def import_versioned(imp: SolibImport, soname: str, versioned: str) -> str:
         f"never finds {soname}. Import the file the loader asks for:\n"
         "\n"
         "    cc_import(\n"
-        f"        name = \"{imp.name}\",\n"
-        f"        shared_library = \"{versioned}\",  # was \"{imp.attribute_value}\"\n"
+        f"        name = {_lit(imp.name)},\n"
+        f"        shared_library = {_lit(versioned)},  # was {_lit(imp.attribute_value)}\n"
         "        # ... its other attributes unchanged\n"
         "    )\n"
         "\n"
         "or keep linking against the unversioned file and ship the versioned one:\n"
         "\n"
         "    cc_import(\n"
-        f"        name = \"{imp.name}\",\n"
-        f"        interface_library = \"{imp.attribute_value}\",\n"
-        f"        shared_library = \"{versioned}\",\n"
+        f"        name = {_lit(imp.name)},\n"
+        f"        interface_library = {_lit(imp.attribute_value)},\n"
+        f"        shared_library = {_lit(versioned)},\n"
         "    )\n")
 
 
@@ -421,12 +433,12 @@ def new_import(soname: str, path: str, output_base: str | None, test: str | None
             f"the BUILD file of @{repository} (guessed: its top-level package), add\n"
             "\n"
             "    cc_import(\n"
-            f"        name = \"{stem}\",\n"
-            f"        shared_library = \"{rel}\",\n"
+            f"        name = {_lit(stem)},\n"
+            f"        shared_library = {_lit(rel)},\n"
             "        visibility = [\"//visibility:public\"],\n"
             "    )\n"
             "\n"
-            f"and add \"@{repository}//:{stem}\" to {deps}.\n")
+            f"and add {_lit(f'@{repository}//:{stem}')} to {deps}.\n")
     return (
         f"No cc_import the test depends on stages {soname}. Import {path} with a cc_import "
         f"(shared_library = the file named {soname}) in the package that holds it, and add "
@@ -447,14 +459,14 @@ def dlopen_by_name(soname: str, path: str | None, output_base: str | None,
         "directories (and the caller's own RUNPATH), never the test's runfiles. Put the file "
         f"in {where_to}"
         + (f" (guessed label, @{label.split('//')[0][1:]}'s top-level package):\n\n"
-           f"    data = [\"{label}\"],\n\n" if label else ",\n")
+           f"    data = [{_lit(label)}],\n\n" if label else ",\n")
         + "and open it by its runfiles path (the runfiles library of the test's language "
           "finds it), or let a cc_library or cc_binary that links it bring it in, so that "
           "Bazel stages it on that object's RUNPATH.\n")
 
 
 def add_dependency(imp: SolibImport, test: str | None) -> str:
-    return (f"The test does not depend on {imp.shown_label}; add \"{imp.shown_label}\" to "
+    return (f"The test does not depend on {imp.shown_label}; add {_lit(imp.shown_label)} to "
             f"{'the deps of ' + test if test else 'the deps of the test'}.\n")
 
 

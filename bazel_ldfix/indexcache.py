@@ -17,9 +17,15 @@ edited ``local_repository``). A cached path that no longer exists is caught by t
 which walks again; ``--no-cache`` bypasses the cache.
 
 The file: a header line, ``root NUL length-of-state LF``, the state, then one record per
-name, ``NUL NUL name (NUL directory)...``, directories relative to the root. No name or
+name, ``NUL NUL name (NUL directory)...``, directories relative to the root, then the
+trailer ``NUL NUL NUL end <length> <crc32> LF`` over everything before it. No name or
 directory is empty or holds a NUL, so ``NUL NUL name NUL`` after the state finds a record
 without parsing the others.
+
+The file lives in the per-user directory (:mod:`bazel_ldfix.userdir`) and is believed only
+as a whole: a file another user could have written, one cut short (the trailer), or one
+with a record that leaves the root (an absolute path, a ``..``) is ignored, and the walk
+is done again.
 """
 
 from __future__ import annotations
@@ -31,8 +37,12 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-MAGIC = b"bazel-ldfix index 1 (names: index.looks_like_library)\n"
-_DIRNAME = "bazel-ldfix"
+from bazel_ldfix import userdir
+
+MAGIC = b"bazel-ldfix index 2 (names: index.looks_like_library)\n"
+_TRAILER = b"\0\0\0end "
+# An index of 100,000 library files with 100-byte paths is some 10 MB.
+MAX_SIZE = 1 << 26
 #: How old every timestamp of a state must be before an index is written with it.
 SETTLE_NS = 2_000_000_000
 
@@ -49,13 +59,9 @@ class State:
     settled: bool  # every timestamp in it is older than SETTLE_NS: safe to write an index
 
 
-def default_dir(output_base: str, env: Mapping[str, str]) -> str:
-    """``$XDG_CACHE_HOME/bazel-ldfix``, else ``bazel-ldfix-cache`` beside the output_base."""
-    xdg = env.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(xdg):
-        return os.path.join(xdg, _DIRNAME)
-    parent = os.path.dirname(os.path.abspath(output_base).rstrip("/")) or "/"
-    return os.path.join(parent, f"{_DIRNAME}-cache")
+def default_dir(env: Mapping[str, str]) -> str | None:
+    """The per-user cache directory (None: none can be trusted, so nothing is cached)."""
+    return userdir.cache_root(env)
 
 
 def cache_file(cache_dir: str, root: str) -> str:
@@ -116,8 +122,6 @@ def save(cache_dir: str, root: str, current: State,
     """
     if not current.settled:
         return False
-    import tempfile  # here: only a walk writes, and a warm run should not pay for it
-
     prefix = root.rstrip("/") + "/"
     parts = [_header(root, current)]
     for name in sorted(found):
@@ -127,20 +131,11 @@ def save(cache_dir: str, root: str, current: State,
             if rel is None:
                 raise ValueError(f"{d} is not under {root}")
             parts.append(b"\0" + os.fsencode(rel))
-    path = cache_file(cache_dir, root)
-    try:
-        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".index-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(b"".join(parts))
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
+    if userdir.private_dir(cache_dir) is None:
         return False
-    return True
+    body = b"".join(parts)
+    trailer = _TRAILER + b"%d %08x\n" % (len(body), zlib.crc32(body))
+    return userdir.write_private(cache_file(cache_dir, root), body + trailer)
 
 
 def load(cache_dir: str, root: str, current: State,
@@ -149,13 +144,14 @@ def load(cache_dir: str, root: str, current: State,
 
     A name the index does not hold maps to ``[]``: it is nowhere under ``root``.
     """
-    try:
-        with open(cache_file(cache_dir, root), "rb") as f:
-            data = f.read()
-    except OSError:
+    if userdir.private_dir(cache_dir, create=False) is None:
         return None
+    data = userdir.read_private(cache_file(cache_dir, root), MAX_SIZE)
+    if data is None:
+        return None
+    data = _whole(data)
     header = _header(root, current)
-    if not data.startswith(header):
+    if data is None or not data.startswith(header):
         return None
     out: dict[str, list[str]] = {}
     for name in names:
@@ -166,6 +162,33 @@ def load(cache_dir: str, root: str, current: State,
             continue
         end = data.find(b"\0\0", at + 2)
         record = data[at + len(key): end if end >= 0 else len(data)]
-        out[name] = [root if rel == b"." else os.path.join(root, os.fsdecode(rel))
-                     for rel in record.split(b"\0")]
+        dirs = []
+        for rel in record.split(b"\0"):
+            if not _inside(rel):
+                return None
+            dirs.append(root if rel == b"." else os.path.join(root, os.fsdecode(rel)))
+        out[name] = dirs
     return out
+
+
+def _whole(data: bytes) -> bytes | None:
+    """The body of an index file whose trailer matches it; None for a file cut short."""
+    at = data.rfind(_TRAILER)
+    if at < 0 or not data.endswith(b"\n"):
+        return None
+    body = data[:at]
+    try:
+        length, crc = data[at + len(_TRAILER):-1].split(b" ")
+        whole = int(length) == len(body) and int(crc, 16) == zlib.crc32(body)
+    except ValueError:
+        return None
+    return body if whole else None
+
+
+def _inside(rel: bytes) -> bool:
+    """A record's directory stays under the root: relative, no ``..``, nothing empty."""
+    if rel == b".":
+        return True
+    parts = rel.split(b"/")
+    return bool(rel) and not rel.startswith(b"/") and all(
+        p not in (b"", b".", b"..") for p in parts)

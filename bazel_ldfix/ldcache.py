@@ -25,6 +25,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
 
 __all__ = [
@@ -414,16 +415,30 @@ class _Malformed(Exception):
     """Internal: why the bytes are not a usable cache. Re-raised as BadInputError with the path."""
 
 
+# A cache with a million libraries is some 100 MB; real ones are well under 1 MB.
+_MAX_CACHE_SIZE = 1 << 27
+
+
 def read_cache(path: str | os.PathLike[str]) -> LdCache:
-    """Read and parse a cache file (it is small, so one ``read()``)."""
+    """Read and parse a cache file (it is small, so one ``read()``).
+
+    Only a regular file is read (opened without blocking, so a FIFO planted as a sysroot's
+    cache is refused at once), and only up to a size no real cache reaches.
+    """
     name = os.fspath(path)
+    fd = elf.open_regular(name, "cannot read ld.so cache ")
     try:
-        with open(name, "rb") as handle:
-            data = handle.read()
+        size = os.fstat(fd).st_size
+        if size > _MAX_CACHE_SIZE:
+            raise BadInputError(f"malformed ld.so cache {name}: {size} bytes is not a cache")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(_MAX_CACHE_SIZE + 1)
     except OSError as err:
         raise BadInputError(
             f"cannot read ld.so cache {name}: {err.strerror or err}"
         ) from None
+    finally:
+        os.close(fd)
     return parse_cache(data, name)
 
 

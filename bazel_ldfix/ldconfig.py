@@ -17,6 +17,8 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from bazel_ldfix import elf
+from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.ldcache import DL_CACHE_HWCAP_EXTENSION, CacheEntry, CacheFormat, LdCache, libcmp
 
 _C_SPACE = " \t\n\v\f\r"
@@ -89,6 +91,9 @@ def _glob_in_root(root: str, pattern: str) -> list[str]:
     return sorted(found, key=os.fsencode)
 
 
+_MAX_CONF_SIZE = 1 << 20  # a config file of a million bytes is not one ldconfig was given
+
+
 def _conf_lines(root: str, conf: str, depth: int, seen: set[str]) -> Iterator[str]:
     """Directory lines of one config file, with ``include`` expanded in place, in order."""
     if depth > _MAX_INCLUDE_DEPTH or conf in seen:
@@ -98,10 +103,14 @@ def _conf_lines(root: str, conf: str, depth: int, seen: set[str]) -> Iterator[st
     if host is None:
         return
     try:
-        with open(host, "rb") as handle:
-            text = os.fsdecode(handle.read())
-    except OSError:
+        fd = elf.open_regular(host)  # a FIFO planted as a config file is not waited on
+    except BadInputError:
         return  # ldconfig skips a missing or unreadable config file (with a warning at most)
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            text = os.fsdecode(handle.read(_MAX_CONF_SIZE))
+    except OSError:
+        return
     for raw in text.split("\n"):
         line = raw.split("#", 1)[0].lstrip(_C_SPACE)
         if not line:

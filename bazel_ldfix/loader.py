@@ -129,6 +129,8 @@ class Resolution:
     libraries: tuple[Library, ...]
     error: str | None = None          # set when the loader would stop with an error
     versions: tuple[VersionProblem, ...] = ()
+    notes: tuple[str, ...] = ()       # e.g. the file's PT_INTERP was set aside
+    blocked: str | None = None        # the load stops at this non-regular file (a FIFO)
     # How many of ``libraries``, from the first, the file's own DT_NEEDED closure accounts
     # for; the rest came with the ``extra`` objects. None: all of them.
     program_libraries: int | None = None
@@ -168,6 +170,7 @@ class Verdict:
     exists: bool = True               # False: nothing to open at that path
     open_errno: int = 0               # errno open_path sees afterwards (ENOENT after a skip)
     file_id: tuple[int, int] | None = None
+    blocks: bool = False              # not a regular file: running the real loader could hang
 
     @property
     def accepted(self) -> bool:
@@ -181,12 +184,18 @@ def verify(path: str, expect: elf.ElfHeader) -> Verdict:
     skipped silently (the search goes on), while any other defect stops the whole load.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO planted where the loader looks must not stop the model.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         code = exc.errno or errno.ENOENT
         return Verdict(reason=_rtld_strerror(code), exists=code not in (
             errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG), open_errno=code)
     try:
+        kind = elf.file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            # The real loader would wait on a FIFO, or read a device: never a library.
+            return Verdict(reason=f"{kind}, not a regular file (the real loader would block "
+                                  "or fail on it)", fatal=True, blocks=True)
         return _verify_open(fd, path, expect)
     finally:
         os.close(fd)
@@ -239,6 +248,10 @@ def _verify_open(fd: int, path: str, expect: elf.ElfHeader) -> Verdict:
     size = header.phnum * phent_size
     if header.phoff + size <= len(head):
         table = head[header.phoff:header.phoff + size]
+    elif header.phoff + size > os.fstat(fd).st_size:
+        # What glibc's short pread says; checked first, as pread cannot take an offset
+        # near 2**63.
+        return _fatal("cannot read file data")
     else:
         table = os.pread(fd, size, header.phoff)
         if len(table) != size:
@@ -330,9 +343,10 @@ def _errno_suffix(code: int) -> str:
 class _LoadError(Exception):
     """The loader gives up on the whole load (glibc's ``_dl_signal_error``)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, blocked: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.blocked = blocked
 
 
 @dataclass(eq=False)
@@ -455,8 +469,12 @@ class Loader:
         except _LoadError as exc:
             error = exc.message
             versions = ()
+            blocked = exc.blocked
+        else:
+            blocked = None
         libraries = tuple(self._libraries())
-        return Resolution(path, info, libraries, error, versions, self._program_count())
+        return Resolution(path, info, libraries, error, versions, blocked=blocked,
+                          program_libraries=self._program_count())
 
     def _program_count(self) -> int:
         """How many listed objects, from the first, belong to the program's own closure.
@@ -628,7 +646,8 @@ class Loader:
         realname, verdict, via = found
         if verdict.fatal and not verdict.names_request:
             # open_verify's errors stop the load at once and name the file it opened.
-            self._fail(name, realname, realname, verdict.reason or "")
+            self._fail(name, realname, realname, verdict.reason or "",
+                       realname if verdict.blocks else None)
         # 3. The same file under another name is the same object (_dl_map_object_from_fd
         #    compares device and inode before it maps anything).
         same = ns.same_file(verdict.file_id)
@@ -644,10 +663,11 @@ class Loader:
         ns.add(obj)
         return obj
 
-    def _fail(self, name: str, realname: str, objname: str, message: str) -> NoReturn:
+    def _fail(self, name: str, realname: str, objname: str, message: str,
+              blocked: str | None = None) -> NoReturn:
         obj = _Object(realname, [name], None, None, None, None, None, 0, error=message)
         self._ns.add(obj)
-        raise _LoadError(f"{objname}: {message}")
+        raise _LoadError(f"{objname}: {message}", blocked)
 
     def _take(self, realname: str, verdict: Verdict, via: Via,
               rejected: list[Rejection]) -> _Found | None:

@@ -20,7 +20,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlparse
 
+from bazel_ldfix import bepshape
 from bazel_ldfix.bazel import workspace_of
+from bazel_ldfix.elf import open_regular
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
 MAX_LINE = 64 * 1024          # longer lines are cut here (a loader message is < 4 KiB)
@@ -101,10 +103,8 @@ def read_lines(path: str, max_line: int = MAX_LINE) -> Iterator[str]:
 
 def _chunks(path: str, size: int) -> Iterator[bytes]:
     """The bytes of ``path``, ``size`` at a time; OS errors as :class:`BadInputError`."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed in finally, while the generator runs
-    except OSError as exc:
-        raise BadInputError(f"{path}: {exc.strerror or exc}") from None
+    # Only a regular file, opened without blocking: a FIFO named test.log is not waited on.
+    fh = os.fdopen(open_regular(path), "rb")
     try:
         while True:
             try:
@@ -180,7 +180,7 @@ def check_text(path: str) -> None:
     if os.path.isdir(path):
         raise BadInputError(f"{path}: is a directory, not a log")
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:
             head = fh.read(_SNIFF)
     except OSError as exc:
         raise BadInputError(f"{path}: {exc.strerror or exc}") from None
@@ -447,9 +447,9 @@ def from_testlogs(testlogs: str, output_base: str | None, patterns: Sequence[str
 def _xml_status(xml: str) -> str | None:
     """FAILED or PASSED from the top of a test.xml (Bazel's, or the test's own JUnit XML)."""
     try:
-        with open(xml, "rb") as fh:
+        with os.fdopen(open_regular(xml), "rb") as fh:
             head = fh.read(4096)
-    except OSError:
+    except (OSError, BadInputError):
         return None
     return "FAILED" if _XML_FAILED.search(head) else "PASSED"
 
@@ -470,6 +470,7 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
     ends: dict[str, float] = {}
     events = 0
     broken: tuple[int, str] | None = None   # a line that is not JSON, kept until the next one
+    misshaped = 0                           # the first event with fields of the wrong type
     for number, line in enumerate(read_lines(path, MAX_BEP_LINE), 1):
         if not line.strip():
             continue
@@ -484,6 +485,12 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
         if not isinstance(event, dict) or "id" not in event:
             raise BadInputError(f"{path}: line {number} is not a build event (no \"id\"): "
                                 "not a --build_event_json_file")
+        event, changed = bepshape.sanitize(event)
+        if event is None:
+            raise BadInputError(f"{path}: line {number} is not a build event (its \"id\" is "
+                                "not an object): not a --build_event_json_file")
+        if changed and not misshaped:
+            misshaped = number
         events += 1
         ident = event["id"]
         if "workspace" in ident:
@@ -515,6 +522,9 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
                      "interrupted, or is still writing it; read what is there")
     if events == 0:
         raise BadInputError(f"{path}: empty, not a --build_event_json_file")
+    if misshaped:
+        notes.append(f"{path}: fields of an unexpected type ignored, from line {misshaped} "
+                     "on (not written by Bazel?)")
     kept = []
     for log in logs.values():
         if not os.path.isfile(log.path):

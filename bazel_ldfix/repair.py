@@ -647,37 +647,47 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                                patterns=events.patterns), 0
 
 
-def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]) -> str:
-    """Where the last repair of ``bazel test ARGS`` in this workspace is remembered."""
+def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]
+               ) -> str | None:
+    """Where the last repair of ``bazel test ARGS`` in this workspace is remembered (None:
+    no per-user directory can be trusted)."""
     import hashlib
 
-    xdg = env.get("XDG_CACHE_HOME", "")
-    home = env.get("HOME", "")
-    top = xdg if os.path.isabs(xdg) else os.path.join(home or "/tmp", ".cache")
+    from bazel_ldfix import userdir
+
+    root = userdir.cache_root(env)
+    if root is None:
+        return None
     key = "\0".join([os.path.abspath(runner.cwd), runner.executable, *runner.startup, *args])
     digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return os.path.join(top, "bazel-ldfix", "last-flags", digest)
+    return os.path.join(root, "last-flags", digest)
+
+
+# What the tool itself writes there; anything else in the file is not passed to Bazel.
+_MEMO_PREFIX = f"--test_env={VARIABLE}="
+_MEMO_MAX = 1 << 20
 
 
 def _read_memo(path: str | None) -> tuple[str, ...]:
-    if path is None:
+    """The remembered flags: only the tool's own ``--test_env=LD_LIBRARY_PATH=...`` line,
+    from a file only this user could have written (see :mod:`bazel_ldfix.userdir`)."""
+    from bazel_ldfix import userdir
+
+    if path is None or userdir.private_dir(os.path.dirname(path), create=False) is None:
         return ()
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return tuple(line for line in fh.read().splitlines() if line.startswith("--"))
-    except OSError:
+    data = userdir.read_private(path, _MEMO_MAX)
+    if data is None:
         return ()
+    lines = data.decode("utf-8", "surrogateescape").split("\n")
+    return tuple(line for line in lines if line.startswith(_MEMO_PREFIX)
+                 and "\0" not in line)[-1:]
 
 
 def _write_memo(path: str | None, flags: Sequence[str]) -> None:
     """Best effort: a cache that cannot be written only costs time."""
-    if path is None:
+    from bazel_ldfix import userdir
+
+    if path is None or userdir.private_dir(os.path.dirname(path)) is None:
         return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write("".join(f"{flag}\n" for flag in flags))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    text = "".join(f"{flag}\n" for flag in flags if flag.startswith(_MEMO_PREFIX))
+    userdir.write_private(path, text.encode("utf-8", "surrogateescape"))

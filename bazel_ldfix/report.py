@@ -38,7 +38,25 @@ def to_jsonable(value: Any) -> Any:
 
 
 def dumps(document: dict[str, Any]) -> str:
-    return json.dumps({"version": JSON_VERSION, **document}, indent=2)
+    return _json({"version": JSON_VERSION, **document})
+
+
+def _json(document: object) -> str:
+    """JSON text; a string that is not UTF-8 becomes ``{"base64": ...}`` (lossless)."""
+    from bazel_ldfix import quoting
+
+    return json.dumps(quoting.json_safe(document), indent=2)
+
+
+def _text(lines: Sequence[str]) -> str:
+    """Lines for a terminal: names escaped (:func:`quoting.printable`), then the colours
+    (written as stand-in characters so that escaping cannot touch them) put in."""
+    from bazel_ldfix import quoting
+
+    text = "\n".join(quoting.printable(line) for line in lines)
+    for stand_in, code in _COLOURS.items():
+        text = text.replace(stand_in, code)
+    return text
 
 
 # -- env / test ---------------------------------------------------------------------------
@@ -75,7 +93,10 @@ def repair_shell(repair: Repair) -> str:
 def repair_bazelrc(repair: Repair) -> str:
     if repair.ld_library_path is None:
         return ""
-    return f"test --test_env={VARIABLE}={repair.ld_library_path}"
+    from bazel_ldfix import quoting
+
+    # Quoted for Bazel's rc tokenizer; a value it cannot carry raises UnquotableError.
+    return "test " + quoting.bazelrc_word(f"--test_env={VARIABLE}={repair.ld_library_path}")
 
 
 def repair_summary(repair: Repair) -> str:
@@ -107,7 +128,7 @@ def repair_summary(repair: Repair) -> str:
     elif not repair.missing:
         lines.append("every test examined loads; nothing to add" if repair.notes
                      else "every test loads; nothing to add")
-    return "\n".join(f"bazel-ldfix: {line}" for line in lines)
+    return _text([f"bazel-ldfix: {line}" for line in lines])
 
 
 def _reach_lines(test: Any) -> list[str]:
@@ -129,7 +150,9 @@ def _reach_lines(test: Any) -> list[str]:
 
 # -- resolve ------------------------------------------------------------------------------
 
-RED, DIM, RESET = "\x1b[31m", "\x1b[2m", "\x1b[0m"
+# Stand-ins in the lines, replaced by the escape sequences after names are escaped.
+RED, DIM, RESET = "\ue000", "\ue001", "\ue002"
+_COLOURS = {RED: "\x1b[31m", DIM: "\x1b[2m", RESET: "\x1b[0m"}
 
 
 def resolution_document(res: Resolution) -> dict[str, Any]:
@@ -150,12 +173,13 @@ def resolution_document(res: Resolution) -> dict[str, Any]:
         "versions": [{"object": v.object, "required_by": v.required_by, "version": v.version,
                       "weak": v.weak, "fatal": v.fatal, "message": v.message}
                      for v in res.versions],
+        "notes": list(res.notes),
     }
 
 
 def resolutions_json(results: Sequence[Resolution]) -> str:
     docs = [resolution_document(r) for r in results]
-    return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
+    return _json(docs[0] if len(docs) == 1 else docs)
 
 
 def resolution_tree(res: Resolution, *, color: bool) -> str:
@@ -203,7 +227,8 @@ def resolution_tree(res: Resolution, *, color: bool) -> str:
                      + (" (a real start stops here)" if v.fatal else ""))
     if res.error:
         lines.append(f"{red}the load stops: {res.error}{reset}")
-    return "\n".join(lines)
+    lines += [f"  note: {note}" for note in res.notes]
+    return _text(lines)
 
 
 def _explain(lib: Library) -> list[str]:
@@ -234,6 +259,7 @@ def check_document(result: CheckResult) -> dict[str, Any]:
         "error": result.trace.error,
         "versions": list(result.trace.versions),
         "notes": [{"soname": n.soname, "note": n.what} for n in result.notes],
+        "interpreter_note": result.interp_note,
         "disagreements": [{"soname": d.name, "model": d.model, "loader": d.loader,
                            "what": d.what} for d in result.disagreements],
     }
@@ -241,7 +267,7 @@ def check_document(result: CheckResult) -> dict[str, Any]:
 
 def checks_json(results: Sequence[CheckResult]) -> str:
     docs = [check_document(r) for r in results]
-    return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
+    return _json(docs[0] if len(docs) == 1 else docs)
 
 
 def check_text(result: CheckResult, *, color: bool) -> str:
@@ -263,13 +289,15 @@ def check_text(result: CheckResult, *, color: bool) -> str:
         lines.append(f"  {red if fatal else ''}{message}{reset if fatal else ''}"
                      + (" (a real start stops here)" if fatal else ""))
     lines += [f"  note: {n.soname}: {n.what}" for n in result.notes]
+    if result.interp_note:
+        lines.append(f"  note: {result.interp_note}")
     if result.disagreements:
         lines.append(f"{red}the model disagrees with the loader (a bug in bazel-ldfix, please "
                      f"report it):{reset}")
         lines += [f"  {d}" for d in result.disagreements]
     else:
         lines.append("the model agrees with the loader")
-    return "\n".join(lines)
+    return _text(lines)
 
 
 def matrix_text(m: Matrix) -> str:
@@ -289,7 +317,7 @@ def matrix_text(m: Matrix) -> str:
         lines.append("  smallest set: none needed")
     else:
         lines.append(f"  smallest set: {':'.join(m.smallest)}")
-    return "\n".join(lines)
+    return _text(lines)
 
 
 def matrix_json(matrices: Sequence[Matrix]) -> str:
@@ -298,16 +326,16 @@ def matrix_json(matrices: Sequence[Matrix]) -> str:
                        "error": r.error} for r in m.rows],
              "smallest": list(m.smallest) if m.smallest is not None else None}
             for m in matrices]
-    return json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
+    return _json(docs[0] if len(docs) == 1 else docs)
 
 
 # -- locate -------------------------------------------------------------------------------
 
 def locate_json(found: Mapping[str, Sequence[Copy]]) -> str:
     """``{soname: [{dir, machine, class, path, reason}...]}``, best first."""
-    return json.dumps({name: [{"dir": c.dir, "machine": c.machine_name, "class": c.class_name,
-                               "path": c.path, "reason": c.reason} for c in copies]
-                       for name, copies in found.items()}, indent=2)
+    return _json({name: [{"dir": c.dir, "machine": c.machine_name, "class": c.class_name,
+                          "path": c.path, "reason": c.reason} for c in copies]
+                  for name, copies in found.items()})
 
 
 def locate_text(found: Mapping[str, Sequence[Copy]], root: str) -> str:
@@ -324,4 +352,4 @@ def locate_text(found: Mapping[str, Sequence[Copy]], root: str) -> str:
             elif c.reason is not None:
                 what = c.reason
             lines.append(f"  {c.dir}  ({what})")
-    return "\n".join(lines)
+    return _text(lines)

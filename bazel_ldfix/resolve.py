@@ -1,12 +1,14 @@
 """Resolving a file as this machine's loader would: the loader model wired to the host.
 
-This is where the model meets the system: which program interpreter applies, what it says
-about its search (``host.probe``), how it reads /etc/ld.so.cache (``ld.so
---list-diagnostics``), or a sysroot's cache. Each is asked once per process.
+This is where the model meets the system: which trusted loader applies (never the program
+interpreter an inspected file names: ``host.trusted_for``), what it says about its search
+(``host.probe``), how it reads /etc/ld.so.cache (``ld.so --list-diagnostics``), or a
+sysroot's cache. Each is asked once per process.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -27,12 +29,17 @@ class Options:
     inhibit_cache: bool = False
     root: str = "/"
     cwd: str = "/"
+    loader: str | None = None           # --loader: the loader to ask instead of the host's
 
 
-def interp_for(info: elf.ElfInfo) -> str:
-    """The program interpreter that would load ``info`` (its PT_INTERP, else the usual one)."""
-    interp = info.interp or host.default_interp(info.elf_class, info.machine)
-    return host.real_interp(interp)
+def trusted_for(info: elf.ElfInfo, loader: str | None = None) -> host.Trusted:
+    """The trusted loader for ``info``, with a note when its PT_INTERP is set aside."""
+    return host.trusted_for(info.interp, info.elf_class, info.machine, loader)
+
+
+def interp_for(info: elf.ElfInfo, loader: str | None = None) -> str:
+    """The loader that models ``info``: trusted, never merely the one its PT_INTERP names."""
+    return trusted_for(info, loader).path
 
 
 @functools.cache
@@ -81,7 +88,7 @@ def _soname_of(path: str) -> str | None:
 def cache_lookup(info: elf.ElfInfo, options: Options) -> CacheLookup | None:
     if options.inhibit_cache:
         return None
-    return _lookup(options.root, interp_for(info))
+    return _lookup(options.root, interp_for(info, options.loader))
 
 
 @functools.cache
@@ -97,7 +104,7 @@ def _lookup(root: str, interp: str) -> CacheLookup | None:
 def loader_for(info: elf.ElfInfo, options: Options) -> Loader:
     env = Environment(options.library_path, options.cwd, cache_lookup(info, options),
                       options.root)
-    return Loader(host_of(interp_for(info)), env)
+    return Loader(host_of(interp_for(info, options.loader)), env)
 
 
 def resolve_file(path: str, options: Options) -> Resolution:
@@ -105,7 +112,9 @@ def resolve_file(path: str, options: Options) -> Resolution:
     if os.path.isdir(path):
         raise BadInputError(f"{path}: is a directory")
     info = elf.read_elf(path)
-    return loader_for(info, options).resolve(path, info=info)
+    note = trusted_for(info, options.loader).note
+    result = loader_for(info, options).resolve(path, info=info)
+    return dataclasses.replace(result, notes=(note,)) if note else result
 
 
 @functools.cache

@@ -21,6 +21,7 @@ _LINE = re.compile(r"^\t(?P<name>.+?)(?: => (?P<path>.*?))?(?: \((?P<addr>0x[0-9
 _FATAL = "error while loading shared libraries: "
 # Printed instead of a listing when the file has no DT_NEEDED at all (rtld.c).
 _STATIC = "\tstatically linked"
+TIMEOUT = 60  # seconds; a listing takes milliseconds, so this only ends a loader that hangs
 
 
 @dataclass(frozen=True)
@@ -68,11 +69,14 @@ def run_trace(interp: str, file: str, *, library_path: str | None, inhibit_cache
                if not k.startswith("LD_") or k in ("LD_HWCAP_MASK",)}
     run_env["LD_TRACE_LOADED_OBJECTS"] = "1"
     try:
-        proc = subprocess.run(cmd, env=run_env, cwd=cwd, capture_output=True, timeout=120,
-                              check=False)
+        proc = subprocess.run(cmd, env=run_env, cwd=cwd, capture_output=True,
+                              timeout=TIMEOUT, check=False)
     except OSError as exc:
         raise BadInputError(
             f"cannot run the program interpreter {interp}: {exc.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise BadInputError(f"the loader {interp} did not finish listing {file} in "
+                            f"{TIMEOUT} s (something on its search path blocks it?)") from None
     return parse_trace(file, proc.stdout.decode("utf-8", "surrogateescape"),
                        proc.stderr.decode("utf-8", "surrogateescape"), proc.returncode)
 

@@ -1,7 +1,7 @@
 """`test` runs the user's `bazel test` whenever no repair can be computed; the rerun's rules.
 
-The paths here are ones a real Bazel cannot be made to take on demand (an event file the
-reader chokes on, an interrupted build step), so a stand-in script plays Bazel and logs
+The paths here are ones a real Bazel cannot be made to take on demand (a bug of ours, put
+in for the test; an interrupted build step), so a stand-in script plays Bazel and logs
 every call. tests/test_failopen_bazel.py covers the rest with a real Bazel.
 """
 
@@ -50,18 +50,28 @@ def calls(tmp_path: Path) -> list[str]:
 
 
 def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
-    # An event of a shape the reader does not expect: a bug of ours, not of the user's.
-    events = ('{"id":{"targetCompleted":{"label":"//t:x_test"}},'
-              '"completed":{"success":true,"importantOutput":7}}\n')
+    # A bug of ours, not of the user's. The known ones are fixed, so one is put in: the
+    # repair's planning step raises, as a bug in it would.
+    events = ('{"id":{"targetConfigured":{"label":"//t:x_test"}},'
+              '"configured":{"targetKind":"cc_test rule","testSize":"SMALL"}}\n'
+              '{"id":{"targetCompleted":{"label":"//t:x_test"}},'
+              '"completed":{"success":true,"importantOutput":[{"uri":"file://%s"}]}}\n'
+              % (tmp_path / "x_test"))
+    (tmp_path / "x_test").write_text("#!/bin/sh\n")
     bazel = fake_bazel(tmp_path, events, build_code=0, test_code=3)
-    result = run("test", "--bazel", str(bazel), "--no-cache", "--", "--keep_going", "//t:x_test",
-                 cwd=tmp_path)
+    inject = ("import sys\nfrom bazel_ldfix import cli, repair\n"
+              "def plan(*args, **kwargs):\n    raise TypeError('a bug')\n"
+              "repair.plan = plan\nsys.exit(cli.main(sys.argv[1:]))\n")
+    env = {k: v for k, v in os.environ.items() if k != "BAZEL"}
+    result = subprocess.run(
+        [sys.executable, "-c", inject, "test", "--bazel", str(bazel), "--no-cache", "--",
+         "--keep_going", "//t:x_test"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 3
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("bazel-ldfix:")]
     assert line.startswith("bazel-ldfix: no repair: internal error, please report it: "
-                           "TypeError: ")
+                           "TypeError: a bug")
     assert line.endswith("; running `bazel test` unchanged")
-    assert "bazel.py:" in line and "Traceback" not in result.stderr
+    assert "repair.py:" in line and "Traceback" not in result.stderr
     assert calls(tmp_path)[-1] == "test --keep_going //t:x_test"   # our `--` is ours
 
 

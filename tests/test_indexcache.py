@@ -205,13 +205,13 @@ def test_an_unwritable_cache_dir_only_costs_a_walk(out: Output) -> None:
     assert out.lookup()[1]
 
 
-def test_the_cache_is_under_xdg_cache_home_or_beside_the_output_base() -> None:
-    base = "/home/u/.cache/bazel/_bazel_u/0123abcd"
-    assert indexcache.default_dir(base, {"XDG_CACHE_HOME": "/x/cache"}) == "/x/cache/bazel-ldfix"
-    assert indexcache.default_dir(base + "/", {}) == \
-        "/home/u/.cache/bazel/_bazel_u/bazel-ldfix-cache"
+def test_the_cache_is_under_xdg_cache_home_else_home(tmp_path: Path) -> None:
+    xdg = tmp_path / "x" / "cache"
+    assert indexcache.default_dir({"XDG_CACHE_HOME": str(xdg)}) == f"{xdg}/bazel-ldfix"
+    home = tmp_path / "home"
     # XDG: a relative path is invalid and ignored.
-    assert indexcache.default_dir(base, {"XDG_CACHE_HOME": "rel"}).endswith("bazel-ldfix-cache")
+    assert indexcache.default_dir({"XDG_CACHE_HOME": "rel", "HOME": str(home)}) == \
+        f"{home}/.cache/bazel-ldfix"
 
 
 odd = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)),

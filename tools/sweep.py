@@ -72,9 +72,12 @@ def check(file: str, probe: Callable[[str], host.Host], cache: bool) -> Result:
     if not info.has_dynamic:
         # ld.so maps a static ET_EXEC over itself and dies; the kernel never asks it to.
         return Result(file, skipped="a static executable: the loader cannot list it")
-    # Started by the kernel, a program gets the loader its PT_INTERP names, under that name.
-    interp = info.interp if info.interp and os.path.exists(info.interp) else host.default_interp(
-        info.elf_class, info.machine)
+    # Only a trusted loader is run (the host's own, or the standard one for the file's
+    # class and machine), never whatever the file's PT_INTERP names.
+    try:
+        interp = host.trusted_for(info.interp, info.elf_class, info.machine).path
+    except LdfixError as exc:
+        return Result(file, skipped=str(exc))
     the_host = probe(interp)
     trace = run_trace(interp, file, library_path=None, inhibit_cache=not cache)
     if trace.error is not None and trace.error.startswith(f"{file}: "):

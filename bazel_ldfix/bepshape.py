@@ -1,0 +1,79 @@
+"""The shape of a build event, checked before any field of it is used.
+
+A ``--build_event_json_file`` is JSON, and JSON lets any field hold any type: ``{"id": 5}``,
+``{"id": []}``, a ``"uri": 7``. The readers (``bazel.parse_bep`` for the repair,
+``logs.from_bep`` for ``diagnose --bep``) use a few dozen fields of a few event kinds, each
+of one type in Bazel's own schema (src/main/java/com/google/devtools/build/lib/
+buildeventstream/proto/build_event_stream.proto). :func:`sanitize` drops every one of those
+fields whose value has another type, so that the readers only ever see what they expect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Fields holding an object, a list of objects, a list of strings, a string, a number.
+_OBJECTS = frozenset({
+    "started", "workspaceInfo", "targetConfigured", "configured", "targetCompleted",
+    "completed", "namedSet", "namedSetOfFiles", "structuredCommandLine", "optionList",
+    "optionsParsed", "buildFinished", "exitCode", "testResult", "workspace"})
+_OBJECT_LISTS = frozenset({
+    "importantOutput", "outputGroup", "fileSets", "files", "sections", "option",
+    "testActionOutput"})
+_STRING_LISTS = frozenset({"cmdLine"})
+_STRINGS = frozenset({
+    "label", "uri", "name", "targetKind", "testSize", "optionName", "optionValue",
+    "commandLineLabel", "sectionLabel", "buildToolVersion", "workspaceDirectory",
+    "localExecRoot", "status", "testAttemptStartMillisEpoch", "testAttemptDurationMillis"})
+_NUMBERS = frozenset({"code"})
+# Objects the readers index by a key without a default: without it, they are dropped.
+_REQUIRED = {"targetConfigured": "label", "targetCompleted": "label", "namedSet": "id",
+             "fileSets": "id"}
+
+
+def sanitize(event: object) -> tuple[dict[str, Any] | None, bool]:
+    """``(event, changed)``: the event less every field of the wrong type; ``(None, True)``
+    when it is not an event at all (not an object, or an ``id`` that is not an object)."""
+    if not isinstance(event, dict) or not isinstance(event.get("id"), dict):
+        return None, True
+    changed = [False]
+    ident = _clean(event["id"], changed, top=False)
+    body = _clean({k: v for k, v in event.items() if k != "id"}, changed, top=True)
+    return {"id": ident, **body}, changed[0]
+
+
+def _clean(obj: dict[str, Any], changed: list[bool], *, top: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key == "id" and not top:
+            # Inside an event, "id" names a set of files (namedSet, fileSets): a string.
+            if isinstance(value, str):
+                out[key] = value
+            else:
+                changed[0] = True
+            continue
+        need = _REQUIRED.get(key)
+        if key in _OBJECTS:
+            ok = isinstance(value, dict)
+            value = _clean(value, changed, top=False) if ok else value
+            ok = ok and (need is None or need in value)
+        elif key in _OBJECT_LISTS:
+            ok = isinstance(value, list)
+            if ok:
+                kept = [_clean(v, changed, top=False) for v in value if isinstance(v, dict)]
+                kept = [v for v in kept if need is None or need in v]
+                changed[0] |= len(kept) != len(value)
+                value = kept
+        elif key in _STRING_LISTS:
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        elif key in _STRINGS:
+            ok = isinstance(value, str)
+        elif key in _NUMBERS:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = True  # not read by anyone
+        if ok:
+            out[key] = value
+        else:
+            changed[0] = True
+    return out

@@ -1,0 +1,113 @@
+"""The one per-user directory the tool keeps state in, and how its files are read and written.
+
+What is read back from here steers the tool (where libraries are, which flags Bazel gets),
+so nothing in it is believed unless only this user could have written it:
+
+- the directory is ``$XDG_CACHE_HOME/bazel-ldfix`` (an absolute value only, as the XDG
+  specification says), else ``$HOME/.cache/bazel-ldfix`` (``HOME`` from the environment,
+  else the password database), else ``bazel-ldfix-<uid>`` in the system's temporary
+  directory; it is created mode 0700, and used only if it is a real directory (not a
+  symlink) owned by this user and writable by nobody else;
+- a file is opened with ``O_NOFOLLOW`` (a planted symlink to ``/dev/zero`` is not
+  followed) and ``O_NONBLOCK`` (a planted FIFO is not waited on), and read only if it is a
+  regular file owned by this user, writable by nobody else and no larger than its cap;
+- a file is written to a fresh temporary name in the same directory and renamed over the
+  old one, and the temporary file is removed whatever fails (a full disk leaves nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Mapping
+
+NAME = "bazel-ldfix"
+
+
+def cache_root(env: Mapping[str, str]) -> str | None:
+    """The per-user directory, created if need be; None when none can be trusted."""
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return private_dir(os.path.join(xdg, NAME))
+    home = env.get("HOME", "") or _home_from_passwd()
+    if os.path.isabs(home):
+        return private_dir(os.path.join(home, ".cache", NAME))
+    return private_dir(os.path.join(tempfile.gettempdir(), f"{NAME}-{os.geteuid()}"))
+
+
+def _home_from_passwd() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        return ""
+
+
+def private_dir(path: str, *, create: bool = True) -> str | None:
+    """``path``, created mode 0700 (with its parents) if missing and ``create``; None
+    unless it is a real directory owned by this user that nobody else can write."""
+    try:
+        if create:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return path if _private(st) and stat.S_ISDIR(st.st_mode) else None
+
+
+def _private(st: os.stat_result) -> bool:
+    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def read_private(path: str, max_size: int) -> bytes | None:
+    """The bytes of ``path``, or None if it is missing, not trusted or larger than
+    ``max_size`` (see the module's rules)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > max_size:
+            return None
+        chunks = []
+        left = max_size + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data if len(data) <= max_size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def write_private(path: str, data: bytes) -> bool:
+    """Replace ``path`` with ``data`` atomically; False (and nothing left behind) on error.
+
+    The directory of ``path`` must be one :func:`private_dir` returned.
+    """
+    directory = os.path.dirname(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")  # mode 0600
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return True

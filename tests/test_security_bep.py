@@ -1,0 +1,82 @@
+"""Mis-shaped build events: a note or one ``error:`` line with exit code 2, never a traceback
+(and never exit 1, which means "loader failures found")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bazel_ldfix import bazel, bepshape
+
+GOOD = [
+    {"id": {"started": {}}, "started": {"buildToolVersion": "4.2.3",
+                                        "workspaceDirectory": "/ws"}},
+    {"id": {"targetConfigured": {"label": "//t:t"}},
+     "configured": {"targetKind": "cc_test rule", "testSize": "SMALL"}},
+]
+
+
+def diagnose(tmp_path: Path, lines: list[str]) -> subprocess.CompletedProcess[str]:
+    bep = tmp_path / "events.json"
+    bep.write_text("\n".join(lines) + "\n")
+    return subprocess.run([sys.executable, "-m", "bazel_ldfix", "diagnose", "--bep", str(bep)],
+                          capture_output=True, text=True, cwd=tmp_path, env=dict(os.environ),
+                          timeout=60)
+
+
+@pytest.mark.parametrize("line", ['{"id": 5}', '{"id": []}', '{"id": "x"}', "[1, 2]", "7"])
+def test_an_event_without_an_object_id_is_one_error_line(tmp_path: Path, line: str) -> None:
+    result = diagnose(tmp_path, [json.dumps(GOOD[0]), line])
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    assert "line 2" in result.stderr
+
+
+@pytest.mark.parametrize("event", [
+    {"id": {"testResult": {"label": "//t:t"}},
+     "testResult": {"status": "FAILED", "testActionOutput": [{"name": "test.log", "uri": 7}]}},
+    {"id": {"testResult": 5}, "testResult": {"status": "FAILED"}},
+    {"id": {"testResult": {"label": ["//t:t"]}},
+     "testResult": {"status": "FAILED", "testActionOutput": "test.log"}},
+    {"id": {"workspace": {}}, "workspaceInfo": {"localExecRoot": 3}},
+    {"id": {"structuredCommandLine": {"commandLineLabel": "canonical"}},
+     "structuredCommandLine": {"sections": [{"sectionLabel": "command options",
+                                             "optionList": {"option": [5, {"optionName": 1}]}}]}},
+])
+def test_fields_of_the_wrong_type_are_a_note(tmp_path: Path, event: dict[str, object]) -> None:
+    result = diagnose(tmp_path, [json.dumps(GOOD[0]), json.dumps(event)])
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fields of an unexpected type ignored, from line 2" in result.stdout + result.stderr
+
+
+def test_the_repairs_reader_skips_mis_shaped_events() -> None:
+    lines = [json.dumps(e) for e in GOOD] + [
+        '{"id": 5}', '{"id": []}', "[]",
+        json.dumps({"id": {"targetCompleted": {"label": 3}}, "completed": {"success": True}}),
+        json.dumps({"id": {"namedSet": {"id": "0"}},
+                    "namedSetOfFiles": {"files": [{"uri": 9}, "x"]}}),
+        json.dumps({"id": {"targetCompleted": {"label": "//t:t"}},
+                    "completed": {"success": True, "importantOutput": [{"uri": []}],
+                                  "outputGroup": [{"name": "default", "fileSets": [{"id": 1}]}]}}),
+        json.dumps({"id": {}, "optionsParsed": {"cmdLine": ["--x", 5]}}),
+        json.dumps({"id": {}, "buildFinished": {"exitCode": {"code": "0"}}}),
+    ]
+    events = bazel.parse_bep(lines)
+    assert events.version == "4.2.3" and events.workspace == "/ws"
+    assert events.tests == ()  # no usable executable was named
+    assert events.exit_code == 0 and events.command_line == ()
+
+
+def test_sanitize_keeps_a_well_shaped_event_whole() -> None:
+    event = {"id": {"namedSet": {"id": "3"}},
+             "namedSetOfFiles": {"files": [{"name": "a", "uri": "file:///a"}],
+                                 "fileSets": [{"id": "4"}]}}
+    assert bepshape.sanitize(event) == (event, False)
+    assert bepshape.sanitize({"id": 5}) == (None, True)

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Mutate real ELF files and /etc/ld.so.cache; every input must end in a result or the
+project's own error, within a time bound.
+
+    python tools/fuzz.py [--seed N] [--inputs N] [--time-bound SECONDS]
+
+The corpus: small libraries and a program compiled here (a SONAME, a RUNPATH, symbol
+versions needed and defined), a few of the system's small libraries, and the system's
+ld.so.cache. Each input is one corpus file with one mutation (random bytes, a header or
+dynamic-section field set to a boundary value such as 2**63 - 8, a cut, a copied chunk),
+biased towards the bytes the reader parses. Each ELF input goes through the reader
+(``elf.read_elf``, ``elf.version_definitions``), the loader's candidate check, the loader
+model (``resolve``, the input as a program and as a library a program needs) and ``locate``
+(``index.copies``); each cache input through ``ldcache.parse_cache`` and lookups.
+
+Prints the inputs run and every failure (a traceback other than ``LdfixError``, or an
+input over the time bound); exits 1 if there is any. The test suite runs a fixed-seed
+campaign of it (tests/test_security_fuzz.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bazel_ldfix import elf, index, ldcache, loader, resolve
+from bazel_ldfix.errors import LdfixError
+
+SYSTEM_LIBS = ("libdl.so.2", "libutil.so.1", "libz.so.1", "librt.so.1")
+LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+            "/lib/aarch64-linux-gnu", "/usr/lib")
+BOUNDARIES = (0, 1, 0x7F, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF,
+              (1 << 63) - 8, (1 << 63) - 1, (1 << 64) - 1)
+
+
+@dataclass(frozen=True)
+class Seed:
+    name: str
+    data: bytes
+    kind: str                                 # "elf" or "cache"
+    hot: tuple[tuple[int, int], ...] = ()     # byte ranges the reader parses
+
+
+@dataclass(frozen=True)
+class Failure:
+    seed: str
+    number: int
+    what: str
+
+
+def build_corpus(work: str) -> list[Seed]:
+    """Compile the made-here seeds; add the system's small libraries and cache."""
+    def cc(out: str, *flags: str, src: str) -> str | None:
+        cmd = ["cc", "-fPIC", "-Wl,--no-as-needed", *flags, "-o", out, "-x", "c", "-"]
+        done = subprocess.run(cmd, input=src.encode(), capture_output=True, check=False)
+        return out if done.returncode == 0 else None
+
+    script = os.path.join(work, "v.map")
+    with open(script, "w") as f:
+        f.write("V_1 { global: f1; local: *; };\nV_2 { global: f2; } V_1;\n")
+    paths = [
+        cc(os.path.join(work, "libv.so.1"), "-shared", "-Wl,-soname,libv.so.1",
+           f"-Wl,--version-script={script}", src="int f1(void){return 1;}"
+                                                  "int f2(void){return 2;}"),
+        cc(os.path.join(work, "liba.so.1"), "-shared", "-Wl,-soname,liba.so.1",
+           "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/../lib", src="int a(void){return 0;}"),
+    ]
+    libv = paths[0]
+    if libv:
+        paths.append(cc(os.path.join(work, "app"), "-L", work, "-l:libv.so.1",
+                        "-Wl,-rpath,$ORIGIN", src="int f2(void);int main(void){return f2();}"))
+    seeds = [_elf_seed(p) for p in paths if p]
+    for name in SYSTEM_LIBS:
+        for directory in LIB_DIRS:
+            path = os.path.join(directory, name)
+            if os.path.isfile(path) and os.path.getsize(path) < 1 << 18:
+                seeds.append(_elf_seed(os.path.realpath(path)))
+                break
+    if os.path.isfile("/etc/ld.so.cache"):
+        with open("/etc/ld.so.cache", "rb") as f:
+            data = f.read()
+        seeds.append(Seed("/etc/ld.so.cache", data, "cache", ((0, min(len(data), 4096)),)))
+    return seeds
+
+
+def _elf_seed(path: str) -> Seed:
+    with open(path, "rb") as f:
+        data = f.read()
+    hot = [(0, 64)]
+    try:
+        info = elf.read_elf(path)
+        header = info.header
+        hot.append((header.phoff, header.phoff + header.phentsize * header.phnum))
+        fd = elf.open_elf(path)
+        try:
+            phdrs, _dynamic = elf._segments(elf._Reader(fd, path), header)
+        finally:
+            os.close(fd)
+        hot += [(off, off + size) for kind, off, _v, size, _m in phdrs
+                if kind in (elf.PT_DYNAMIC, elf.PT_INTERP)]
+    except LdfixError:
+        pass
+    return Seed(path, data, "elf", tuple((a, b) for a, b in hot if 0 <= a < b <= len(data)))
+
+
+def mutate(seed: Seed, rng: random.Random) -> bytes:
+    data = bytearray(seed.data)
+
+    def position() -> int:
+        if seed.hot and rng.random() < 0.8:
+            start, end = rng.choice(seed.hot)
+            return rng.randrange(start, end)
+        return rng.randrange(len(data))
+
+    kind = rng.randrange(4)
+    if kind == 0:  # random bytes
+        for _ in range(rng.randint(1, 8)):
+            data[position()] = rng.randrange(256)
+    elif kind == 1:  # a field set to a boundary value
+        width = rng.choice((2, 4, 8))
+        at = position() & ~(width - 1)
+        value = rng.choice((*BOUNDARIES, len(data), len(data) - 1)) & ((1 << 8 * width) - 1)
+        if at + width <= len(data):
+            data[at:at + width] = value.to_bytes(width, rng.choice(("little", "big")))
+    elif kind == 2:  # cut short
+        del data[rng.randrange(len(data)):]
+    else:  # a chunk copied over another place
+        size = rng.randint(1, 256)
+        src, dst = rng.randrange(len(data)), position()
+        chunk = data[src:src + size]
+        data[dst:dst + len(chunk)] = chunk
+    return bytes(data)
+
+
+def check_elf(path: str, work: str, expect: elf.ElfHeader,
+              program: str | None) -> None:
+    """Every consumer of an ELF file, on ``path`` (named like a library)."""
+    _try(elf.read_elf, path)
+    _try(elf.version_definitions, path)
+    loader.verify(path, expect)
+    options = resolve.Options(library_path=os.path.dirname(path), inhibit_cache=True)
+    _try(resolve.resolve_file, path, options)
+    if program is not None:
+        # The mutated file as the library a program needs, found on LD_LIBRARY_PATH.
+        _try(resolve.resolve_file, program, options)
+    index.copies([os.path.basename(path)], [os.path.dirname(path)], expect)
+
+
+def check_cache(data: bytes, profile: ldcache.LoaderProfile) -> None:
+    try:
+        cache = ldcache.parse_cache(data, "<fuzzed>")
+    except LdfixError:
+        return
+    for name in ("libc.so.6", "libz.so.1", "libm.so.6", "libnothere.so.9"):
+        profile.lookup(cache, name)
+    cache.directories()
+
+
+def _try(function: Callable[..., object], *args: object) -> None:
+    with contextlib.suppress(LdfixError):
+        function(*args)
+
+
+def campaign(seed: int, inputs: int, time_bound: float,
+             report: Callable[[str], None] = print) -> tuple[int, list[Failure]]:
+    rng = random.Random(seed)
+    failures: list[Failure] = []
+    host = elf.read_header("/proc/self/exe")
+    profile = resolve.profile_of(resolve.interp_for(elf.read_elf("/proc/self/exe")))
+    with tempfile.TemporaryDirectory(prefix="bazel-ldfix-fuzz-") as work:
+        corpus_dir = os.path.join(work, "corpus")
+        os.mkdir(corpus_dir)
+        corpus = build_corpus(corpus_dir)
+        lib_dir = os.path.join(work, "lib")
+        os.mkdir(lib_dir)
+        program = os.path.join(corpus_dir, "app")
+        target = os.path.join(lib_dir, "libv.so.1")  # what the program needs
+        for number in range(inputs):
+            chosen = rng.choice(corpus)
+            data = mutate(chosen, rng)
+            start = time.monotonic()
+            try:
+                if chosen.kind == "cache":
+                    check_cache(data, profile)
+                else:
+                    with open(target, "wb") as f:
+                        f.write(data)
+                    check_elf(target, work, host,
+                              program if os.path.exists(program) else None)
+            except Exception:  # every other exception is a finding
+                failures.append(Failure(chosen.name, number, traceback.format_exc(limit=4)))
+                saved = os.path.join(tempfile.gettempdir(), f"bazel-ldfix-fuzz-{seed}-{number}")
+                with open(saved, "wb") as f:
+                    f.write(data)
+                report(f"failure on input {number} (from {chosen.name}, saved as {saved}):\n"
+                       f"{failures[-1].what}")
+                continue
+            took = time.monotonic() - start
+            if took > time_bound:
+                failures.append(Failure(chosen.name, number, f"took {took:.1f} s"))
+                report(f"input {number} (from {chosen.name}) took {took:.1f} s")
+    return inputs, failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=int(time.time()))
+    parser.add_argument("--inputs", type=int, default=20_000)
+    parser.add_argument("--time-bound", type=float, default=2.0,
+                        help="seconds one input may take (default 2)")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    run, failures = campaign(args.seed, args.inputs, args.time_bound)
+    print(f"seed {args.seed}: {run} inputs run, {len(failures)} failures "
+          f"({time.monotonic() - start:.0f} s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
