@@ -18,10 +18,12 @@ import stat
 import struct
 from dataclasses import dataclass
 
+from bazel_ldfix import machines
 from bazel_ldfix.errors import BadInputError, MalformedElfError, NotElfError
+from bazel_ldfix.machines import ELFCLASS32 as ELFCLASS32
+from bazel_ldfix.machines import ELFCLASS64 as ELFCLASS64
 
 ELFMAG = b"\x7fELF"
-ELFCLASS32, ELFCLASS64 = 1, 2
 ELFDATA2LSB, ELFDATA2MSB = 1, 2
 EV_CURRENT = 1
 ET_EXEC, ET_DYN = 2, 3
@@ -34,8 +36,6 @@ DT_AUDIT, DT_DEPAUDIT = 0x6FFFFEFC, 0x6FFFFEFB
 VER_FLG_WEAK = 0x2
 DF_1_NODEFLIB = 0x800
 DF_1_PIE = 0x08000000
-EM_NAMES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm",
-            62: "x86-64", 183: "aarch64", 243: "riscv", 258: "loongarch"}
 ET_NAMES = {0: "none", 1: "relocatable", 2: "executable", 3: "shared object", 4: "core"}
 
 # Sizes of the ELF header and one program header, by class.
@@ -135,7 +135,7 @@ class ElfInfo:
 
 
 def machine_name(machine: int) -> str:
-    return EM_NAMES.get(machine, f"machine {machine}")
+    return machines.name(machine)
 
 
 class _Reader:

@@ -17,10 +17,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bazel_ldfix import machines
 from bazel_ldfix.errors import BadInputError, UntrustedLoaderError
 
-DEFAULT_INTERP = {(2, 62): "/lib64/ld-linux-x86-64.so.2", (1, 3): "/lib/ld-linux.so.2",
-                  (2, 183): "/lib/ld-linux-aarch64.so.1"}
 _PROBE = "/nonexistent-bazel-ldfix-probe"
 _PROBE_NAME = "libbazel-ldfix-probe.so"
 # Variables the loader reads that change the subdirectories it searches.
@@ -103,12 +102,11 @@ def parse_probe(interp: str, debug_output: str) -> Host:
 
 def default_interp(elf_class: int, machine: int) -> str:
     """The usual program interpreter for objects of this class and machine."""
-    try:
-        return DEFAULT_INTERP[(elf_class, machine)]
-    except KeyError:
+    known = machines.standard_loader(elf_class, machine)
+    if known is None:
         raise BadInputError(
-            f"no known program interpreter for ELF class {elf_class}, machine {machine}"
-        ) from None
+            f"no known program interpreter for ELF class {elf_class}, machine {machine}")
+    return known.path
 
 
 # -- which loader may be asked ----------------------------------------------------------

@@ -25,8 +25,35 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from bazel_ldfix import elf
+from bazel_ldfix import elf, machines
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.machines import (
+    EF_ARM_ABI_FLOAT_HARD,
+    EF_ARM_ABI_FLOAT_SOFT,
+    EF_LARCH_ABI_DOUBLE_FLOAT,
+    EF_LARCH_ABI_MODIFIER_MASK,
+    EF_LARCH_ABI_SOFT_FLOAT,
+    EF_MIPS_ABI2,
+    EF_MIPS_NAN2008,
+    EF_RISCV_FLOAT_ABI,
+    EF_RISCV_FLOAT_ABI_DOUBLE,
+    ELFCLASS32,
+    ELFCLASS64,
+    EM_386,
+    EM_AARCH64,
+    EM_ARM,
+    EM_IA_64,
+    EM_LOONGARCH,
+    EM_MIPS,
+    EM_PPC,
+    EM_PPC64,
+    EM_RISCV,
+    EM_S390,
+    EM_SPARC,
+    EM_SPARC32PLUS,
+    EM_SPARCV9,
+    EM_X86_64,
+)
 
 __all__ = [
     "DL_CACHE_HWCAP_EXTENSION",
@@ -594,32 +621,7 @@ def _parse_old(data: bytes, path: str) -> LdCache:
 
 # --- flags per architecture ---------------------------------------------------------------
 
-ELFCLASS32 = 1
-ELFCLASS64 = 2
-EM_SPARC = 2
-EM_386 = 3
-EM_MIPS = 8
-EM_SPARC32PLUS = 18
-EM_PPC = 20
-EM_PPC64 = 21
-EM_S390 = 22
-EM_ARM = 40
-EM_SPARCV9 = 43
-EM_IA_64 = 50
-EM_X86_64 = 62
-EM_AARCH64 = 183
-EM_RISCV = 243
-EM_LOONGARCH = 258
-
-_EF_ARM_ABI_FLOAT_SOFT = 0x200
-_EF_ARM_ABI_FLOAT_HARD = 0x400
-_EF_MIPS_ABI2 = 0x20
-_EF_MIPS_NAN2008 = 0x400
-_EF_RISCV_FLOAT_ABI = 0x6
-_EF_RISCV_FLOAT_ABI_DOUBLE = 0x4
-_EF_LARCH_ABI_MODIFIER_MASK = 0x7
-_EF_LARCH_ABI_DOUBLE_FLOAT = 0x3
-_EF_LARCH_ABI_SOFT_FLOAT = 0x1
+# The machine numbers and e_flags bits are in :mod:`bazel_ldfix.machines`.
 
 
 def expected_flags(elf_class: int, machine: int, e_flags: int = 0, *,
@@ -654,26 +656,26 @@ def _arch_flag(elf_class: int, machine: int, e_flags: int) -> int | None:
     if machine == EM_IA_64 and wide:
         return FLAG_IA64_LIB64
     if machine == EM_ARM:
-        if e_flags & _EF_ARM_ABI_FLOAT_HARD:
+        if e_flags & EF_ARM_ABI_FLOAT_HARD:
             return FLAG_ARM_LIBHF
-        if e_flags & _EF_ARM_ABI_FLOAT_SOFT:
+        if e_flags & EF_ARM_ABI_FLOAT_SOFT:
             return FLAG_ARM_LIBSF
         return None
     if machine == EM_MIPS:
-        nan2008 = bool(e_flags & _EF_MIPS_NAN2008)
+        nan2008 = bool(e_flags & EF_MIPS_NAN2008)
         if wide:
             return FLAG_MIPS64_LIBN64_NAN2008 if nan2008 else FLAG_MIPS64_LIBN64
-        if e_flags & _EF_MIPS_ABI2:
+        if e_flags & EF_MIPS_ABI2:
             return FLAG_MIPS64_LIBN32_NAN2008 if nan2008 else FLAG_MIPS64_LIBN32
         return FLAG_MIPS_LIB32_NAN2008 if nan2008 else None
     if machine == EM_RISCV:
-        double = (e_flags & _EF_RISCV_FLOAT_ABI) == _EF_RISCV_FLOAT_ABI_DOUBLE
+        double = (e_flags & EF_RISCV_FLOAT_ABI) == EF_RISCV_FLOAT_ABI_DOUBLE
         return FLAG_RISCV_FLOAT_ABI_DOUBLE if double else FLAG_RISCV_FLOAT_ABI_SOFT
     if machine == EM_LOONGARCH:
-        modifier = e_flags & _EF_LARCH_ABI_MODIFIER_MASK
-        if modifier == _EF_LARCH_ABI_DOUBLE_FLOAT:
+        modifier = e_flags & EF_LARCH_ABI_MODIFIER_MASK
+        if modifier == EF_LARCH_ABI_DOUBLE_FLOAT:
             return FLAG_LARCH_FLOAT_ABI_DOUBLE
-        if modifier == _EF_LARCH_ABI_SOFT_FLOAT:
+        if modifier == EF_LARCH_ABI_SOFT_FLOAT:
             return FLAG_LARCH_FLOAT_ABI_SOFT
         return None
     return None
@@ -688,27 +690,11 @@ def loader_flag_rule(elf_class: int, machine: int, e_flags: int = 0) -> FlagRule
     bit is treated as hard-float.
     """
     if machine == EM_ARM:
-        soft = bool(e_flags & _EF_ARM_ABI_FLOAT_SOFT)
+        soft = bool(e_flags & EF_ARM_ABI_FLOAT_SOFT)
         float_abi = FLAG_ARM_LIBSF if soft else FLAG_ARM_LIBHF
         return FlagRule(FLAG_ELF_LIBC6, (FLAG_ELF_LIBC6 | float_abi,))
     arch = _arch_flag(elf_class, machine, e_flags)
     return _GENERIC_RULE if arch is None else FlagRule(FLAG_ELF_LIBC6 | arch)
-
-
-_HOST_MACHINES: tuple[tuple[str, int, int, int, int, int], ...] = (
-    # uname -m pattern, 64-bit (class, machine, e_flags), 32-bit (class, machine, e_flags)
-    (r"x86_64|amd64", ELFCLASS64, EM_X86_64, 0, ELFCLASS32, EM_386),
-    (r"i[3-6]86|x86", ELFCLASS32, EM_386, 0, ELFCLASS32, EM_386),
-    (r"aarch64|arm64", ELFCLASS64, EM_AARCH64, 0, ELFCLASS32, EM_ARM),
-    (r"arm.*", ELFCLASS32, EM_ARM, _EF_ARM_ABI_FLOAT_HARD, ELFCLASS32, EM_ARM),
-    (r"ppc64.*", ELFCLASS64, EM_PPC64, 0, ELFCLASS32, EM_PPC),
-    (r"ppc|powerpc", ELFCLASS32, EM_PPC, 0, ELFCLASS32, EM_PPC),
-    (r"s390x?", ELFCLASS64, EM_S390, 0, ELFCLASS32, EM_S390),
-    (r"riscv.*", ELFCLASS64, EM_RISCV, _EF_RISCV_FLOAT_ABI_DOUBLE, ELFCLASS32, EM_RISCV),
-    (r"loongarch.*", ELFCLASS64, EM_LOONGARCH, _EF_LARCH_ABI_DOUBLE_FLOAT, ELFCLASS32, 0),
-    (r"sparc.*", ELFCLASS64, EM_SPARCV9, 0, ELFCLASS32, EM_SPARC),
-    (r"mips.*", ELFCLASS64, EM_MIPS, 0, ELFCLASS32, EM_MIPS),
-)
 
 
 @functools.cache
@@ -717,29 +703,13 @@ def host_flag_rule() -> FlagRule:
     size). This is the default when :meth:`LdCache.lookup` gets no ``flags_ok``."""
     machine = os.uname().machine.lower()
     wide = struct.calcsize("P") == 8
-    for pattern, c64, m64, f64, c32, m32 in _HOST_MACHINES:
-        if re.fullmatch(pattern, machine):
-            if wide:
-                return loader_flag_rule(c64, m64, f64)
-            return loader_flag_rule(c32, m32, f64 if m32 == m64 else 0)
+    for row in machines.HOST_MACHINES:
+        if re.fullmatch(row.uname, machine):
+            return loader_flag_rule(*(row.wide if wide else row.narrow))
     return _GENERIC_RULE
 
 
 # --- the running loader ---------------------------------------------------------------------
-
-_LOADER_NAMES: tuple[tuple[str, int, int, int], ...] = (
-    ("ld-linux-x86-64.so.2", ELFCLASS64, EM_X86_64, 0),
-    ("ld-linux-x32.so.2", ELFCLASS32, EM_X86_64, 0),
-    ("ld-linux.so.2", ELFCLASS32, EM_386, 0),
-    ("ld-linux-aarch64.so.1", ELFCLASS64, EM_AARCH64, 0),
-    ("ld-linux-armhf.so.3", ELFCLASS32, EM_ARM, _EF_ARM_ABI_FLOAT_HARD),
-    ("ld-linux.so.3", ELFCLASS32, EM_ARM, _EF_ARM_ABI_FLOAT_SOFT),
-    ("ld64.so.2", ELFCLASS64, EM_PPC64, 0),
-    ("ld-linux-riscv64-lp64d.so.1", ELFCLASS64, EM_RISCV, _EF_RISCV_FLOAT_ABI_DOUBLE),
-    ("ld-linux-riscv64-lp64.so.1", ELFCLASS64, EM_RISCV, 0),
-    ("ld-linux-loongarch-lp64d.so.1", ELFCLASS64, EM_LOONGARCH, _EF_LARCH_ABI_DOUBLE_FLOAT),
-)
-
 
 @dataclass(frozen=True)
 class LoaderProfile:
@@ -800,10 +770,9 @@ def parse_diagnostics(text: str) -> LoaderProfile:
     )
     rule = host_flag_rule()
     ld_name = strings.get("dso.ld", "")
-    for name, elf_class, elf_machine, elf_flags in _LOADER_NAMES:
-        if ld_name == name:
-            rule = loader_flag_rule(elf_class, elf_machine, elf_flags)
-            break
+    known = machines.loader_named(ld_name)
+    if known is not None:
+        rule = loader_flag_rule(known.elf_class, known.machine, known.e_flags)
     else:
         if ld_name == "ld64.so.1":
             rule = loader_flag_rule(
