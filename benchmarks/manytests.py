@@ -61,10 +61,18 @@ def _repository(name: str, path: str, library: str) -> str:
 
 
 def offline_rc() -> str:
+    """The .bazelrc lines that let Bazel 4.2.3 work with no network (as the tests' own
+    workspaces do, ``tests/bazelws.py``): Debian's rules packages, and this repository's
+    stand-ins for rules_cc and remote_coverage_tools."""
+    repos = {"rules_java": "/usr/share/bazel/rules/java",
+             "platforms": "/usr/share/bazel/tools/platforms",
+             "bazel_skylib": "/usr/share/bazel/tools/skylib",
+             "rules_cc": f"{OFFLINE}/rules_cc",
+             "remote_coverage_tools": f"{OFFLINE}/remote_coverage_tools"}
     lines = []
     for command in ("build", "query", "fetch", "sync"):
-        for repo in ("rules_cc", "rules_java", "remote_coverage_tools"):
-            lines.append(f"{command} --override_repository={repo}={OFFLINE}/{repo}")
+        for repo, path in repos.items():
+            lines.append(f"{command} --override_repository={repo}={path}")
     return "\n".join(lines) + "\n"
 
 
