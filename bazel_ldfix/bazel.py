@@ -179,6 +179,7 @@ class TestTarget:
     label: str
     executable: str
     size: str = ""     # "small", "medium", ... as the BEP names it (lower case)
+    tags: tuple[str, ...] = ()   # the rule's tags (TargetConfigured.tag)
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     kinds: dict[str, str] = {}
     is_test: set[str] = set()
     sizes: dict[str, str] = {}
+    tags: dict[str, tuple[str, ...]] = {}
     outputs: dict[str, list[Any]] = {}
     sets: dict[str, tuple[list[Any], list[str]]] = {}
     options: list[Option] = []
@@ -241,6 +243,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
             if event["configured"].get("testSize") or kinds[label].endswith("_test rule"):
                 is_test.add(label)
                 sizes[label] = str(event["configured"].get("testSize", "")).lower()
+                tags[label] = tuple(str(t) for t in event["configured"].get("tag", []))
         if "targetCompleted" in ident and "completed" in event:
             label = ident["targetCompleted"]["label"]
             done = event["completed"]
@@ -271,7 +274,8 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
         files = _expand(outputs.get(label, []), sets, exec_root)
         executable = _executable(label, files)
         if executable:
-            tests.append(TestTarget(label, executable, sizes.get(label, "")))
+            tests.append(TestTarget(label, executable, sizes.get(label, ""),
+                                    tags.get(label, ())))
     return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code,
                        command_line, exec_root, patterns)
 
@@ -399,12 +403,55 @@ class RuleInfo:
     env_inherit: tuple[str, ...] = ()   # names whose value comes from the client
 
 
-def rule_info(bazel: Bazel, labels: Sequence[str]) -> dict[str, RuleInfo]:
-    """``env`` and ``tags`` of each rule (``bazel query --output=xml``)."""
+def rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> dict[str, RuleInfo]:
+    """``env`` and ``tags`` of the rules among ``labels`` whose ``env`` mentions
+    ``variable`` (``bazel query --output=xml 'attr(env, VARIABLE, ...)'``): a rule left out
+    does not set it. Only those rules are printed, so the answer stays small."""
     if not labels:
         return {}
-    return aligned(parse_rules(bazel.capture("query", ["--output=xml", " + ".join(labels)])),
-                   labels)
+    return aligned(parse_rules(bazel.capture("query", ["--output=xml",
+                                                      _env_query(labels, variable)])), labels)
+
+
+class PendingRules:
+    """:func:`rule_info` started in the background (Bazel works while we do)."""
+
+    def __init__(self, bazel: Bazel, labels: Sequence[str], variable: str) -> None:
+        self.labels = tuple(labels)
+        self.cmd = bazel.argv("query", ["--output=xml", _env_query(labels, variable)])
+        try:
+            self.proc: subprocess.Popen[str] | None = subprocess.Popen(
+                self.cmd, cwd=bazel.cwd, env=dict(bazel.env), text=True,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
+                                     self.cmd) from None
+
+    def result(self) -> dict[str, RuleInfo]:
+        assert self.proc is not None
+        out, err = self.proc.communicate()
+        code, self.proc = self.proc.returncode, None
+        if code != 0:
+            raise _failure(self.cmd, code, err)
+        return aligned(parse_rules(out), self.labels)
+
+    def close(self) -> None:
+        """Wait for the query if its answer is not wanted: the next command would anyway."""
+        if self.proc is not None:
+            self.proc.communicate()
+            self.proc = None
+
+
+def start_rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> PendingRules:
+    return PendingRules(bazel, labels, variable)
+
+
+def _env_query(labels: Sequence[str], variable: str) -> str:
+    """The rules among ``labels`` whose ``env`` or ``env_inherit`` mentions ``variable``
+    (``attr`` matches a dict or list by its printed form; a rule without the attribute is
+    simply not matched)."""
+    return (f'let tests = {" + ".join(labels)} in '
+            f'attr(env, "{variable}", $tests) + attr(env_inherit, "{variable}", $tests)')
 
 
 def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, RuleInfo]:
@@ -458,7 +505,7 @@ def selected(tests: Sequence[TestTarget], rules: Mapping[str, RuleInfo],
     out = []
     for test in tests:
         info = rules.get(test.label)
-        tags = set(info.tags) if info else set()
+        tags = set(test.tags) | (set(info.tags) if info else set())
         if _passes(tag_filter, tags) and _passes(size_filter, {test.size} - {""}):
             out.append(test)
     return tuple(out)

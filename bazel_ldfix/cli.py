@@ -394,6 +394,8 @@ def _diagnose_after(inv: Invocation, output_base: str, code: int, library_path: 
 
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
     """
+    if code != 3:
+        return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
     from bazel_ldfix import diagnose as diagnosing
     from bazel_ldfix import failopen
 

@@ -18,9 +18,12 @@ import stat
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from bazel_ldfix import elf
+
+if TYPE_CHECKING:
+    from bazel_ldfix.memo import Memo
 from bazel_ldfix.errors import BazelNotFoundError, LdfixError, NotElfError
 
 T = TypeVar("T")
@@ -61,13 +64,17 @@ _SCRIPT_STARTS = (b"/* GNU ld script", b"INPUT(", b"INPUT (", b"GROUP(", b"GROUP
                   b"OUTPUT_FORMAT")
 
 
-def examine(path: str, expect: elf.ElfHeader) -> elf.ElfHeader | Skipped:
+def examine(path: str, expect: elf.ElfHeader, memo: Memo | None = None
+            ) -> elf.ElfHeader | Skipped:
     """The header of ``path`` if a program like ``expect`` could load it, else why not.
 
     The file type comes first (one stat), so that a FIFO named ``libx.so`` is never
-    opened; then the ELF header; then the loader's own checks (``loader.verify``).
+    opened; then the ELF header; then the loader's own checks (``loader.verify``), each
+    once per file with a ``memo``.
     """
     from bazel_ldfix.loader import verify
+
+    read_header = memo.read_header if memo else elf.read_header
 
     try:
         st = os.stat(path)
@@ -76,7 +83,7 @@ def examine(path: str, expect: elf.ElfHeader) -> elf.ElfHeader | Skipped:
     if not stat.S_ISREG(st.st_mode):
         return Skipped(path, SkipKind.NOT_A_FILE, "not a regular file")
     try:
-        header = elf.read_header(path)
+        header = read_header(path)
     except NotElfError as exc:
         return _not_elf(path, exc, st.st_size)
     except LdfixError as exc:
@@ -94,7 +101,7 @@ def examine(path: str, expect: elf.ElfHeader) -> elf.ElfHeader | Skipped:
         return Skipped(path, SkipKind.NOT_SHARED,
                        f"an ELF {elf.ET_NAMES.get(header.type, str(header.type))}, "
                        "not a shared object")
-    verdict = verify(path, expect)
+    verdict = memo.verify(path, expect) if memo else verify(path, expect)
     if verdict.info is None:
         if not verdict.exists:
             return Skipped(path, SkipKind.GONE, f"no longer there ({verdict.reason})")

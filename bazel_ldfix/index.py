@@ -14,10 +14,13 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
+
+if TYPE_CHECKING:
+    from bazel_ldfix.memo import Memo
 
 #: ``progress(files_scanned, repository)``, called during a walk: first ``(0, "")``, then
 #: every few hundred directories, last with ``repository`` None when the walk ends.
@@ -239,15 +242,15 @@ class Progress:
 
 # -- choosing among candidates --------------------------------------------------------------
 
-def check_candidate(path: str, expect: elf.ElfHeader) -> str | None:
+def check_candidate(path: str, expect: elf.ElfHeader, memo: Memo | None = None) -> str | None:
     """Why the loader would not take ``path`` for a program like ``expect`` (None: it would).
 
-    The loader's own decision (``loader.verify``), plus one rule of this search: only a
-    shared object is worth pointing LD_LIBRARY_PATH at.
+    The loader's own decision (``loader.verify``, once per file with a ``memo``), plus one
+    rule of this search: only a shared object is worth pointing LD_LIBRARY_PATH at.
     """
     from bazel_ldfix.loader import verify
 
-    verdict = verify(path, expect)
+    verdict = memo.verify(path, expect) if memo else verify(path, expect)
     if verdict.info is not None:
         return None if verdict.info.header.type == elf.ET_DYN else "not a shared object"
     if verdict.fatal:
@@ -256,7 +259,7 @@ def check_candidate(path: str, expect: elf.ElfHeader) -> str | None:
 
 
 def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
-           preferred: Sequence[str] = ()) -> Choice:
+           preferred: Sequence[str] = (), memo: Memo | None = None) -> Choice:
     """Pick the directory a test should search for ``soname``.
 
     Candidates the loader would skip or fail on are passed over first. Among the rest, a
@@ -267,7 +270,7 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     passed: list[PassedOver] = []
     good: list[str] = []
     for path in sorted(set(candidates)):
-        reason = check_candidate(path, expect)
+        reason = check_candidate(path, expect, memo)
         if reason is None:
             good.append(path)
         else:
@@ -276,14 +279,13 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
         return Choice(soname, None, None, tuple(passed))
     # A directory ranks by where it stands in ``preferred``, as named there, else by its
     # real path (a walk reaches directories through symlinked repositories).
-    exact = {d: i for i, d in reversed(list(enumerate(preferred)))}
-    real: dict[str, int] = {}
-    for i, d in enumerate(preferred):
-        real.setdefault(os.path.realpath(d), i)
+    realpath = memo.realpath if memo else os.path.realpath
+    exact, real = (memo.remember("ranks", tuple(preferred), lambda: _ranks(preferred, realpath))
+                   if memo else _ranks(preferred, realpath))
 
     def rank(path: str) -> int:
         directory = os.path.dirname(path)
-        return exact.get(directory, real.get(os.path.realpath(directory), len(preferred)))
+        return exact.get(directory, real.get(realpath(directory), len(preferred)))
 
     good.sort(key=lambda p: (rank(p), p.count("/"), p))
     kept: list[str] = []
@@ -302,6 +304,16 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     for other in kept[1:]:
         passed.append(PassedOver(other, f"another copy was preferred ({why}): {best}"))
     return Choice(soname, os.path.dirname(best), best, tuple(passed))
+
+
+def _ranks(preferred: Sequence[str], realpath: Callable[[str], str]
+           ) -> tuple[dict[str, int], dict[str, int]]:
+    """Each preferred directory's rank, by its name as given and by its real path."""
+    exact = {d: i for i, d in reversed(list(enumerate(preferred)))}
+    real: dict[str, int] = {}
+    for i, d in enumerate(preferred):
+        real.setdefault(realpath(d), i)
+    return exact, real
 
 
 # -- locating -------------------------------------------------------------------------------
@@ -351,7 +363,7 @@ def _cached_scan(root: str, names: set[str], cache_dir: str, on_error: OnError |
 def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
            preferred: Sequence[str] = (),
            on_error: OnError | None = None, *, cache_dir: str | None = None,
-           progress: ProgressFn | None = None) -> dict[str, Choice]:
+           progress: ProgressFn | None = None, memo: Memo | None = None) -> dict[str, Choice]:
     """Find each soname: first beside the ``preferred`` directories, then by one walk.
 
     Most versioned files sit beside the library the test links (the target of its
@@ -362,10 +374,25 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     """
     names = list(dict.fromkeys(sonames))
     result: dict[str, Choice] = {}
+    beside: dict[str, list[str]] = {}
+    if memo is not None:
+        # One listing per preferred directory, rather than one stat per name and directory.
+        wanted = set(names)
+        for d in preferred:
+            listing = memo.listing(d)
+            if listing.names is None:
+                maybe: Iterable[str] = names
+            else:
+                maybe = [n for n in names if not listing.lacks(n)] if len(names) < len(
+                    listing.names) else [n for n in wanted & listing.names] + [
+                    n for n in names if n not in listing.names and not listing.lacks(n)]
+            for name in maybe:
+                beside.setdefault(name, []).append(d)
     for name in names:
-        near = [os.path.join(d, name) for d in preferred if os.path.isfile(os.path.join(d, name))]
+        near = [os.path.join(d, name) for d in (beside.get(name, ()) if memo else preferred)
+                if os.path.isfile(os.path.join(d, name))]
         if near:
-            choice = choose(name, near, expect, preferred)
+            choice = choose(name, near, expect, preferred, memo)
             if choice.dir is not None:
                 result[name] = choice
     rest = [n for n in names if n not in result]
@@ -373,11 +400,12 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
         found = candidates(rest, roots, cache_dir=cache_dir, on_error=on_error,
                            progress=progress)
         for name in sorted(rest):
-            result[name] = choose(name, found[name], expect, preferred)
+            result[name] = choose(name, found[name], expect, preferred, memo)
     return {n: result[n] for n in names}
 
 
-def preferred_dirs(paths: Iterable[str]) -> tuple[str, ...]:
+def preferred_dirs(paths: Iterable[str],
+                   realpath: Callable[[str], str] = os.path.realpath) -> tuple[str, ...]:
     """The directories to look in first for what the libraries at ``paths`` need.
 
     Each library's symlink chain is followed a link at a time, and each directory is kept
@@ -396,7 +424,7 @@ def preferred_dirs(paths: Iterable[str]) -> tuple[str, ...]:
                 break  # not a link (or gone): the chain ends here
             hop = os.path.join(os.path.dirname(hop), target)
             out.setdefault(os.path.dirname(hop), None)
-        out.setdefault(os.path.dirname(os.path.realpath(path)), None)
+        out.setdefault(os.path.dirname(realpath(path)), None)
     return tuple(out)
 
 

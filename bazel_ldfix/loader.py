@@ -18,11 +18,14 @@ import stat
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import BadInputError, NotElfError
 from bazel_ldfix.host import Host
+
+if TYPE_CHECKING:
+    from bazel_ldfix.memo import Memo
 
 VDSO_NAMES = {62: "linux-vdso.so.1", 3: "linux-gate.so.1", 183: "linux-vdso.so.1"}
 DF_1_PIE = 0x08000000
@@ -128,6 +131,9 @@ class Resolution:
     versions: tuple[VersionProblem, ...] = ()
     notes: tuple[str, ...] = ()       # e.g. the file's PT_INTERP was set aside
     blocked: str | None = None        # the load stops at this non-regular file (a FIFO)
+    # How many of ``libraries``, from the first, the file's own DT_NEEDED closure accounts
+    # for; the rest came with the ``extra`` objects. None: all of them.
+    program_libraries: int | None = None
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -304,6 +310,20 @@ def _map_problem(header: elf.ElfHeader, table: bytes, file_size: int) -> str | N
     return None
 
 
+def _absent(code: int) -> Verdict:
+    """What ``verify`` says of a path whose open fails with ENOENT or ENOTDIR."""
+    found = _ABSENT.get(code)
+    if found is None:
+        found = _ABSENT[code] = Verdict(reason=_rtld_strerror(code), exists=False,
+                                        open_errno=code)
+    return found
+
+
+_ABSENT: dict[int, Verdict] = {}
+# A search list longer than this is searched through an index of its listings.
+_INDEXED = 8
+
+
 def _fatal(reason: str) -> Verdict:
     return Verdict(reason=reason, fatal=True)
 
@@ -367,18 +387,59 @@ class _Namespace:
         self.searchlist: list[_Object] = []      # the main object's breadth-first scope
         self.dir_exists: dict[str, bool] = {}    # open_path's r_dir_status, per dir + subdir
         self.main_end = 0                        # len(chain) once the program's closure is in
+        # The loaded objects of the chain by every name they match, and by file identity:
+        # the first in chain order, as a walk of the chain finds them (the interpreter,
+        # which such a walk meets last, is looked at apart).
+        self._by_name: dict[str, _Object] = {}
+        self._by_file: dict[tuple[int, int], _Object] = {}
+        self._index(main)
 
-    def loaded(self) -> list[_Object]:
-        return [o for o in (*self.chain, *([self.rtld] if self.rtld else []))
-                if not o.faked and o.error is None]
+    def add(self, obj: _Object) -> None:
+        self.chain.append(obj)
+        self._index(obj)
+
+    def _index(self, obj: _Object) -> None:
+        if obj.faked or obj.error is not None:
+            return
+        for name in (obj.path, *obj.names):
+            self._by_name.setdefault(name, obj)
+        if obj.info is not None and obj.info.soname is not None:
+            self._by_name.setdefault(obj.info.soname, obj)
+        if obj.file_id is not None:
+            self._by_file.setdefault(obj.file_id, obj)
+
+    def named(self, name: str) -> _Object | None:
+        """The first loaded object that matches ``name`` (_dl_name_match_p)."""
+        obj = self._by_name.get(name)
+        if obj is None and self._usable_rtld() and self.rtld and self.rtld.matches(name):
+            obj = self.rtld
+        return obj
+
+    def same_file(self, file_id: tuple[int, int] | None) -> _Object | None:
+        if file_id is None:
+            return None
+        obj = self._by_file.get(file_id)
+        if obj is None and self._usable_rtld() and self.rtld and self.rtld.file_id == file_id:
+            obj = self.rtld
+        return obj
+
+    def add_name(self, obj: _Object, name: str) -> None:
+        if name not in obj.names:
+            obj.names.append(name)
+            if obj is not self.rtld:
+                self._by_name.setdefault(name, obj)
+
+    def _usable_rtld(self) -> bool:
+        return self.rtld is not None and not self.rtld.faked and self.rtld.error is None
 
 
 class Loader:
     """Simulates one run of the loader for one program (or library) and its dependencies."""
 
-    def __init__(self, host: Host, env: Environment) -> None:
+    def __init__(self, host: Host, env: Environment, memo: Memo | None = None) -> None:
         self.host = host
         self.env = env
+        self.memo = memo   # what this command already knows of files and directories
 
     # -- the public entry -------------------------------------------------------------------
 
@@ -389,9 +450,9 @@ class Loader:
         The program's own ``$ORIGIN`` is the directory of its real path: the kernel starts it
         through /proc/self/exe, which resolves the symlinks of a Bazel runfiles tree.
         """
-        info = info or elf.read_elf(path)
+        info = info or self._read_elf(path)
         self._expect = info.header
-        real = os.path.realpath(path)
+        real = self.memo.realpath(path) if self.memo else os.path.realpath(path)
         # The program has no file identity in the namespace (glibc leaves l_file_id zero for
         # it), so a library that names the program's file is loaded, and refused, anew.
         main = _Object(path, [path], info, None, os.path.dirname(real), None, None, 0)
@@ -411,8 +472,27 @@ class Loader:
             blocked = exc.blocked
         else:
             blocked = None
-        return Resolution(path, info, tuple(self._libraries()), error, versions,
-                          blocked=blocked)
+        libraries = tuple(self._libraries())
+        return Resolution(path, info, libraries, error, versions, blocked=blocked,
+                          program_libraries=self._program_count())
+
+    def _program_count(self) -> int:
+        """How many listed objects, from the first, belong to the program's own closure.
+
+        The extra objects come after it in the chain (and never before the interpreter,
+        which is placed by the program's search list), so the listing of the closure
+        alone is a prefix of the whole listing.
+        """
+        ns = self._ns
+        own = {id(o) for o in ns.chain[:ns.main_end or len(ns.chain)]}
+        if ns.rtld is not None:
+            own.add(id(ns.rtld))
+        count = 0
+        for obj in self._listing():
+            if id(obj) not in own:
+                break
+            count += 1
+        return count
 
     # -- symbol versions (dl-version.c, _dl_check_all_versions) -------------------------------
 
@@ -441,8 +521,9 @@ class Loader:
                     problems.append(VersionProblem(target.path, obj.path, None))
                     continue
                 if id(target) not in defined:
-                    defined[id(target)] = frozenset(
-                        elf.version_definitions(self._host_path(target.path)))
+                    read = (self.memo.version_definitions if self.memo
+                            else elf.version_definitions)
+                    defined[id(target)] = frozenset(read(self._host_path(target.path)))
                 for version, weak in zip(need.versions, need.weak, strict=True):
                     if version not in defined[id(target)]:
                         problems.append(VersionProblem(target.path, obj.path, version, weak))
@@ -458,7 +539,7 @@ class Loader:
         """The vDSO and the loader itself are in the namespace before any search."""
         vdso = VDSO_NAMES.get(info.machine)
         if vdso:
-            self._ns.chain.append(_Object(vdso, [vdso], None, None, None, None, Via.VDSO, 1))
+            self._ns.add(_Object(vdso, [vdso], None, None, None, None, Via.VDSO, 1))
         # The interpreter is known by the program's PT_INTERP string (or, for a library
         # given as the file, the loader's own path) and by its SONAME.
         interp = info.interp or self.host.interp
@@ -466,7 +547,7 @@ class Loader:
         file_id = None
         host_path = self._rooted(interp)
         try:
-            rtld_info = elf.read_elf(host_path)
+            rtld_info = self._read_elf(host_path)
             st = os.stat(host_path)
             file_id = (st.st_dev, st.st_ino)
         except (BadInputError, OSError):
@@ -541,11 +622,10 @@ class Loader:
         # 1. An object already loaded under this name (or SONAME) is reused. "Not found"
         #    placeholders are not (_dl_map_object skips l_faked), so a missing name is
         #    searched, and listed, once per object that needs it.
-        for obj in ns.loaded():
-            if obj.matches(name):
-                if name not in obj.names:
-                    obj.names.append(name)
-                return obj
+        known = ns.named(name)
+        if known is not None:
+            ns.add_name(known, name)
+            return known
 
         steps: list[SearchStep] = []
         rejected: list[Rejection] = []
@@ -554,15 +634,14 @@ class Loader:
             # 2. A name with a slash is a path, opened as it is (DSTs already expanded).
             steps.append(SearchStep(Via.PATH, (os.path.dirname(name),)))
             path = self._rooted(name)
-            found = self._take(path, verify(self._host_path(path), self._expect), Via.PATH,
-                               rejected)
+            found = self._take(path, self._verify(self._host_path(path)), Via.PATH, rejected)
         else:
             found = self._search(loader, name, steps, rejected)
 
         if found is None:
             obj = _Object(name, [name], None, loader, None, None, None, depth, faked=True,
                           steps=tuple(steps), rejected=tuple(rejected))
-            ns.chain.append(obj)
+            ns.add(obj)
             return obj
         realname, verdict, via = found
         if verdict.fatal and not verdict.names_request:
@@ -571,24 +650,23 @@ class Loader:
                        realname if verdict.blocks else None)
         # 3. The same file under another name is the same object (_dl_map_object_from_fd
         #    compares device and inode before it maps anything).
-        for obj in ns.loaded():
-            if obj.file_id is not None and obj.file_id == verdict.file_id:
-                if name not in obj.names:
-                    obj.names.append(name)
-                return obj
+        same = ns.same_file(verdict.file_id)
+        if same is not None:
+            ns.add_name(same, name)
+            return same
         if verdict.fatal:
             # Only the checks made while mapping are left; glibc names the request in them.
             self._fail(name, realname, name, verdict.reason or "")
         obj = _Object(realname, [name], verdict.info, loader, self._origin_of(realname),
                       verdict.file_id, via, depth, steps=tuple(steps),
                       rejected=tuple(rejected))
-        ns.chain.append(obj)
+        ns.add(obj)
         return obj
 
     def _fail(self, name: str, realname: str, objname: str, message: str,
               blocked: str | None = None) -> NoReturn:
         obj = _Object(realname, [name], None, None, None, None, None, 0, error=message)
-        self._ns.chain.append(obj)
+        self._ns.add(obj)
         raise _LoadError(f"{objname}: {message}", blocked)
 
     def _take(self, realname: str, verdict: Verdict, via: Via,
@@ -634,7 +712,7 @@ class Loader:
         # b. LD_LIBRARY_PATH, split on ':' and ';', each element expanded with the program's
         #    $ORIGIN (_dl_init_paths, fillin_rpath).
         if self.env.library_path:
-            dirs = self._decompose(pathlist.split(self.env.library_path), main.origin)
+            dirs = self._library_path_dirs(main.origin)
             steps.append(SearchStep(Via.LD_LIBRARY_PATH, dirs))
             hit = self._open_path(name, dirs, Via.LD_LIBRARY_PATH, rejected)
             if hit:
@@ -670,7 +748,7 @@ class Loader:
                 cached = None
             if cached is not None:
                 steps.append(SearchStep(Via.CACHE, (os.path.dirname(cached),)))
-                verdict = verify(cached, self._expect)
+                verdict = self._verify(cached)
                 hit = self._take(cached, verdict, Via.CACHE, rejected)
                 if hit:
                     return hit
@@ -687,13 +765,82 @@ class Loader:
 
     # -- directories (fillin_rpath, open_path) ---------------------------------------------
 
+    def _library_path_dirs(self, origin: str | None) -> tuple[str, ...]:
+        """LD_LIBRARY_PATH's directories (the same for every object of every test)."""
+        value = self.env.library_path or ""
+        if self.memo is None:
+            return self._decompose(pathlist.split(value), origin)
+        key = (value, origin if "$" in value else None, self.host.lib, self.host.platform,
+               self.env.root)
+        return self.memo.remember("library_path", key,
+                                  lambda: self._decompose(pathlist.split(value), origin))
+
     def _decompose(self, elements: Sequence[str], origin: str | None) -> tuple[str, ...]:
         values = {"ORIGIN": origin, "LIB": self.host.lib, "PLATFORM": self.host.platform}
-        return decompose(elements, values, self._rooted)
+        if self.memo is None:
+            return decompose(elements, values, self._rooted)
+        key = (tuple(elements), origin if any("$" in e for e in elements) else None,
+               self.host.lib, self.host.platform, self.env.root)
+        return self.memo.remember("dirs", key,
+                                  lambda: decompose(elements, values, self._rooted))
 
     def _open_path(self, name: str, dirs: Sequence[str], via: Via,
                    rejected: list[Rejection]) -> _Found | None:
-        """Try ``name`` in every subdirectory of every directory, in order."""
+        """Try ``name`` in every subdirectory of every directory, in order.
+
+        With a memo, a search already made is not made again. Its outcome does not depend
+        on the directories this load already knows to be missing: those are only skipped
+        when a later subdirectory of the same directory ("", the directory itself, comes
+        last) decides the errno that ends the search.
+        """
+        memo = self.memo
+        if memo is None or self.host.subdirs[-1:] != ("",):
+            return self._open_path_now(name, dirs, via, rejected)
+        dirs = tuple(dirs)
+        relative = memo.relative(dirs)
+        key = (name, dirs, via, self._expect.elf_class, self._expect.data,
+               self._expect.machine, self.env.cwd if relative else None, self.host.subdirs)
+
+        def search() -> tuple[_Found | None, tuple[Rejection, ...]]:
+            here: list[Rejection] = []
+            where = dirs
+            if len(dirs) > _INDEXED and name not in (".", ".."):
+                # Only the directories whose listings have the name (or cannot be listed):
+                # in the others every subdirectory ends in ENOENT, which ends nothing.
+                names, opaque = self._directory_index(dirs, relative)
+                at = {*names.get(name, ()), *names.get(name.casefold(), ()), *opaque}
+                where = tuple(dirs[i] for i in sorted(at))
+            return self._open_path_now(name, where, via, here), tuple(here)
+
+        found, passed = memo.remember("search", key, search)
+        rejected += passed
+        return found
+
+    def _directory_index(self, dirs: tuple[str, ...], relative: bool
+                         ) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+        """Which of ``dirs`` list each name in one of their subdirectories (names also
+        case-folded), and which cannot be listed."""
+        assert self.memo is not None
+        memo = self.memo
+
+        def build() -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+            names: dict[str, dict[int, None]] = {}
+            opaque: list[int] = []
+            for at, directory in enumerate(dirs):
+                for sub in self.host.subdirs:
+                    listing = memo.listing(self._host_path(_join(directory, sub)))
+                    if listing.names is None:
+                        opaque.append(at)
+                        continue
+                    for listed in (*listing.names, *listing.folded):
+                        names.setdefault(listed, {})[at] = None
+            return {n: tuple(ats) for n, ats in names.items()}, tuple(dict.fromkeys(opaque))
+
+        key = (dirs, self.host.subdirs, self.env.cwd if relative else None)
+        return memo.remember("directory_index", key, build)
+
+    def _open_path_now(self, name: str, dirs: Sequence[str], via: Via,
+                       rejected: list[Rejection]) -> _Found | None:
         last_errno = errno.ENOENT   # glibc's errno, as open_path reads it after a directory
         for directory in dirs:
             here_any = False
@@ -703,14 +850,20 @@ class Loader:
                 if exists is False:
                     continue  # known not to exist: not even tried
                 realname = base + name
-                verdict = verify(self._host_path(realname), self._expect)
+                listing = self.memo.listing(self._host_path(base)) if self.memo else None
+                if listing is not None and listing.lacks(name):
+                    # What open() would say, without asking: the name is not there.
+                    verdict = _absent(listing.missing_errno or errno.ENOENT)
+                else:
+                    verdict = self._verify(self._host_path(realname))
                 hit = self._take(realname, verdict, via, rejected)
                 if hit:
                     return hit
                 last_errno = verdict.open_errno or errno.ENOENT
                 if exists is None:
                     # Relative directories are never marked missing: the cwd may change.
-                    exists = not base or not base.startswith("/") or _is_dir(base)
+                    exists = not base or not base.startswith("/") or (
+                        listing.is_dir if listing is not None else _is_dir(base))
                     if not exists:
                         last_errno = errno.ENOENT
                     self._ns.dir_exists[base] = exists
@@ -718,6 +871,12 @@ class Loader:
             if here_any and last_errno not in _SEARCH_ON:
                 return None  # e.g. ELOOP: the rest of this list is not searched
         return None
+
+    def _verify(self, path: str) -> Verdict:
+        return self.memo.verify(path, self._expect) if self.memo else verify(path, self._expect)
+
+    def _read_elf(self, path: str) -> elf.ElfInfo:
+        return self.memo.read_elf(path) if self.memo else elf.read_elf(path)
 
     def _host_path(self, realname: str) -> str:
         """Where the loader, started in env.cwd, would open ``realname``."""

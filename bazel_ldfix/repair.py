@@ -17,6 +17,7 @@ from bazel_ldfix import bazel, elf, failopen, index, pathlist, runfiles, testenv
 from bazel_ldfix.errors import BadInputError, LdfixError, NotAWorkspaceError, NoTestsError
 from bazel_ldfix.failopen import Skipped
 from bazel_ldfix.loader import Environment, Loader, Resolution
+from bazel_ldfix.memo import Memo
 
 VARIABLE = "LD_LIBRARY_PATH"
 _MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
@@ -132,7 +133,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          *, prepend: bool = False,
          on_error: Callable[[str, OSError], None] | None = None,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
-         search: bool = True, host: elf.ElfHeader | None = None) -> Repair:
+         search: bool = True, host: elf.ElfHeader | None = None,
+         session: Session | None = None) -> Repair:
     """Find what the tests cannot load and the directories that fix it.
 
     Each round resolves every test in the environment it would get with the directories
@@ -145,17 +147,22 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     A file the model cannot take (see :mod:`failopen`) is skipped and listed in
     ``skipped``; it never stops the plan. ``host`` is the class and machine a test that is
     a script (sh_test, py_test) runs as: this machine's, unless given.
+
+    A test is resolved once per environment (``session``, shared by the plans of one
+    command): the first round, the rounds with and without the runfiles' objects and the
+    final check read the same resolution when they ask about the same environment.
     """
     if host is None:
         from bazel_ldfix.resolve import host_header
 
         host = host_header()
-    subjects = [_Subject.of(t, host) for t in tests]
+    session = session or Session()
+    subjects = [session.subject(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]
-    scan = _Scan(subjects, make_loader, cache_for)
+    scan = _Scan(subjects, make_loader, cache_for, session)
     # A separate scan, so that "needed by" comes from the rounds below (closures first).
     before = {s.label: missing for s, missing, _ in
-              _Scan(subjects, make_loader, cache_for).run(env.current, extras=True)}
+              _Scan(subjects, make_loader, cache_for, session).run(env.current, extras=True)}
     choices: dict[str, index.Choice] = {}
     added: list[str] = []
 
@@ -181,10 +188,10 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             # Beside what the tests link, and beside what their _solib_* directories stage
             # (a cc_import of the main repository stages a file of the source tree).
             staged = [p for s in subjects for p in s.extras]
-            preferred = index.preferred_dirs(
+            preferred = session.preferred_dirs(
                 sorted([*scan.linked, *staged], key=lambda p: "/_solib_" not in p))
             located = index.locate(new, roots, scan.expect, preferred, on_error,
-                                   cache_dir=cache_dir, progress=progress)
+                                   cache_dir=cache_dir, progress=progress, memo=session.memo)
             choices.update(located)
             added += [c.dir for c in located.values() if c.dir and c.dir not in added]
             if not any(c.dir for c in located.values()):
@@ -234,11 +241,13 @@ class _Scan:
 
     def __init__(self, subjects: Sequence[_Subject],
                  make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None]) -> None:
+                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 session: Session) -> None:
         self.subjects = subjects
         self.make_loader = make_loader
         self.cache_for = cache_for
-        self.needed_by: dict[str, list[str]] = {}
+        self.session = session
+        self.needed_by: dict[str, dict[str, None]] = {}   # name -> requesters, in order
         self.linked: dict[str, None] = {}
         self.expect: elf.ElfHeader | None = None
         self.skipped: dict[str, Skipped] = {}
@@ -246,25 +255,132 @@ class _Scan:
     def run(self, values: Mapping[str, str | None], *, extras: bool
             ) -> list[tuple[_Subject, tuple[str, ...], str | None]]:
         out = []
+        needed_by, linked = self.needed_by, self.linked
         for subject in self.subjects:
             missing: dict[str, None] = {}
-            error = None
-            for res in subject.resolve(self.make_loader, self.cache_for,
-                                       values.get(subject.label), extras=extras):
-                if isinstance(res, Skipped):
-                    self.skipped.setdefault(res.path, res)
-                    continue
-                self.expect = self.expect or res.info.header
-                error = error or res.error
-                for lib in res.libraries:
-                    if lib.path is not None:
-                        self.linked.setdefault(lib.path, None)
-                    elif lib.error is None:
-                        missing.setdefault(lib.name, None)
-                        bucket = self.needed_by.setdefault(lib.name, [])
-                        bucket += [p for p in lib.needed_by if p not in bucket]
-            out.append((subject, tuple(missing), error))
+            outcome = self.session.outcome(subject, values.get(subject.label),
+                                           self.make_loader, self.cache_for, extras=extras)
+            for skip in outcome.skipped:
+                self.skipped.setdefault(skip.path, skip)
+            self.expect = self.expect or outcome.header
+            for path, name, requesters in outcome.entries:
+                if path is not None:
+                    linked.setdefault(path, None)
+                else:
+                    missing.setdefault(name, None)
+                    bucket = needed_by.setdefault(name, {})
+                    for requester in requesters:
+                        bucket.setdefault(requester, None)
+            out.append((subject, tuple(missing), outcome.error))
         return out
+
+
+# (path, name, needed_by) of one listed object: path None when it was not found.
+_Entry = tuple["str | None", str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a scan keeps of a test's resolution in one environment."""
+
+    header: elf.ElfHeader | None     # the first resolved object's, the kind of program
+    entries: tuple[_Entry, ...]      # found and missing objects, in listing order
+    error: str | None
+    skipped: tuple[Skipped, ...] = ()
+    # entries[:program] are the executable's own closure, which is what a resolution
+    # without the runfiles' objects lists; None: not known (resolve without them).
+    program: int | None = None
+
+
+class Session:
+    """What one command learns about its tests, for every plan it makes.
+
+    Each test's executable and runfiles are read once, and each test is resolved once per
+    value of LD_LIBRARY_PATH; the file facts underneath are shared by all tests
+    (:class:`~bazel_ldfix.memo.Memo`).
+    """
+
+    def __init__(self, memo: Memo | None = None) -> None:
+        self.memo = memo or Memo()
+        self._subjects: dict[tuple[TestInput, elf.ElfHeader], _Subject] = {}
+        self._outcomes: dict[tuple[str, str, str | None, bool], _Outcome] = {}
+        self._strings: dict[str, str] = {}
+        self._dirs: dict[str, tuple[str, ...]] = {}
+
+    def subject(self, test: TestInput, host: elf.ElfHeader) -> _Subject:
+        found = self._subjects.get((test, host))
+        if found is None:
+            found = self._subjects[(test, host)] = _Subject.of(test, host, self.memo)
+        return found
+
+    def outcome(self, subject: _Subject, library_path: str | None,
+                make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                *, extras: bool) -> _Outcome:
+        """The test resolved in one environment, with the runfiles' objects or without:
+        once per value for every scan. Without them, the first part of the resolution with
+        them is taken when that resolution went through whole."""
+        with_extras = (subject.label, subject.executable, library_path, True)
+        full = self._outcomes.get(with_extras)
+        if full is None:
+            full = self._outcomes[with_extras] = self._resolve(
+                subject, library_path, make_loader, cache_for, extras=True)
+        if extras:
+            return full
+        if full.program is not None:
+            return _Outcome(full.header, full.entries[:full.program], full.error, full.skipped)
+        without = (subject.label, subject.executable, library_path, False)
+        alone = self._outcomes.get(without)
+        if alone is None:
+            alone = self._outcomes[without] = self._resolve(
+                subject, library_path, make_loader, cache_for, extras=False)
+        return alone
+
+    def _resolve(self, subject: _Subject, library_path: str | None,
+                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 *, extras: bool) -> _Outcome:
+        intern = self._strings.setdefault
+        header = None
+        error = None
+        entries: list[_Entry] = []
+        skipped: list[Skipped] = []
+        program: int | None = 0
+        results = subject.resolve(make_loader, cache_for, library_path, extras=extras)
+        if subject.info is not None and (len(results) != 1
+                                         or isinstance(results[0], Skipped)):
+            program = None  # the model went one object at a time
+        for res in results:
+            if isinstance(res, Skipped):
+                skipped.append(res)
+                continue
+            header = header or res.info.header
+            error = error or res.error
+            for at, lib in enumerate(res.libraries):
+                if lib.path is None and lib.error is not None:
+                    continue  # the load stopped here; the test's error says why
+                if program is not None and (res.program_libraries is None
+                                            or at < res.program_libraries):
+                    program += 1
+                if lib.path is not None:
+                    entries.append((intern(lib.path, lib.path), lib.name, ()))
+                else:
+                    entries.append((None, intern(lib.name, lib.name),
+                                    tuple(intern(p, p) for p in lib.needed_by)))
+        if subject.info is None:
+            program = len(entries)  # a script: each object is resolved on its own anyway
+        return _Outcome(header, tuple(entries), error, tuple(skipped), program)
+
+    def preferred_dirs(self, paths: Sequence[str]) -> tuple[str, ...]:
+        """``index.preferred_dirs`` of ``paths``, each path's chain followed once."""
+        out: dict[str, None] = {}
+        for path in paths:
+            dirs = self._dirs.get(path)
+            if dirs is None:
+                dirs = self._dirs[path] = index.preferred_dirs([path], self.memo.realpath)
+            for d in dirs:
+                out.setdefault(d, None)
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -280,9 +396,10 @@ class _Subject:
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, test: TestInput, host: elf.ElfHeader) -> _Subject:
+    def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None) -> _Subject:
+        memo = memo or Memo()
         try:
-            info: elf.ElfInfo | None = elf.read_elf(test.executable)
+            info: elf.ElfInfo | None = memo.read_elf(test.executable)
         except BadInputError:
             info = None  # a script (sh_test, py_test): only its runfiles are examined
         tree = test.executable + ".runfiles"
@@ -291,7 +408,7 @@ class _Subject:
         expect = info.header if info is not None else host
         notes: tuple[str, ...] = ()
         if os.path.isdir(tree):
-            extras, skipped = _runfiles_libraries(tree, expect)
+            extras, skipped = _runfiles_libraries(tree, expect, memo)
         else:
             # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
             # manifest names what the test stages.
@@ -354,7 +471,7 @@ class _Subject:
 _PER_FILE_ERRORS = (LdfixError, OSError, ValueError, IndexError, struct.error)
 
 
-def _runfiles_libraries(runfiles: str, expect: elf.ElfHeader
+def _runfiles_libraries(runfiles: str, expect: elf.ElfHeader, memo: Memo | None = None
                         ) -> tuple[list[str], list[Skipped]]:
     """Shared objects in a runfiles tree that the loader of ``expect`` would accept, and
     the files named like libraries that it would not (each with the reason)."""
@@ -363,13 +480,14 @@ def _runfiles_libraries(runfiles: str, expect: elf.ElfHeader
     out: list[str] = []
     skipped: list[Skipped] = []
     seen: set[str] = set()
-    for paths in index.walk(runfiles).values():
+    memo = memo or Memo()
+    for paths in index.walk(runfiles, mounts=memo.mounts()).values():
         for path in paths:
-            real = os.path.realpath(path)
+            real = memo.realpath(path)
             if real in seen:
                 continue
             seen.add(real)
-            verdict = failopen.examine(path, expect)
+            verdict = failopen.examine(path, expect, memo)
             if isinstance(verdict, Skipped):
                 skipped.append(verdict)
             else:
@@ -431,9 +549,12 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     """The repair for ``bazel test ARGS``: (the repair, 0), or (None, Bazel's exit code)
     when the build step fails. Raises NoTestsError when the patterns select no test.
 
-    Bazel is asked as little as possible: the output_base comes from the build step's
-    events (unless given), and the rule attributes (``bazel query``) only when a test
-    filter needs its tags or a test misses something (a rule's ``env`` may provide it).
+    Bazel is asked as little as possible: the output_base and each test's tags come from
+    the build step's events (unless given), and the rules' ``env`` (``bazel query``) only
+    when a test misses something (a rule's ``env`` may provide it, and the repair's
+    ``--test_env`` would replace it) or the rule's value may win over the flags, only for
+    the selected tests and only the rules whose ``env`` or ``env_inherit`` mentions the
+    variable.
     ``cache_dir`` maps the output_base to the index cache's directory (None: no cache).
     """
     from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
@@ -468,8 +589,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                   "disk (a remote cache that did not download it?); not examined"
                   for t in events.tests if not os.path.isfile(t.executable)}
 
+    session = Session()
+
     def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info)), loader_env)
+        return Loader(host_of(interp_for(info)), loader_env, session.memo)
 
     def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
         return cache_lookup(info, Options())
@@ -492,22 +615,33 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         inputs = [TestInput(t.label, t.executable) for t in tests]
         planned = plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
                        on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
-                       progress=progress, search=search)
+                       progress=progress, search=search, session=session)
         return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
 
-    filtered = bool(bazel.option_values(events.command_line, "test_tag_filters")[:-1])
     # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a
     # test that loads with the flags' value may not load with its rule's: ask the rules.
+    # (Tags come from the build step's events: a tag filter needs no query.)
     flags_decide = testenv.order_of(events.version) is testenv.Order.FLAGS_WIN or \
         test_environment(events.options, client_env, {}, [], events.version).base == ()
     result = None
-    if not filtered and flags_decide and events.tests:
-        # Without the rules' env: if every test loads, that is the answer (nothing to add).
-        first = repair_with({}, search=False)
-        if not any(t.missing_before or t.error for t in first.tests):
-            result = first
-    if result is None:
-        result = repair_with(bazel.rule_info(runner, [t.label for t in events.tests]))
+    selected = [t.label for t in bazel.selected(events.tests, {}, events.command_line)]
+    # The last run of this command needed a repair: this one most likely does too, so the
+    # rule query runs while the tests are resolved.
+    pending = (bazel.start_rule_info(runner, selected, VARIABLE) if expected and selected
+               else None)
+    try:
+        if flags_decide and events.tests:
+            # Without the rules' env: if every test loads, that is the answer (nothing to add).
+            first = repair_with({}, search=False)
+            if not any(t.missing_before or t.error for t in first.tests):
+                result = first
+        if result is None:
+            rules = (pending.result() if pending is not None
+                     else bazel.rule_info(runner, selected, VARIABLE))
+            result = repair_with(rules)
+    finally:
+        if pending is not None:
+            pending.close()
     _write_memo(memo, result.flags)
     return dataclasses.replace(result, options=events.options,
                                patterns=events.patterns), 0

@@ -88,11 +88,17 @@ def _soname_of(path: str) -> str | None:
 def cache_lookup(info: elf.ElfInfo, options: Options) -> CacheLookup | None:
     if options.inhibit_cache:
         return None
-    interp = interp_for(info, options.loader)
-    cache = cache_of(options.root, interp)
+    return _lookup(options.root, interp_for(info, options.loader))
+
+
+@functools.cache
+def _lookup(root: str, interp: str) -> CacheLookup | None:
+    """One lookup function per cache and loader, remembering its answers (the cache is
+    read once per process, so its answers cannot change)."""
+    cache = cache_of(root, interp)
     if cache is None:
         return None
-    return functools.partial(profile_of(interp).lookup, cache)
+    return functools.cache(functools.partial(profile_of(interp).lookup, cache))
 
 
 def loader_for(info: elf.ElfInfo, options: Options) -> Loader:

@@ -1,0 +1,239 @@
+"""What one command learns about files, remembered for the rest of that command.
+
+A monorepo's tests share a handful of libraries: the same files are checked by the loader
+model again and again, once per test that loads them. What depends only on a file is
+remembered here, keyed by the file's identity (device, inode, size, modification time), so
+the same file reached through another path (a runfiles symlink, a ``_solib_*`` link) is
+read once, and a file replaced while the command runs is read again:
+
+* its ELF facts (``elf.read_elf``, ``elf.read_header``, ``elf.version_definitions``);
+* the loader's verdict on it as a candidate for a program of a given class and machine
+  (``loader.verify``);
+* a directory's listing, so that a name that is not there is known to be absent without an
+  ``open`` (the loader model tries every name in every hwcaps subdirectory of every search
+  directory), and real paths;
+* through :meth:`Memo.remember`, what the loader model derives from these alone: a search
+  list's directories, a search of them for a name.
+
+Listings, real paths and searches are by path: like the rest of one repair, they take the
+directories as they were when first looked at. A memo lives as long as one command; nothing
+is written anywhere. Failures are not remembered (they carry the path in their words, and
+they are rare): each one is met anew.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from bazel_ldfix import elf
+
+if TYPE_CHECKING:
+    from bazel_ldfix.index import Mounts
+    from bazel_ldfix.loader import Verdict
+
+FileKey = tuple[int, int, int, int]   # st_dev, st_ino, st_size, st_mtime_ns
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a directory holds, as far as opening a plain name in it goes."""
+
+    is_dir: bool
+    names: frozenset[str] | None    # None: could not be listed (only opening can tell)
+    folded: frozenset[str] = frozenset()
+    missing_errno: int = 0          # ENOENT, ENOTDIR: the directory is not there at all
+
+    def lacks(self, name: str) -> bool:
+        """Whether opening ``name`` here certainly fails with ENOENT.
+
+        A name listed under another case is left to ``open``: on a case-insensitive
+        filesystem (vfat, an ext4 casefold directory) it opens.
+        """
+        if self.missing_errno:
+            return True
+        if self.names is None or name in (".", "..") or name in self.names:
+            return False
+        return name.casefold() not in self.folded
+
+
+def file_key(path: str) -> FileKey | None:
+    """The identity of the regular file at ``path`` (symlinks followed); None otherwise."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class Memo:
+    """Per-command memory of file facts; see the module's docstring."""
+
+    def __init__(self) -> None:
+        self._elf: dict[FileKey, elf.ElfInfo] = {}
+        self._headers: dict[FileKey, elf.ElfHeader] = {}
+        self._versions: dict[FileKey, tuple[str, ...]] = {}
+        self._verdicts: dict[tuple[FileKey, int, int, int], Verdict] = {}
+        self._listings: dict[str, Listing] = {}
+        self._mounts: Mounts | None = None
+        self._tables: dict[str, dict[Hashable, Any]] = {}
+        self._real: dict[str, str] = {}
+        self._relative: dict[int, tuple[tuple[str, ...], bool]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def remember(self, table: str, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``, once per ``key`` in ``table``: for results that are a function
+        of the key and of files this command does not change (a search of directories)."""
+        entries = self._tables.setdefault(table, {})
+        try:
+            found: _T = entries[key]
+        except KeyError:
+            self.misses += 1
+            found = entries[key] = compute()
+            return found
+        self.hits += 1
+        return found
+
+    def file_key(self, path: str) -> FileKey | None:
+        """:func:`file_key`, through the real path: a runfiles path is a chain of
+        symlinks that ``stat`` would follow anew each time."""
+        return file_key(self.realpath(path))
+
+    def _by_file(self, table: dict[FileKey, _T], path: str, read: Callable[[str], _T]) -> _T:
+        key = self.file_key(path)
+        if key is None:
+            return read(path)   # not a regular file: its error (or answer) as it comes
+        found = table.get(key)
+        if found is not None:
+            self.hits += 1
+            return found
+        self.misses += 1
+        value = read(path)
+        table[key] = value
+        return value
+
+    def read_elf(self, path: str) -> elf.ElfInfo:
+        """``elf.read_elf``, once per file. The result's ``path`` is the first one read."""
+        return self._by_file(self._elf, path, elf.read_elf)
+
+    def read_header(self, path: str) -> elf.ElfHeader:
+        return self._by_file(self._headers, path, elf.read_header)
+
+    def version_definitions(self, path: str) -> tuple[str, ...]:
+        return self._by_file(self._versions, path, elf.version_definitions)
+
+    def verify(self, path: str, expect: elf.ElfHeader) -> Verdict:
+        """``loader.verify``, once per file and kind of program (class, byte order, machine).
+
+        A verdict does not depend on the path (its ``info.path`` is the first one read),
+        only on the file's bytes and on what the program expects.
+        """
+        from bazel_ldfix.loader import verify
+
+        key = self.file_key(path)
+        if key is None:
+            return verify(path, expect)
+        full = (key, expect.elf_class, expect.data, expect.machine)
+        found = self._verdicts.get(full)
+        if found is not None:
+            self.hits += 1
+            return found
+        self.misses += 1
+        verdict = verify(path, expect)
+        self._verdicts[full] = verdict
+        return verdict
+
+    def listing(self, directory: str) -> Listing:
+        """The names in ``directory`` (symlinks followed), listed once."""
+        found = self._listings.get(directory)
+        if found is not None:
+            return found
+        try:
+            names = os.listdir(directory)
+            listing = Listing(True, frozenset(names), frozenset(n.casefold() for n in names))
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            listing = Listing(False, frozenset(), frozenset(), exc.errno or errno.ENOENT)
+        except (OSError, ValueError):
+            # Unreadable (EACCES), a loop, ...: a name may still open; only trying tells.
+            listing = Listing(_is_dir(directory), None)
+        self._listings[directory] = listing
+        return listing
+
+    def relative(self, dirs: tuple[str, ...]) -> bool:
+        """Whether a search list names a directory relative to the working directory
+        (known per list object: the lists come from the memo and live as long as it)."""
+        entry = self._relative.get(id(dirs))
+        if entry is not None and entry[0] is dirs:
+            return entry[1]
+        flag = any(not d.startswith("/") for d in dirs)
+        self._relative[id(dirs)] = (dirs, flag)
+        return flag
+
+    def realpath(self, path: str) -> str:
+        """``os.path.realpath``, with the real path of every directory found once.
+
+        Tests' runfiles trees are thousands of symlinks into the same few directories;
+        ``os.path.realpath`` would ``lstat`` every component of every one of them. As
+        there, a component that does not exist is kept as it is, and ``..`` applies to
+        what the components before it resolved to.
+        """
+        if not path.startswith("/"):
+            path = os.path.join(os.getcwd(), path)
+        found = self._real.get(path)
+        if found is None:
+            try:
+                found = self._walk("/", path, 0)
+            except _Loop:
+                found = os.path.realpath(path)   # realpath says where it stops
+            self._real[path] = found
+        return found
+
+    def _walk(self, real: str, rest: str, depth: int) -> str:
+        for name in rest.split("/"):
+            if not name or name == ".":
+                continue
+            if name == "..":
+                real = os.path.dirname(real)
+                continue
+            here = os.path.join(real, name)
+            known = self._real.get(here)
+            if known is not None:
+                real = known
+                continue
+            try:
+                target = os.readlink(here)
+            except (OSError, ValueError):
+                self._real[here] = real = here   # not a link, or not there
+                continue
+            if depth >= 40:
+                raise _Loop
+            resolved = self._walk("/" if target.startswith("/") else real, target, depth + 1)
+            self._real[here] = real = resolved
+        return real
+
+    def mounts(self) -> Mounts:
+        """The mount table, read once (for walks of runfiles trees)."""
+        from bazel_ldfix.index import Mounts
+
+        if self._mounts is None:
+            self._mounts = Mounts.read()
+        return self._mounts
+
+
+class _Loop(Exception):
+    """A chain of symlinks longer than the kernel follows."""
+
+
+def _is_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False

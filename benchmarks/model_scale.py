@@ -1,0 +1,256 @@
+"""The repair's loader model over 1,000 to 10,000 test executables, without Bazel.
+
+    .venv/bin/python benchmarks/model_scale.py [--dir DIR] [--sizes 1000,3000,10000]
+                                               [--runs 3] [--out FILE]
+
+Lays out what Bazel would leave in an output_base for N ``cc_test``s (``setup``): SDK
+repositories under ``external/`` (``libsdka.so.11`` needing ``libsdkb.so.3``,
+``libsdkb.so.3``, ``libsdkc.so.7``, and one ``libownK.so.1`` per 20 tests), the
+``_solib_k8`` links to their unversioned files, and per test an executable (its own copy,
+so its own inode) with Bazel's DT_RUNPATH and a runfiles tree of symlinks. gcc runs a few
+times; the per-test files are copies and symlinks, and the "own" libraries and the
+executables that need them are copies with their number patched into the strings.
+
+Each size runs ``repair.plan`` in a fresh process (host probe, reading every executable and
+runfiles tree, the rounds, the search of ``external/``); sizes alternate round after round,
+and the medians, their ratio to the smallest size and the peak RSS are printed as Markdown.
+Every run must choose the same directories (checked against the first). Before each run,
+the floor runs on the same tests: what must be read anyway (the first 4 KiB of each
+executable, a walk of its runfiles tree with a ``stat`` of each file); it also warms the page
+cache for the run that follows. CPU time (user + system) is reported beside wall time: on a
+machine shared with other jobs, wall time includes waiting for a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+OWN_EVERY = 20
+SOLIB = "bazel-out/k8-fastbuild/bin/_solib_k8"
+PER_PACKAGE = 100
+
+
+def _solib_dir(repo: str) -> str:
+    return f"_U@{repo}_S_S_C{repo}___Ulib"
+
+
+def _cc(out: str, *flags: str, src: str) -> None:
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    subprocess.run(["cc", "-fPIC", "-Wl,--no-as-needed", *flags, "-o", out, "-x", "c", "-"],
+                   input=src.encode(), check=True)
+
+
+def _patched(template: bytes, old: bytes, new: bytes) -> bytes:
+    assert len(old) == len(new) and old in template
+    return template.replace(old, new)
+
+
+def setup(top: str, tests: int) -> None:
+    """Write the layout for ``tests`` tests under ``top`` (kept between runs)."""
+    stamp = os.path.join(top, f"done-{tests}")
+    if os.path.exists(stamp):
+        return
+    ob = os.path.join(top, "ob")
+    ext = os.path.join(ob, "external")
+    execroot = os.path.join(ob, "execroot", "ws")
+    solib = os.path.join(execroot, SOLIB)
+    bin_dir = os.path.dirname(solib)
+    src = os.path.join(top, "src")
+    sdks = {"sdkb": ("3", ()), "sdkc": ("7", ()), "sdka": ("11", ("sdkb",)), "own0000": ("1", ())}
+    for name, (version, needs) in sdks.items():
+        lib = os.path.join(src, name, "lib")
+        flags = ["-shared", f"-Wl,-soname,lib{name}.so.{version}"]
+        for dep in needs:
+            flags += ["-L", os.path.join(src, dep, "lib"), f"-l:lib{dep}.so.{sdks[dep][0]}"]
+        real = os.path.join(lib, f"lib{name}.so.{version}")
+        if not os.path.exists(real):
+            _cc(real, *flags, src=f"int {name}_value(void){{return {version};}}")
+            os.symlink(os.path.basename(real), os.path.join(lib, f"lib{name}.so"))
+    variants = {"ab": ["sdka", "sdkb"], "abc": ["sdka", "sdkb", "sdkc"],
+                "own": ["sdka", "sdkb", "own0000"]}
+    for variant, deps in variants.items():
+        out = os.path.join(src, "exe", variant)
+        if os.path.exists(out):
+            continue
+        flags = ["-Wl,--enable-new-dtags",
+                 "-Wl,-rpath," + ":".join(f"$ORIGIN/../_solib_k8/{_solib_dir(d)}" for d in deps)]
+        for d in deps:
+            flags += ["-L", os.path.join(src, d, "lib"), f"-l:lib{d}.so"]
+        calls = " && ".join(f"{d}_value()" for d in deps)
+        decls = " ".join(f"int {d}_value(void);" for d in deps)
+        _cc(out, *flags, src=f"{decls}\nint main(void){{return ({calls}) ? 0 : 1;}}\n")
+
+    def repository(name: str, data: dict[str, bytes], link: str) -> None:
+        lib = os.path.join(ext, name, "lib")
+        if os.path.isdir(lib):
+            return
+        os.makedirs(lib)
+        for file, content in data.items():
+            with open(os.path.join(lib, file), "wb") as f:
+                f.write(content)
+        os.symlink(next(iter(data)), os.path.join(lib, link))
+        os.makedirs(os.path.join(solib, _solib_dir(name)), exist_ok=True)
+        os.symlink(os.path.join(lib, link), os.path.join(solib, _solib_dir(name), link))
+
+    def read(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    for name in ("sdka", "sdkb", "sdkc"):
+        version = sdks[name][0]
+        repository(name, {f"lib{name}.so.{version}":
+                          read(os.path.join(src, name, "lib", f"lib{name}.so.{version}"))},
+                   f"lib{name}.so")
+    own_lib = read(os.path.join(src, "own0000", "lib", "libown0000.so.1"))
+    templates = {v: read(os.path.join(src, "exe", v)) for v in variants}
+    for i in range(tests):
+        package = os.path.join(bin_dir, f"p{i // PER_PACKAGE}")
+        exe = os.path.join(package, f"test{i}")
+        if os.path.exists(exe):
+            continue
+        os.makedirs(package, exist_ok=True)
+        deps = variants["abc" if i % 2 else "ab"]
+        data = templates["abc" if i % 2 else "ab"]
+        if i % OWN_EVERY == 0:
+            number = f"{i // OWN_EVERY:04d}".encode()
+            name = f"own{number.decode()}"
+            repository(name, {f"lib{name}.so.1": _patched(own_lib, b"0000", number)},
+                       f"lib{name}.so")
+            deps = ["sdka", "sdkb", name]
+            data = _patched(templates["own"], b"0000", number)
+        with open(exe, "wb") as f:
+            f.write(data)
+        os.chmod(exe, 0o755)
+        ws = os.path.join(exe + ".runfiles", "ws")
+        os.makedirs(os.path.join(ws, f"p{i // PER_PACKAGE}"))
+        os.symlink(exe, os.path.join(ws, f"p{i // PER_PACKAGE}", f"test{i}"))
+        for d in deps:
+            there = os.path.join(ws, "_solib_k8", _solib_dir(d))
+            os.makedirs(there)
+            os.symlink(os.path.join(solib, _solib_dir(d), f"lib{d}.so"),
+                       os.path.join(there, f"lib{d}.so"))
+    with open(stamp, "w"):
+        pass
+
+
+def child(top: str, tests: int) -> None:
+    """One measured run: ``repair.plan`` over the first ``tests`` tests; JSON on stdout."""
+    sys.path.insert(0, REPO)
+    started = time.perf_counter()
+    from bazel_ldfix import repair
+    from bazel_ldfix.loader import Environment, Loader
+    from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
+
+    bin_dir = os.path.join(top, "ob", "execroot", "ws", os.path.dirname(SOLIB))
+    inputs = [repair.TestInput(f"//p{i // PER_PACKAGE}:test{i}",
+                               os.path.join(bin_dir, f"p{i // PER_PACKAGE}", f"test{i}"))
+              for i in range(tests)]
+    env = repair.TestEnvironment((), "nothing", {t.label: None for t in inputs})
+    session = repair.Session()
+
+    def make_loader(info: object, loader_env: Environment) -> Loader:
+        return Loader(host_of(interp_for(info)), loader_env, session.memo)  # type: ignore
+
+    def cache_for(info: object) -> object:
+        return cache_lookup(info, Options())  # type: ignore
+
+    result = repair.plan(inputs, env, os.path.join(top, "ob"), make_loader,
+                         cache_for, session=session)  # type: ignore[arg-type]
+    elapsed = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    rss = usage.ru_maxrss * 1024
+    print(json.dumps({"seconds": elapsed, "rss": rss, "added": list(result.added),
+                      "cpu": usage.ru_utime + usage.ru_stime,
+                      "unresolved": list(result.unresolved),
+                      "still_missing": sum(1 for t in result.tests if t.missing_after)}))
+
+
+def floor(top: str, tests: int) -> float:
+    """What must be read anyway: each executable's start and its runfiles tree."""
+    bin_dir = os.path.join(top, "ob", "execroot", "ws", os.path.dirname(SOLIB))
+    started = time.perf_counter()
+    for i in range(tests):
+        exe = os.path.join(bin_dir, f"p{i // PER_PACKAGE}", f"test{i}")
+        with open(exe, "rb") as f:
+            f.read(4096)
+        stack = [exe + ".runfiles"]
+        while stack:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir():
+                        stack.append(entry.path)
+                    else:
+                        os.stat(entry.path)
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", default=None, help="where to lay out (kept); default: a "
+                        "temporary directory")
+    parser.add_argument("--sizes", default="1000,3000,10000")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--child", nargs=2, metavar=("DIR", "N"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")]
+    top = args.dir or tempfile.mkdtemp(prefix="bazel-ldfix-model-")
+    started = time.perf_counter()
+    setup(top, max(sizes))
+    print(f"layout of {max(sizes)} tests in {top}: {time.perf_counter() - started:.1f} s",
+          file=sys.stderr)
+    samples: dict[int, list[dict[str, object]]] = {n: [] for n in sizes}
+    for round_ in range(args.runs):
+        order = sizes if round_ % 2 == 0 else list(reversed(sizes))
+        for n in order:
+            floor_s = floor(top, n)
+            out = subprocess.run([sys.executable, __file__, "--child", top, str(n)],
+                                 capture_output=True, text=True, check=True)
+            sample = json.loads(out.stdout)
+            sample["floor"] = floor_s
+            samples[n].append(sample)
+            print(f"round {round_ + 1}: {n} tests: {sample['seconds']:.2f} s "
+                  f"(CPU {sample['cpu']:.2f} s, floor {floor_s:.2f} s), "
+                  f"{int(sample['rss']) / 2**20:.0f} MiB", file=sys.stderr)
+
+    def med_of(n: int, key: str) -> float:
+        return statistics.median(float(s[key]) for s in samples[n])  # type: ignore[arg-type]
+
+    base = med_of(sizes[0], "seconds")
+    base_cpu = med_of(sizes[0], "cpu")
+    base_floor = med_of(sizes[0], "floor")
+    print(f"| tests | median | min | max | per test | / {sizes[0]} | CPU (/ {sizes[0]}) | "
+          f"floor (/ {sizes[0]}) | peak RSS | dirs added | unresolved | tests still missing |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n in sizes:
+        secs = [float(s["seconds"]) for s in samples[n]]  # type: ignore[arg-type]
+        med = statistics.median(secs)
+        cpu, flo = med_of(n, "cpu"), med_of(n, "floor")
+        rss = max(int(s["rss"]) for s in samples[n]) / 2**20  # type: ignore[call-overload]
+        first = samples[n][0]
+        same = all(s["added"] == first["added"] for s in samples[n])
+        print(f"| {n:,} | {med:.2f} s | {min(secs):.2f} s | {max(secs):.2f} s | "
+              f"{med / n * 1000:.2f} ms | {med / base:.2f}x | {cpu:.2f} s "
+              f"({cpu / base_cpu:.2f}x) | {flo:.2f} s ({flo / base_floor:.2f}x) | {rss:.0f} MiB | "
+              f"{len(first['added'])}{'' if same else ' (differs between runs!)'} | "  # type: ignore
+              f"{len(first['unresolved'])} | {first['still_missing']} |")  # type: ignore
+    if args.dir is None:
+        shutil.rmtree(top, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""How often `bazel-ldfix test` asks Bazel, with a real Bazel: every command is logged.
+
+Tags come from the build step's events, so a tag filter costs no query; the rules' `env` is
+queried only when something is missing, only for the selected tests, and (once the last
+run of the same command needed a repair) while the tests are being resolved; a rule's own
+LD_LIBRARY_PATH is kept either way.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from bazelws import BAZEL, Workspace, clean_env, import_repository, make_workspace, sdk
+from elfbuild import cc
+
+pytestmark = [pytest.mark.bazel,
+              pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
+
+LOADS_X = "int xdemo_value(void);\nint main(void) { return xdemo_value() == 11 ? 0 : 1; }\n"
+LOADS_XZ = ("int xdemo_value(void); int zdemo_value(void);\n"
+            "int main(void) { return xdemo_value() + zdemo_value() == 14 ? 0 : 1; }\n")
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    top = tmp_path_factory.mktemp("trips")
+    sdk(top / "sdks" / "xsdk", "xdemo", "11")
+    zlib = cc(top / "zdir" / "libzdemo.so.3", "-shared", "-Wl,-soname,libzdemo.so.3",
+              src="int zdemo_value(void){return 3;}")
+    z_link = f'linkopts = ["-L{zlib.parent}", "-l:libzdemo.so.3"]'
+    files = {
+        "WORKSPACE": import_repository("xsdk", top / "sdks" / "xsdk", "xdemo"),
+        "t/BUILD": f"""
+cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@xsdk//:xdemo"])
+cc_test(name = "gpu_x", srcs = ["x.c"], deps = ["@xsdk//:xdemo"], tags = ["gpu"])
+cc_test(name = "with_env", srcs = ["xz.c"], deps = ["@xsdk//:xdemo"], {z_link},
+        env = {{"LD_LIBRARY_PATH": "{zlib.parent}"}}, tags = ["gpu"])
+cc_test(name = "plain", srcs = ["plain.c"])
+""",
+        "t/x.c": LOADS_X, "t/xz.c": LOADS_XZ, "t/plain.c": "int main(void) { return 0; }\n",
+    }
+    env = {**clean_env(), "XDG_CACHE_HOME": str(top / "cache")}
+    workspace = make_workspace(top / "ws", files, env=env)
+    log = top / "bazel-calls.log"
+    wrapper = top / "bazel"
+    wrapper.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {shlex.quote(str(log))}\n"
+                       f"exec {shlex.quote(str(BAZEL))} \"$@\"\n")
+    wrapper.chmod(0o755)
+    workspace.calls = log  # type: ignore[attr-defined]
+    workspace.wrapper = wrapper  # type: ignore[attr-defined]
+    workspace.zdir = zlib.parent  # type: ignore[attr-defined]
+    yield workspace
+    workspace.shutdown()
+
+
+def _commands(ws: Workspace, *args: str) -> tuple[int, str, list[str]]:
+    log: Path = ws.calls  # type: ignore[attr-defined]
+    if log.exists():
+        log.unlink()
+    result = ws.ldfix("test", "--bazel", str(ws.wrapper), *args)  # type: ignore[attr-defined]
+    calls = log.read_text().splitlines() if log.exists() else []
+    return result.returncode, result.stdout + result.stderr, [c.split(" ", 1)[0] for c in calls]
+
+
+def test_nothing_missing_asks_no_query(ws: Workspace) -> None:
+    code, out, commands = _commands(ws, "//t:plain")
+    assert code == 0, out
+    assert commands == ["test", "test"]
+
+
+def test_a_tag_filter_asks_no_query_for_tags(ws: Workspace) -> None:
+    log: Path = ws.calls  # type: ignore[attr-defined]
+    code, out, commands = _commands(ws, "--test_tag_filters=-gpu", "//t:all")
+    assert code == 0, out
+    assert commands == ["test", "query", "test"]
+    query = next(c for c in log.read_text().splitlines() if c.startswith("query"))
+    # Only the selected tests, only for the rules whose env names the variable.
+    assert "//t:needs_x" in query and "//t:plain" in query
+    assert "//t:gpu_x" not in query and "//t:with_env" not in query
+    assert 'attr(env, "LD_LIBRARY_PATH"' in query
+
+
+def test_a_rules_own_value_is_kept_on_the_first_run_and_the_next(ws: Workspace) -> None:
+    zdir = str(ws.zdir)  # type: ignore[attr-defined]
+    for _ in range(2):  # the second run starts the query while the tests are resolved
+        code, out, commands = _commands(ws, "//t:with_env", "//t:needs_x")
+        assert code == 0, out
+        assert commands == ["test", "query", "test"]
+        assert f"--test_env=LD_LIBRARY_PATH={zdir}:" in out or f":{zdir}" in out
+        assert "//t:with_env" in out and "PASSED" in out
+    assert os.listdir(Path(ws.env["XDG_CACHE_HOME"]) / "bazel-ldfix" / "last-flags")
