@@ -19,11 +19,11 @@ from bazel_ldfix.errors import BadInputError, BazelError, LdfixError
 from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
-    from bazel_ldfix.bazel import Bazel
-    from bazel_ldfix.diagnose import Diagnosis
-    from bazel_ldfix.failopen import Fallback
-    from bazel_ldfix.repair import Repair
-    from bazel_ldfix.resolve import Options
+    from bazel_ldfix.bazel.runner import Bazel
+    from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.loader.resolve import Options
+    from bazel_ldfix.repair.failopen import Fallback
+    from bazel_ldfix.repair.plan import Repair
 
 _PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
                 "help_option_names": ["-h", "--help"]}
@@ -154,7 +154,7 @@ def _remote_guard(repair: Repair, force_local_path: bool) -> Repair:
     """Under remote execution, no --test_env naming this machine's paths (one line why)."""
     import dataclasses
 
-    from bazel_ldfix import execution
+    from bazel_ldfix.bazel import execution
 
     if force_local_path or not repair.flags \
             or execution.of(repair.options) is not execution.Execution.REMOTE:
@@ -247,9 +247,10 @@ def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix test -- //... -//app:ext_test
       bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
-    from bazel_ldfix import failopen, report
-    from bazel_ldfix.bazel import output_base as ask_output_base
-    from bazel_ldfix.bazel import with_options
+    from bazel_ldfix import report
+    from bazel_ldfix.bazel.runner import output_base as ask_output_base
+    from bazel_ldfix.bazel.runner import with_options
+    from bazel_ldfix.repair import failopen
 
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
@@ -294,7 +295,7 @@ def test(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...],
 
 
 def _remote(repair: Repair) -> bool:
-    from bazel_ldfix import execution
+    from bazel_ldfix.bazel import execution
 
     return execution.of(repair.options) is execution.Execution.REMOTE
 
@@ -336,7 +337,7 @@ def fix(inv: Invocation, bazel_path: str | None, startup: tuple[str, ...], outpu
       bazel-ldfix fix --write --verify -- //... -//app:ext_test
     """
     from bazel_ldfix import buildfix
-    from bazel_ldfix.bazel import workspace_of
+    from bazel_ldfix.bazel.runner import workspace_of
     from bazel_ldfix.errors import BazelError, CannotEditError
 
     if check and (write or verify):
@@ -373,8 +374,8 @@ def _repair_or_fallback(inv: Invocation, bazel_path: str | None, startup: Sequen
                         ) -> Repair | Fallback:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
     the command unchanged). Exits with Bazel's code when the build step was interrupted."""
-    from bazel_ldfix import failopen
-    from bazel_ldfix.rerun import INTERRUPTED
+    from bazel_ldfix.repair import failopen
+    from bazel_ldfix.repair.rerun import INTERRUPTED
 
     planned = failopen.attempt(lambda: _plan(inv, bazel_path, startup, output_base, prepend,
                                              no_cache, bazel_args, quiet=quiet))
@@ -396,8 +397,8 @@ def _diagnose_after(inv: Invocation, output_base: str, code: int, library_path: 
     """
     if code != 3:
         return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
-    from bazel_ldfix import diagnose as diagnosing
-    from bazel_ldfix import failopen
+    from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.repair import failopen
 
     result = failopen.attempt(lambda: diagnosing.after_test(
         output_base, code, library_path=library_path, on_error=_warn_unreadable,
@@ -414,7 +415,8 @@ def _diagnose_after(inv: Invocation, output_base: str, code: int, library_path: 
 def _rerun(inv: Invocation, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
            diagnosis: Diagnosis, first: int, prepend: bool) -> int:
     """The one rerun of the tests that failed in the loader; the two runs' combined code."""
-    from bazel_ldfix import failopen, logs, rerun
+    from bazel_ldfix.diagnosis import logs
+    from bazel_ldfix.repair import failopen, rerun
 
     planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback):
@@ -481,8 +483,8 @@ def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose //app:vendor_test
       bazel-ldfix diagnose --json --bep events.json
     """
-    from bazel_ldfix import diagnose as diagnosing
-    from bazel_ldfix import logs
+    from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.diagnosis import logs
 
     found = logs.find(inv.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
@@ -524,11 +526,12 @@ def locate(inv: Invocation, sonames: tuple[str, ...], output_base: str | None,
       bazel-ldfix locate libvendor.so.3
       bazel-ldfix locate --json --output-base "$(bazel info output_base)" libcudart.so.12
     """
-    from bazel_ldfix import elf, index, indexcache
+    from bazel_ldfix import elf
+    from bazel_ldfix.outputbase import index, indexcache
     from bazel_ldfix.report import locate_json, locate_text
 
     if output_base is None:
-        from bazel_ldfix.bazel import output_base as ask_output_base
+        from bazel_ldfix.bazel.runner import output_base as ask_output_base
 
         output_base = ask_output_base(_make_bazel(inv, bazel_path, startup))
     base = output_base
@@ -553,7 +556,7 @@ def locate(inv: Invocation, sonames: tuple[str, ...], output_base: str | None,
 
 
 def _make_bazel(inv: Invocation, bazel_path: str | None, startup: Sequence[str]) -> Bazel:
-    from bazel_ldfix.bazel import Bazel
+    from bazel_ldfix.bazel.runner import Bazel
 
     executable = bazel_path or inv.env.get("BAZEL") or "bazel"
     return Bazel(executable, inv.cwd, dict(inv.env), tuple(startup),
@@ -570,8 +573,8 @@ def _plan(inv: Invocation, bazel_path: str | None, startup: Sequence[str],
           output_base: str | None, prepend: bool, no_cache: bool, bazel_args: Sequence[str],
           *, quiet: bool = False
           ) -> tuple[Repair | None, int]:
-    from bazel_ldfix import index, indexcache
-    from bazel_ldfix.repair import repair_tests
+    from bazel_ldfix.outputbase import index, indexcache
+    from bazel_ldfix.repair.plan import repair_tests
 
     def cache_dir(base: str) -> str | None:
         del base  # one per-user directory, whatever the output_base
@@ -614,7 +617,7 @@ def resolve(inv: Invocation, files: tuple[str, ...], as_json: bool,
       bazel-ldfix resolve --library-path /opt/sdk/lib --json bazel-bin/app/vendor_test
     """
     from bazel_ldfix import report
-    from bazel_ldfix.resolve import resolve_file, unversioned_files
+    from bazel_ldfix.loader.resolve import resolve_file, unversioned_files
 
     options = _options(inv, library_path, inhibit_cache, root, loader)
     results = []
@@ -661,8 +664,8 @@ def check(inv: Invocation, files: tuple[str, ...], as_json: bool, library_path: 
       bazel-ldfix check bazel-bin/app/vendor_test
       bazel-ldfix check --matrix /opt/a/lib --matrix /opt/b/lib bazel-bin/app/vendor_test
     """
-    from bazel_ldfix import check as checking
     from bazel_ldfix import report
+    from bazel_ldfix.loader import check as checking
 
     options = _options(inv, library_path, inhibit_cache, "/", loader)
     bad = False
@@ -840,7 +843,7 @@ def dupes(inv: Invocation, file: str, as_json: bool, library_path: str | None, i
 
 def _options(inv: Invocation, library_path: str | None, inhibit_cache: bool,
              root: str, loader: str | None = None) -> Options:
-    from bazel_ldfix.resolve import Options
+    from bazel_ldfix.loader.resolve import Options
 
     value = library_path if library_path is not None else inv.env.get("LD_LIBRARY_PATH")
     return Options(value, inhibit_cache, os.path.normpath(os.path.join(inv.cwd, root)),

@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bazel_ldfix.check import CheckResult, Matrix
-    from bazel_ldfix.index import Copy
-    from bazel_ldfix.loader import Library, Resolution
-    from bazel_ldfix.repair import Repair
-    from bazel_ldfix.resolve import Unversioned
+    from bazel_ldfix.loader.check import CheckResult, Matrix
+    from bazel_ldfix.loader.resolve import Unversioned
+    from bazel_ldfix.loader.search import Library, Resolution
+    from bazel_ldfix.outputbase.index import Copy
+    from bazel_ldfix.repair.plan import Repair
 
 JSON_VERSION = 1
 VARIABLE = "LD_LIBRARY_PATH"  # what the repair sets (kept here so that resolve need not
@@ -202,7 +202,7 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> 
 
 def _reach_lines(test: Any) -> list[str]:
     """Why the flag may not reach a test, and the change to its rule that does."""
-    from bazel_ldfix.testenv import Reach
+    from bazel_ldfix.bazel.testenv import Reach
 
     if test.rule_fix is None:
         return []

@@ -163,7 +163,8 @@ def locate_command() -> tuple[list[str], str]:
 
 def child_fastpath(ext: str, soname: str, preferred: str) -> None:
     """Locate one soname with and without the linked library's directory; scandir count."""
-    from bazel_ldfix import elf, index
+    from bazel_ldfix import elf
+    from bazel_ldfix.outputbase import index
 
     calls = 0
     real_scandir = os.scandir
@@ -182,7 +183,8 @@ def child_fastpath(ext: str, soname: str, preferred: str) -> None:
 
 
 def child_profile(ext: str, sonames: list[str]) -> None:
-    from bazel_ldfix import elf, index
+    from bazel_ldfix import elf
+    from bazel_ldfix.outputbase import index
 
     expect = elf.read_header(sys.executable)
     prof = cProfile.Profile()
@@ -288,7 +290,7 @@ def bench(args: argparse.Namespace, tmp: str) -> int:
     print(f"  {layout.files:,} files and {layout.dirs:,} directories written in {built:.1f}s; "
           f"find -L sees {entries:,} entries", file=sys.stderr)
     # The cache is only written once external/'s timestamps are older than its settle time.
-    from bazel_ldfix import indexcache
+    from bazel_ldfix.outputbase import indexcache
     time.sleep(max(0.0, indexcache.SETTLE_NS / 1e9 + 0.2 - (time.time() - started - built)))
 
     locate, locate_how = locate_command()
@@ -588,7 +590,7 @@ def why(rows: list[Row], b: Breakdown, results: dict[str, Sample]) -> dict[str, 
                          "build events (`<output_base>/execroot/...`) instead of `bazel info`, "
                          f"and bazel-ldfix's own time, the overhead would be about "
                          f"{fmt_s(total - b.plain + b.own)}. Both changes are in "
-                         "bazel.py/repair.py, outside the index.")
+                         "bazel/runner.py and repair/plan.py, outside the index.")
             out[r.what] = text
         elif r.what.startswith(("cold", "locate")):
             out[r.what] = (f"Every bazel-ldfix figure includes its start-up ({fmt_s(start)} "

@@ -148,9 +148,9 @@ def child(top: str, tests: int) -> None:
     """One measured run: ``repair.plan`` over the first ``tests`` tests; JSON on stdout."""
     sys.path.insert(0, REPO)
     started = time.perf_counter()
-    from bazel_ldfix import repair
-    from bazel_ldfix.loader import Environment, Loader
-    from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.search import Environment, Loader
+    from bazel_ldfix.repair import plan as repair
 
     bin_dir = os.path.join(top, "ob", "execroot", "ws", os.path.dirname(SOLIB))
     inputs = [repair.TestInput(f"//p{i // PER_PACKAGE}:test{i}",

@@ -28,10 +28,11 @@ from elfbuild import (
     truncated,
 )
 
-from bazel_ldfix import elf, host, ldcache
-from bazel_ldfix.conformance import Disagreement, compare
-from bazel_ldfix.loader import Environment, Loader, Resolution, Via
-from bazel_ldfix.trace import Trace, run_trace
+from bazel_ldfix import elf
+from bazel_ldfix.loader import host, ldcache
+from bazel_ldfix.loader.conformance import Disagreement, compare
+from bazel_ldfix.loader.search import Environment, Loader, Resolution, Via
+from bazel_ldfix.loader.trace import Trace, run_trace
 
 INTERP = "/lib64/ld-linux-x86-64.so.2"
 pytestmark = pytest.mark.skipif(not os.path.exists(INTERP), reason="needs the x86-64 glibc loader")

@@ -32,8 +32,9 @@ from elfbuild import cc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bazel_ldfix import cli, diagnose, elf, fixes, logs
-from bazel_ldfix.diagnose import ErrorKind, parse_log
+from bazel_ldfix import cli, elf
+from bazel_ldfix.diagnosis import diagnose, fixes, logs
+from bazel_ldfix.diagnosis.diagnose import ErrorKind, parse_log
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
 HAVE_CXX = shutil.which("c++") is not None

@@ -20,7 +20,8 @@ from bazelws import BAZEL, Workspace, clean_env, make_workspace, sdk
 from diagnose_fixtures import EXTENSION_SRC, versioned_lib
 from elfbuild import patch_class, patch_machine
 
-from bazel_ldfix import cli, diagnose, logs
+from bazel_ldfix import cli
+from bazel_ldfix.diagnosis import diagnose, logs
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]

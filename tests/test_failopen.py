@@ -14,10 +14,12 @@ import pytest
 from elfbuild import empty, lfs_pointer, lib, truncated
 from foreign import aarch64_lib, aarch64_program, i386_lib, linker_script, text_file
 
-from bazel_ldfix import elf, failopen, repair
-from bazel_ldfix.failopen import Fallback, SkipKind, Skipped
-from bazel_ldfix.loader import Environment, Loader
-from bazel_ldfix.resolve import Options, cache_lookup, host_header, host_of, interp_for
+from bazel_ldfix import elf
+from bazel_ldfix.loader.resolve import Options, cache_lookup, host_header, host_of, interp_for
+from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.failopen import Fallback, SkipKind, Skipped
 
 
 def kind_of(path: Path) -> SkipKind | None:

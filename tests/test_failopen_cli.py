@@ -12,10 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bazel_ldfix import rerun
-from bazel_ldfix.diagnose import Diagnosis, ErrorKind, Finding
-from bazel_ldfix.fixes import Fix
-from bazel_ldfix.repair import Repair
+from bazel_ldfix.diagnosis.diagnose import Diagnosis, ErrorKind, Finding
+from bazel_ldfix.diagnosis.fixes import Fix
+from bazel_ldfix.repair import rerun
+from bazel_ldfix.repair.plan import Repair
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -59,7 +59,8 @@ def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
               % (tmp_path / "x_test"))
     (tmp_path / "x_test").write_text("#!/bin/sh\n")
     bazel = fake_bazel(tmp_path, events, build_code=0, test_code=3)
-    inject = ("import sys\nfrom bazel_ldfix import cli, repair\n"
+    inject = ("import sys\nfrom bazel_ldfix import cli\n"
+              "from bazel_ldfix.repair import plan as repair\n"
               "def plan(*args, **kwargs):\n    raise TypeError('a bug')\n"
               "repair.plan = plan\nsys.exit(cli.main(sys.argv[1:]))\n")
     env = {k: v for k, v in os.environ.items() if k != "BAZEL"}
@@ -71,7 +72,7 @@ def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
     assert line.startswith("bazel-ldfix: no repair: internal error, please report it: "
                            "TypeError: a bug")
     assert line.endswith("; running `bazel test` unchanged")
-    assert "repair.py:" in line and "Traceback" not in result.stderr
+    assert "repair/plan.py:" in line and "Traceback" not in result.stderr
     assert calls(tmp_path)[-1] == "test --keep_going //t:x_test"   # as given
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from diagnose_fixtures import LOG_HEADER, run
 from elfbuild import cc
 
-from bazel_ldfix import diagnose, fixes, logs
+from bazel_ldfix.diagnosis import diagnose, fixes, logs
 
 REPO = "+nvidia_tensorrt_extension+nvidia_tensorrt_runtime_for_cuda_12_linux_x86_64"
 LIB_DIR = ("targets/x86_64-linux/lib/stubs_and_runtime_libraries_for_inference_"

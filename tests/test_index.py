@@ -16,7 +16,8 @@ from elfbuild import cc, lfs_pointer, patch_class, patch_machine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bazel_ldfix import elf, index
+from bazel_ldfix import elf
+from bazel_ldfix.outputbase import index
 
 SO = "int f(void){return 1;}"
 MOUNTS = index.Mounts.read()
@@ -203,7 +204,7 @@ def test_mountinfo_is_read_as_proc_5_writes_it() -> None:
 
 MOUNTED_WALK = """
 import json, os, sys
-from bazel_ldfix import index
+from bazel_ldfix.outputbase import index
 sys.path.insert(0, sys.argv[2])
 from test_index import reference_walk
 root = sys.argv[1]

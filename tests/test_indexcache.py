@@ -18,7 +18,8 @@ from elfbuild import cc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bazel_ldfix import elf, index, indexcache
+from bazel_ldfix import elf
+from bazel_ldfix.outputbase import index, indexcache
 
 POOL = ["liba.so.1", "libb.so.2", "libc.so.3", "libd.so"]
 

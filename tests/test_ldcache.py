@@ -1,4 +1,4 @@
-"""Tests for bazel_ldfix.ldcache against real files, the real ldconfig and the real ld.so.
+"""Tests for bazel_ldfix.loader.ldcache against real files, the real ldconfig and the real ld.so.
 
 Ground truth comes from the system wherever possible. ``ldconfig -p`` checks the parser,
 ``ld.so --list`` checks lookup, and ``ldconfig -r ROOT`` checks the sysroot scanner. To make
@@ -26,9 +26,9 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bazel_ldfix import host
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.ldcache import (
+from bazel_ldfix.loader import host
+from bazel_ldfix.loader.ldcache import (
     DL_CACHE_HWCAP_EXTENSION,
     EM_386,
     EM_AARCH64,
@@ -57,7 +57,7 @@ from bazel_ldfix.ldcache import (
     parse_diagnostics,
     read_cache,
 )
-from bazel_ldfix.ldconfig import conf_dirs, scan_sysroot, search_dirs
+from bazel_ldfix.loader.ldconfig import conf_dirs, scan_sysroot, search_dirs
 
 LDSO = "/lib64/ld-linux-x86-64.so.2"
 SYSTEM_CACHE = "/etc/ld.so.cache"

@@ -10,11 +10,11 @@ import pytest
 from elfbuild import empty, lfs_pointer, lib, patch_class, patch_data, patch_machine, program
 
 from bazel_ldfix import elf
-from bazel_ldfix.conformance import compare
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.host import parse_probe
-from bazel_ldfix.loader import Library, Resolution, Via, decompose, substitute, verify
-from bazel_ldfix.trace import Trace, TracedObject, parse_trace
+from bazel_ldfix.loader.conformance import compare
+from bazel_ldfix.loader.host import parse_probe
+from bazel_ldfix.loader.search import Library, Resolution, Via, decompose, substitute, verify
+from bazel_ldfix.loader.trace import Trace, TracedObject, parse_trace
 
 VALUES = {"ORIGIN": "/opt/app", "LIB": "lib/x86_64-linux-gnu", "PLATFORM": "x86_64"}
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from diagnose_fixtures import fake_bazel, passing_log
 
-from bazel_ldfix import cli, diagnose, logs
+from bazel_ldfix import cli
+from bazel_ldfix.diagnosis import diagnose, logs
 
 SUMMARY_ROW = "{label}                                                   FAILED in 0.0s"
 

@@ -1,6 +1,6 @@
 """What one command remembers of files gives the same answers as reading them again.
 
-The loader model with a memo (``bazel_ldfix.memo``) must load exactly what it loads without
+The loader model with a memo (``bazel_ldfix.loader.memo``) must load exactly what it loads without
 one: every conformance rule is run again with a memo, cold and warm, and the three
 resolutions compared whole (search steps and rejected candidates included). The memo's own
 parts are checked against what they stand for: ``os.path.realpath``, ``open``, a file
@@ -19,9 +19,10 @@ import pytest
 import test_conformance
 from elfbuild import lib, patch_machine, program
 
-from bazel_ldfix import elf, repair
-from bazel_ldfix.loader import Environment, Loader, Resolution, verify
-from bazel_ldfix.memo import Memo
+from bazel_ldfix import elf
+from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.loader.search import Environment, Loader, Resolution, verify
+from bazel_ldfix.repair import plan as repair
 
 
 class _Both(Loader):
@@ -60,7 +61,7 @@ def test_hwcaps_subdirectories_hold_with_a_memo(tmp_path: Path,
 
 
 def test_a_long_search_list_is_searched_as_without_a_memo(tmp_path: Path) -> None:
-    from bazel_ldfix.resolve import Options, loader_for
+    from bazel_ldfix.loader.resolve import Options, loader_for
 
     dirs = [tmp_path / f"d{i}" for i in range(14)]
     for d in dirs:
@@ -157,7 +158,7 @@ def test_a_verdict_depends_on_the_kind_of_program(tmp_path: Path) -> None:
 
 
 def test_the_extras_come_after_the_programs_own_closure(tmp_path: Path) -> None:
-    from bazel_ldfix.resolve import Options, loader_for
+    from bazel_ldfix.loader.resolve import Options, loader_for
 
     y = lib(tmp_path / "b" / "liby.so.1")
     x = lib(tmp_path / "a" / "libx.so.1", needs=[y])
@@ -175,7 +176,7 @@ def test_the_extras_come_after_the_programs_own_closure(tmp_path: Path) -> None:
 
 
 def test_each_test_is_resolved_once_per_value_of_the_search_path(tmp_path: Path) -> None:
-    from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 
     ext = tmp_path / "ob" / "external"
     shared = lib(ext / "sdk" / "lib" / "libsdk.so.11")

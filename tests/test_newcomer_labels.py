@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bazel_ldfix import fixes
+from bazel_ldfix.diagnosis import fixes
 
 
 def layout(tmp_path: Path) -> tuple[Path, Path]:

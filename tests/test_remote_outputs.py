@@ -13,9 +13,11 @@ from pathlib import Path
 from diagnose_fixtures import fake_bazel
 from elfbuild import cc
 
-from bazel_ldfix import bazel, repair, runfiles
-from bazel_ldfix.loader import Loader
-from bazel_ldfix.resolve import host_of, interp_for
+from bazel_ldfix.bazel import runfiles
+from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.loader.resolve import host_of, interp_for
+from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.repair import plan as repair
 
 SHA = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393"
 

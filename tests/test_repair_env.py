@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bazel_ldfix import repair
-from bazel_ldfix.bazel import Option
+from bazel_ldfix.bazel.runner import Option
+from bazel_ldfix.repair import plan as repair
 
 LABELS = ["//p:plain", "//p:attr"]
 RULES = {"//p:attr": {"LD_LIBRARY_PATH": "/from/attr"}}
@@ -46,7 +46,7 @@ def test_strict_action_env_is_the_default_from_bazel_9() -> None:
 
 
 def test_the_users_test_filters_decide_which_tests_are_examined() -> None:
-    from bazel_ldfix import bazel
+    from bazel_ldfix.bazel import runner as bazel
 
     tests = [bazel.TestTarget("//p:gpu", "/x/gpu", "small"),
              bazel.TestTarget("//p:cpu", "/x/cpu", "large"),
@@ -68,7 +68,7 @@ def test_the_users_test_filters_decide_which_tests_are_examined() -> None:
 
 
 def test_the_build_steps_own_options_are_left_out_of_the_users() -> None:
-    from bazel_ldfix import bazel
+    from bazel_ldfix.bazel import runner as bazel
 
     ours = "--test_env=LD_LIBRARY_PATH=/remembered"
     given = [Option("test_env", "LD_LIBRARY_PATH=/user"), Option("test_output", "errors"),

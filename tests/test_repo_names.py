@@ -18,7 +18,8 @@ import pytest
 from diagnose_fixtures import LOG_HEADER, run
 from elfbuild import cc
 
-from bazel_ldfix import diagnose, fixes, logs, runfiles
+from bazel_ldfix.bazel import runfiles
+from bazel_ldfix.diagnosis import diagnose, fixes, logs
 
 
 def escape(text: str) -> str:

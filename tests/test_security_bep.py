@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bazel_ldfix import bazel, bepshape
+from bazel_ldfix.bazel import bepshape
+from bazel_ldfix.bazel import runner as bazel
 
 GOOD = [
     {"id": {"started": {}}, "started": {"buildToolVersion": "4.2.3",

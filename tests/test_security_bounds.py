@@ -192,7 +192,7 @@ def test_a_loader_that_hangs_is_an_error_not_a_traceback(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever blocks the loader (a FIFO the model cannot see, a hung NFS mount), the
     probe and the trace end in one BadInputError."""
-    from bazel_ldfix import host, trace
+    from bazel_ldfix.loader import host, trace
 
     # Static, so that LD_TRACE_LOADED_OBJECTS does not make its own loader list it and exit.
     stuck = tmp_path / "stuck-ld.so"

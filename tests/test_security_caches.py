@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 from elfbuild import lib
 
-from bazel_ldfix import bazel, index, indexcache, repair, userdir
+from bazel_ldfix import userdir
+from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.outputbase import index, indexcache
+from bazel_ldfix.repair import plan as repair
 
 OTHER = 65534
 NAME = "libx.so.1"

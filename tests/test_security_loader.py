@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from elfbuild import cc, lib, program
 
-from bazel_ldfix import elf, host
+from bazel_ldfix import elf
 from bazel_ldfix.errors import UntrustedLoaderError
+from bazel_ldfix.loader import host
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -169,7 +170,7 @@ def test_diagnose_models_the_test_with_the_host_loader_never_the_named_one(
     the failure (with the host loader's rules) and the marker never appears."""
     from diagnose_fixtures import fake_bazel
 
-    from bazel_ldfix import diagnose, logs
+    from bazel_ldfix.diagnosis import diagnose, logs
 
     fake = fake_bazel(tmp_path)
     marker = tmp_path / "MARKER"

@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 from elfbuild import cc
 
-from bazel_ldfix import repair, testenv
-from bazel_ldfix.bazel import Option, parse_rules
-from bazel_ldfix.loader import Loader
+from bazel_ldfix.bazel import testenv
+from bazel_ldfix.bazel.runner import Option, parse_rules
+from bazel_ldfix.bazel.testenv import Order, Reach
+from bazel_ldfix.loader.resolve import host_of, interp_for
+from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.report import repair_summary
-from bazel_ldfix.resolve import host_of, interp_for
-from bazel_ldfix.testenv import Order, Reach
 
 V = "LD_LIBRARY_PATH"
 LABELS = ["//p:plain", "//p:attr"]
@@ -210,7 +211,7 @@ def test_rules_are_found_whatever_form_the_repository_name_takes() -> None:
     # Not read from Bazel's sources: the build events may name a test of another repository
     # canonically (@@nvsdk+//t:x) where query writes its apparent name (@nvsdk//t:x), or the
     # reverse; the rule is matched by package and name when only one rule has them.
-    from bazel_ldfix.bazel import RuleInfo, aligned
+    from bazel_ldfix.bazel.runner import RuleInfo, aligned
 
     rules = {"@nvsdk//t:x": RuleInfo({V: "/r"}, ()), "//t:y": RuleInfo({}, ("gpu",)),
              "@a//p:z": RuleInfo({}, ()), "@b//p:z": RuleInfo({}, ())}

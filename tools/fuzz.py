@@ -32,8 +32,11 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bazel_ldfix import elf, index, ldcache, loader, resolve
+from bazel_ldfix import elf
 from bazel_ldfix.errors import LdfixError
+from bazel_ldfix.loader import ldcache, resolve
+from bazel_ldfix.loader import search as loader
+from bazel_ldfix.outputbase import index
 
 SYSTEM_LIBS = ("libdl.so.2", "libutil.so.1", "libz.so.1", "librt.so.1")
 LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",

@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from bazel_ldfix import elf, host, ldcache
-from bazel_ldfix.conformance import Disagreement, compare
+from bazel_ldfix import elf
 from bazel_ldfix.errors import LdfixError
-from bazel_ldfix.loader import Environment, Loader
-from bazel_ldfix.trace import run_trace
+from bazel_ldfix.loader import host, ldcache
+from bazel_ldfix.loader.conformance import Disagreement, compare
+from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.trace import run_trace
 
 DIRS = ("/usr/bin", "/usr/lib/x86_64-linux-gnu")
 CACHE = "/etc/ld.so.cache"

@@ -14,7 +14,7 @@ from bazel_ldfix import pathlist
 from bazel_ldfix.buildfix.plan import Plan, Shape, TestMissing, plan, to_text, write
 
 if TYPE_CHECKING:
-    from bazel_ldfix.repair import Repair
+    from bazel_ldfix.repair.plan import Repair
 
 __all__ = ["Plan", "Shape", "TestMissing", "plan", "plan_for", "to_text", "write"]
 
@@ -25,7 +25,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
     A test's own list names what it misses first; what those libraries need in turn comes
     from the loader model run for that test alone (as ``diagnose`` runs it).
     """
-    from bazel_ldfix import diagnose
+    from bazel_ldfix.diagnosis import diagnose
 
     base = pathlist.join(repair.base) if repair.base else None
     found = {m.soname: m.dir for m in repair.missing if m.dir}

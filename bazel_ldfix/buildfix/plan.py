@@ -22,10 +22,12 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix import elf, fixes, loader
+from bazel_ldfix import elf
 from bazel_ldfix.buildfix import staging, starlark
 from bazel_ldfix.buildfix.locate import Layout, Place, locate, read_source
+from bazel_ldfix.diagnosis import fixes
 from bazel_ldfix.errors import BadInputError, CannotEditError
+from bazel_ldfix.loader import search as loader
 
 
 class Shape(enum.Enum):

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import Environment, Loader
+from bazel_ldfix.loader.search import Environment, Loader
 
 
 def missing_after(executable: str, added: Iterable[tuple[str, str]],
@@ -29,7 +29,7 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
     ``added`` holds ``(staged, file)``: ``_solib_<cpu>/<dir>/<name>`` as Bazel would stage
     it, and the file that name would lead to.
     """
-    from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 
     real = os.path.realpath(executable)
     at = real.rfind("/bin/")

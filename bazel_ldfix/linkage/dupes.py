@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix.linkage.scope import Scope, ScopeObject, exported, load_scope
 from bazel_ldfix.linkage.symbols import Bind, Symbol, SymbolType, Visibility
-from bazel_ldfix.resolve import Options
+from bazel_ldfix.loader.resolve import Options
 
 # Relocation types that refer to a module's TLS block, by e_machine.
 _TLS_RELOCATIONS = {

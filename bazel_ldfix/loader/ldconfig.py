@@ -1,6 +1,6 @@
 """What ``ldconfig -r ROOT`` would write, for a sysroot or image that has no ld.so.cache.
 
-glibc keeps the cache's reader (elf/dl-cache.c, here :mod:`bazel_ldfix.ldcache`) apart from
+glibc keeps the cache's reader (elf/dl-cache.c, here :mod:`bazel_ldfix.loader.ldcache`) apart from
 its writer (elf/ldconfig.c and elf/cache.c); so does this project. This module reads
 ld.so.conf as ldconfig does (``include`` globs, comments, ``hwcap`` lines, ``dir=libtype``),
 resolves paths inside the root as ldconfig's ``chroot_canon`` does, chooses the files that
@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.ldcache import DL_CACHE_HWCAP_EXTENSION, CacheEntry, CacheFormat, LdCache, libcmp
+from bazel_ldfix.loader.ldcache import (
+    DL_CACHE_HWCAP_EXTENSION,
+    CacheEntry,
+    CacheFormat,
+    LdCache,
+    libcmp,
+)
 
 _C_SPACE = " \t\n\v\f\r"
 _MAX_SYMLINKS = 40

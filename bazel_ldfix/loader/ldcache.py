@@ -1,6 +1,6 @@
 """glibc's ``/etc/ld.so.cache``: parse it, and answer lookups the way ld.so 2.36 does.
 
-What ldconfig would write for a sysroot without a cache is :mod:`bazel_ldfix.ldconfig`.
+What ldconfig would write for a sysroot without a cache is :mod:`bazel_ldfix.loader.ldconfig`.
 
 Why this exists: once RPATH, LD_LIBRARY_PATH and RUNPATH have failed, the loader asks the
 cache. The cache's answer is not simply "the first file with that name". The loader

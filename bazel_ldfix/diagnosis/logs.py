@@ -20,8 +20,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlparse
 
-from bazel_ldfix import bepshape
-from bazel_ldfix.bazel import workspace_of
+from bazel_ldfix.bazel import bepshape
+from bazel_ldfix.bazel.runner import workspace_of
 from bazel_ldfix.elf import open_regular
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 

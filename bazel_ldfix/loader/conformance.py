@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bazel_ldfix.loader import Resolution
-    from bazel_ldfix.trace import Trace
+    from bazel_ldfix.loader.search import Resolution
+    from bazel_ldfix.loader.trace import Trace
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ def runfiles_shared_objects(env: Mapping[str, str]) -> list[tuple[str, str]]:
 
 def load_fixes(path: str, missing: Sequence[str]) -> list[str]:
     """The BUILD changes for missing sonames that a ``cc_import`` of ``libX.so`` explains."""
-    from bazel_ldfix import fixes
+    from bazel_ldfix.diagnosis import fixes
 
     out = []
     imports = fixes.solib_imports(fixes.solib_dirs_of(path))
@@ -135,7 +135,7 @@ def check_load(label: str, path: str, env: Mapping[str, str]) -> int:
     """0 when the loader model loads ``path`` in ``env``, else 1 with the explanation."""
     from bazel_ldfix import report
     from bazel_ldfix.errors import BadInputError
-    from bazel_ldfix.resolve import Options, resolve_file
+    from bazel_ldfix.loader.resolve import Options, resolve_file
 
     options = Options(env.get("LD_LIBRARY_PATH"), False, "/", os.getcwd())
     try:

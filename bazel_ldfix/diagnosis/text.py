@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from bazel_ldfix.report import OUTPUT_BASE, abbreviate
 
 if TYPE_CHECKING:
-    from bazel_ldfix.diagnose import Diagnosis, ErrorKind, Finding
+    from bazel_ldfix.diagnosis.diagnose import Diagnosis, ErrorKind, Finding
 
 # Colours are written as stand-in characters, put in after the names were escaped
 # (quoting.printable), so that escaping cannot touch them.

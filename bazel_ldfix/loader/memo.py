@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bazel_ldfix import elf
 
 if TYPE_CHECKING:
-    from bazel_ldfix.index import Mounts
-    from bazel_ldfix.loader import Verdict
+    from bazel_ldfix.loader.search import Verdict
+    from bazel_ldfix.outputbase.index import Mounts
 
 FileKey = tuple[int, int, int, int]   # st_dev, st_ino, st_size, st_mtime_ns
 _T = TypeVar("_T")
@@ -136,7 +136,7 @@ class Memo:
         A verdict does not depend on the path (its ``info.path`` is the first one read),
         only on the file's bytes and on what the program expects.
         """
-        from bazel_ldfix.loader import verify
+        from bazel_ldfix.loader.search import verify
 
         key = self.file_key(path)
         if key is None:
@@ -221,7 +221,7 @@ class Memo:
 
     def mounts(self) -> Mounts:
         """The mount table, read once (for walks of runfiles trees)."""
-        from bazel_ldfix.index import Mounts
+        from bazel_ldfix.outputbase.index import Mounts
 
         if self._mounts is None:
             self._mounts = Mounts.read()

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import BadInputError, NotElfError
-from bazel_ldfix.host import Host
+from bazel_ldfix.loader.host import Host
 
 if TYPE_CHECKING:
-    from bazel_ldfix.memo import Memo
+    from bazel_ldfix.loader.memo import Memo
 
 VDSO_NAMES = {62: "linux-vdso.so.1", 3: "linux-gate.so.1", 183: "linux-vdso.so.1"}
 DF_1_PIE = 0x08000000

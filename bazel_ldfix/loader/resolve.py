@@ -14,9 +14,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bazel_ldfix import elf, host, ldcache, ldconfig
+from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import Environment, Library, Loader, Resolution
+from bazel_ldfix.loader import host, ldcache, ldconfig
+from bazel_ldfix.loader.search import Environment, Library, Loader, Resolution
 
 CacheLookup = Callable[[str], "str | None"]
 

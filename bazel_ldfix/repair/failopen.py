@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 from bazel_ldfix import elf
 
 if TYPE_CHECKING:
-    from bazel_ldfix.memo import Memo
+    from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.errors import BazelNotFoundError, LdfixError, NotElfError
 
 T = TypeVar("T")
@@ -72,7 +72,7 @@ def examine(path: str, expect: elf.ElfHeader, memo: Memo | None = None
     opened; then the ELF header; then the loader's own checks (``loader.verify``), each
     once per file with a ``memo``.
     """
-    from bazel_ldfix.loader import verify
+    from bazel_ldfix.loader.search import verify
 
     read_header = memo.read_header if memo else elf.read_header
 
@@ -195,8 +195,12 @@ def attempt(compute: Callable[[], T]) -> T | Fallback:
 
 
 def _where(exc: Exception) -> str:
-    """``module.py:LINE`` of the innermost frame of this package, for the report."""
+    """``package/module.py:LINE`` of the innermost frame of this package, for the report."""
+    marker = os.sep + "bazel_ldfix" + os.sep
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = [f for f in frames if os.sep + "bazel_ldfix" + os.sep in f.filename]
+    ours = [f for f in frames if marker in f.filename]
     frame = (ours or frames)[-1] if frames else None
-    return f"{os.path.basename(frame.filename)}:{frame.lineno}" if frame else "unknown"
+    if frame is None:
+        return "unknown"
+    name = frame.filename.rpartition(marker)[2] or os.path.basename(frame.filename)
+    return f"{name}:{frame.lineno}"

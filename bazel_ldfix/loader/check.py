@@ -13,10 +13,18 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix import conformance, elf, ldconfig, pathlist, trace
+from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import Resolution
-from bazel_ldfix.resolve import Options, cache_of, interp_for, loader_for, profile_of, trusted_for
+from bazel_ldfix.loader import conformance, ldconfig, trace
+from bazel_ldfix.loader.resolve import (
+    Options,
+    cache_of,
+    interp_for,
+    loader_for,
+    profile_of,
+    trusted_for,
+)
+from bazel_ldfix.loader.search import Resolution
 
 _MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
 

@@ -13,11 +13,15 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bazel_ldfix import bazel, elf, failopen, index, pathlist, runfiles, testenv
+from bazel_ldfix import elf, pathlist
+from bazel_ldfix.bazel import runfiles, testenv
+from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.errors import BadInputError, LdfixError, NotAWorkspaceError, NoTestsError
-from bazel_ldfix.failopen import Skipped
-from bazel_ldfix.loader import Environment, Loader, Resolution
-from bazel_ldfix.memo import Memo
+from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.loader.search import Environment, Loader, Resolution
+from bazel_ldfix.outputbase import index
+from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair.failopen import Skipped
 
 VARIABLE = "LD_LIBRARY_PATH"
 _MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
@@ -42,7 +46,7 @@ def test_environment(options: Sequence[bazel.Option], client_env: Mapping[str, s
                      version: str | None,
                      rule_inherits: Mapping[str, Sequence[str]] | None = None
                      ) -> TestEnvironment:
-    """Apply Bazel's rules for a test's LD_LIBRARY_PATH (:mod:`bazel_ldfix.testenv`).
+    """Apply Bazel's rules for a test's LD_LIBRARY_PATH (:mod:`bazel_ldfix.bazel.testenv`).
 
     ``--action_env`` (the client's value with ``--incompatible_strict_action_env`` off, the
     default before Bazel 9), then ``--test_env``, then, by version, the rule's ``env`` and
@@ -153,7 +157,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     final check read the same resolution when they ask about the same environment.
     """
     if host is None:
-        from bazel_ldfix.resolve import host_header
+        from bazel_ldfix.loader.resolve import host_header
 
         host = host_header()
     session = session or Session()
@@ -557,7 +561,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     variable.
     ``cache_dir`` maps the output_base to the index cache's directory (None: no cache).
     """
-    from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 
     if bazel.workspace_of(runner.cwd) is None:
         raise NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "

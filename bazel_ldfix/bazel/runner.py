@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from bazel_ldfix import bepshape
+from bazel_ldfix.bazel import bepshape
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"

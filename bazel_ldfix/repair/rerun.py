@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import pathlist
-from bazel_ldfix.diagnose import Diagnosis, ErrorKind
-from bazel_ldfix.repair import VARIABLE, Repair
+from bazel_ldfix.diagnosis.diagnose import Diagnosis, ErrorKind
+from bazel_ldfix.repair.plan import VARIABLE, Repair
 
 # Failures an LD_LIBRARY_PATH entry appended at the end repairs: the loader found no usable
 # file by that name. (A version error or a broken copy needs an entry before the others.)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix import elf, pathlist, quoting
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import decompose
+from bazel_ldfix.loader.search import decompose
 
 VARIABLE = "LD_LIBRARY_PATH"
 _UNESCAPE = {"U": "_", "S": "/", "C": ":", "A": "@", "B": "\\"}

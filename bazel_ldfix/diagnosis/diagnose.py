@@ -24,13 +24,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bazel_ldfix import elf, fixes, index, logs, pathlist, runfiles
+from bazel_ldfix import elf, pathlist
+from bazel_ldfix.bazel import runfiles
+from bazel_ldfix.diagnosis import fixes, logs
+from bazel_ldfix.diagnosis.fixes import Fix, SolibImport
 from bazel_ldfix.errors import BadInputError, LdfixError
-from bazel_ldfix.fixes import Fix, SolibImport
-from bazel_ldfix.loader import Environment, Loader
+from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
-    from bazel_ldfix.repair import Missing
+    from bazel_ldfix.repair.plan import Missing
 
 # -- reading glibc's words ------------------------------------------------------------------
 
@@ -719,7 +722,7 @@ def with_loader(loader: str | None) -> dict[str, Any]:
     named (``--loader``) instead of the host's; nothing for None."""
     if loader is None:
         return {}
-    from bazel_ldfix.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 
     def make_loader(info: elf.ElfInfo, env: Environment) -> Loader:
         return Loader(host_of(interp_for(info, loader)), env)
@@ -738,13 +741,13 @@ def model_missing(label: str | None, executable: str, output_base: str,
 
 
 def _host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
-    from bazel_ldfix.resolve import host_of, interp_for
+    from bazel_ldfix.loader.resolve import host_of, interp_for
 
     return Loader(host_of(interp_for(info)), env)
 
 
 def _host_cache(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
-    from bazel_ldfix.resolve import Options, cache_lookup
+    from bazel_ldfix.loader.resolve import Options, cache_lookup
 
     return cache_lookup(info, Options())
 
@@ -754,7 +757,7 @@ def _model(label: str | None, executable: str, output_base: str, library_path: s
            on_error: Callable[[str, OSError], None] | None,
            notes: list[str]) -> dict[str, Missing]:
     """What the repair finds missing for this test, by soname."""
-    from bazel_ldfix import repair
+    from bazel_ldfix.repair import plan as repair
 
     key = label or executable
     env = repair.TestEnvironment(pathlist.split(library_path),
@@ -781,7 +784,7 @@ def _chain(found: Mapping[str, Missing], library_path: str | None, make_loader: 
     rounds met the files. Resolving each found file on its own makes the prediction the same
     for every test whose chain allows it.
     """
-    from bazel_ldfix.repair import Missing as MissingLibrary
+    from bazel_ldfix.repair.plan import Missing as MissingLibrary
 
     out = dict(found)
     pending = [m for m in found.values() if m.dir is not None]
@@ -1035,7 +1038,7 @@ _WHAT = {
 def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False) -> str:
     """For people: one block per finding, each fix once (see ``diagnose_text``), then one
     summary line."""
-    from bazel_ldfix import diagnose_text
+    from bazel_ldfix.diagnosis import text as diagnose_text
 
     return diagnose_text.render(diagnosis, what=_WHAT, summary=_summary(diagnosis),
                                 shorten=_shorten, prefix=prefix, color=color)

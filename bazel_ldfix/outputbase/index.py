@@ -20,7 +20,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
 
 if TYPE_CHECKING:
-    from bazel_ldfix.memo import Memo
+    from bazel_ldfix.loader.memo import Memo
 
 #: ``progress(files_scanned, repository)``, called during a walk: first ``(0, "")``, then
 #: every few hundred directories, last with ``repository`` None when the walk ends.
@@ -248,7 +248,7 @@ def check_candidate(path: str, expect: elf.ElfHeader, memo: Memo | None = None) 
     The loader's own decision (``loader.verify``, once per file with a ``memo``), plus one
     rule of this search: only a shared object is worth pointing LD_LIBRARY_PATH at.
     """
-    from bazel_ldfix.loader import verify
+    from bazel_ldfix.loader.search import verify
 
     verdict = memo.verify(path, expect) if memo else verify(path, expect)
     if verdict.info is not None:
@@ -325,7 +325,7 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str |
 
     Without ``cache_dir``, one walk per root collects only these names. With it, the index
     of each root (every library-like name) comes from the cache when the cache is valid
-    (see :mod:`bazel_ldfix.indexcache`), else from one walk that rewrites it. A cached
+    (see :mod:`bazel_ldfix.outputbase.indexcache`), else from one walk that rewrites it. A cached
     path that no longer exists makes the cache stale, and the root is walked again.
     """
     names = set(sonames)
@@ -348,7 +348,7 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str |
 
 def _cached_scan(root: str, names: set[str], cache_dir: str, on_error: OnError | None,
                  progress: ProgressFn | None, mounts: Mounts | None) -> Mapping[str, list[str]]:
-    from bazel_ldfix import indexcache
+    from bazel_ldfix.outputbase import indexcache
 
     state = indexcache.state(root)
     hit = indexcache.load(cache_dir, root, state, names)

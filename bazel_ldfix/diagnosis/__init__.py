@@ -1,0 +1,1 @@
+"""Test logs read for glibc's messages, explained, with the fixes."""

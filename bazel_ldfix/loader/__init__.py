@@ -1,0 +1,1 @@
+"""glibc's loader, modelled and asked: search order, cache, trace, conformance."""

@@ -1,0 +1,1 @@
+"""Where libraries are under output_base/external: one walk, and its cache."""

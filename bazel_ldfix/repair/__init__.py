@@ -1,0 +1,1 @@
+"""The repair: what tests cannot load, where it is, the merged value; failing open; the rerun."""
