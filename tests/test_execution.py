@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from bazel_ldfix import cli
+from bazel_ldfix.cli import bazelcmds
 from bazel_ldfix.bazel.execution import REMOTE_REFUSAL, Execution, of
 from bazel_ldfix.bazel.runner import Option
 from bazel_ldfix.repair.plan import Repair
@@ -44,7 +44,7 @@ def repair(options: tuple[Option, ...]) -> Repair:
 
 
 def test_no_test_env_under_remote_execution(capsys: pytest.CaptureFixture[str]) -> None:
-    guarded = cli._remote_guard(repair((REMOTE,)), force_local_path=False)
+    guarded = bazelcmds.remote_guard(repair((REMOTE,)), force_local_path=False)
     assert guarded.flags == ()
     err = capsys.readouterr().err
     assert err == f"bazel-ldfix: {REMOTE_REFUSAL}\n"
@@ -55,10 +55,10 @@ def test_no_test_env_under_remote_execution(capsys: pytest.CaptureFixture[str]) 
     (REMOTE, Option("strategy", "TestRunner=local")), (Option("disk_cache", "/d"),), ()])
 def test_the_flag_stays_where_the_tests_run_here(
         options: tuple[Option, ...], capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli._remote_guard(repair(options), force_local_path=False).flags == (
+    assert bazelcmds.remote_guard(repair(options), force_local_path=False).flags == (
         "--test_env=LD_LIBRARY_PATH=/ob/external/x/lib",)
     assert capsys.readouterr().err == ""
 
 
 def test_force_local_path_keeps_the_old_behaviour() -> None:
-    assert cli._remote_guard(repair((REMOTE,)), force_local_path=True).flags
+    assert bazelcmds.remote_guard(repair((REMOTE,)), force_local_path=True).flags

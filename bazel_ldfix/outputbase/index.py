@@ -480,3 +480,22 @@ def _copy(path: str, expect: elf.ElfHeader) -> Copy:
                 None if header is None else header.elf_class,
                 None if header is None else header.machine,
                 check_candidate(path, expect))
+
+
+def external_root(output_base: str) -> str:
+    """``output_base/external``, where the fetched repositories are; BadInputError, in the
+    user's words, when there is none to search."""
+    root = os.path.join(output_base, "external")
+    if not os.path.isdir(output_base):
+        raise BadInputError(f"output_base {output_base} does not exist")
+    if not os.path.isdir(root):
+        # What a Bazel server writes into its output_base on start (Bazel 4 to 8).
+        started = any(os.path.lexists(os.path.join(output_base, n))
+                      for n in ("server", "install"))
+        if not started:
+            raise BadInputError(f"{root} does not exist: is {output_base} a Bazel "
+                                "output_base?")
+        raise BadInputError(f"no external repository has been fetched into {output_base} yet "
+                            "(it has no external/ directory): build or fetch first, e.g. "
+                            "`bazel fetch //...`, then run locate again")
+    return root

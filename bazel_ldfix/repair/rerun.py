@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import pathlist
+from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.diagnose import Diagnosis, ErrorKind
+from bazel_ldfix.repair import failopen
 from bazel_ldfix.repair.plan import VARIABLE, Repair
 
 # Failures an LD_LIBRARY_PATH entry appended at the end repairs: the loader found no usable
@@ -126,3 +128,14 @@ def combined_code(first: int, second: int, rerun: Rerun) -> int:
     if second != 0:
         return second
     return first if rerun.not_rerun or rerun.other_failures else 0
+
+
+def outcome(rerun: Rerun, second: int, output_base: str
+            ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the rerun tests that now pass, those that still fail), as the rerun's logs say;
+    when they cannot be read, all failed if the rerun did, none otherwise."""
+    found = failopen.attempt(lambda: logs.from_command_log(output_base))
+    failed = ({log.label for log in found.logs} if isinstance(found, logs.LogSet)
+              else set(rerun.labels) if second != 0 else set())
+    return (tuple(t for t in rerun.labels if t not in failed),
+            tuple(t for t in rerun.labels if t in failed))

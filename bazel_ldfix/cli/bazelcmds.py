@@ -1,0 +1,432 @@
+"""The commands that run Bazel or read what it left: env, test, fix, diagnose, locate."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from bazel_ldfix.cli.options import (
+    PASSTHROUGH,
+    BazelArgsCommand,
+    bazel_options,
+    force_local_option,
+    loader_option,
+    warn_unreadable,
+)
+from bazel_ldfix.cli.root import cli
+from bazel_ldfix.cli.session import Session, pass_session
+from bazel_ldfix.errors import BadInputError, BazelError, CannotEditError
+
+if TYPE_CHECKING:
+    from bazel_ldfix.bazel.runner import Bazel
+    from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.repair.failopen import Fallback
+    from bazel_ldfix.repair.plan import Repair
+
+
+def remote_guard(repair: Repair, force_local_path: bool) -> Repair:
+    """Under remote execution, no --test_env naming this machine's paths (one line why)."""
+    from bazel_ldfix.bazel import execution
+
+    if force_local_path or not repair.flags or not _remote(repair):
+        return repair
+    click.echo(f"bazel-ldfix: {execution.REMOTE_REFUSAL}", err=True)
+    return dataclasses.replace(repair, ld_library_path=None)
+
+
+def _remote(repair: Repair) -> bool:
+    from bazel_ldfix.bazel import execution
+
+    return execution.of(repair.options) is execution.Execution.REMOTE
+
+
+def _build_failed(code: int) -> BazelError:
+    return BazelError(f"the build step of `bazel test` failed (exit code {code}); "
+                      "see Bazel's output above")
+
+
+@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
+             short_help="Print what `bazel test` needs to load its tests.")
+@bazel_options
+@click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
+              default="flags", show_default=True, help="How to print the result.")
+@force_local_option
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+@pass_session
+def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
+        output_base: str | None, prepend: bool, no_cache: bool, fmt: str,
+        force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
+    """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
+
+    Runs the build step of `bazel test BAZEL_ARGS` (it builds, runs no test), then prints
+    the flag, an `export` line, a .bazelrc line or JSON. The options of bazel-ldfix come
+    before Bazel's arguments; a `--` is Bazel's, as with `bazel test`.
+
+    Exit 0 when every missing library was located, 1 when some exist nowhere (or, under
+    remote execution, when the tests need a BUILD change: see `bazel-ldfix fix`).
+
+    \b
+    Examples:
+      bazel-ldfix env //app:vendor_test
+      bazel-ldfix env --format bazelrc //... >> user.bazelrc
+      bazel-ldfix env --format json -- //... -//app:ext_test
+    """
+    from bazel_ldfix import report
+
+    repair, code = _plan(session, bazel_path, startup, output_base, prepend, no_cache,
+                         bazel_args)
+    if repair is None:
+        raise _build_failed(code)
+    repair = remote_guard(repair, force_local_path)
+    render = {"flags": report.repair_flags, "shell": report.repair_shell,
+              "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
+    text = render(repair)
+    if fmt != "json" and not session.quiet:
+        click.echo(report.repair_summary(repair), err=True)
+        if fmt == "shell" and text:
+            click.echo(f"bazel-ldfix: {report.SHELL_CAVEAT}", err=True)
+    if text:
+        click.echo(text)
+    return 1 if repair.unresolved or (repair.missing and not repair.flags) else 0
+
+
+@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
+             short_help="Run `bazel test` with the libraries its tests need.")
+@bazel_options
+@click.option("--dry-run", is_flag=True,
+              help="Run the build step (it builds, runs no test), then print the `bazel "
+                   "test` command with the repair instead of running it.")
+@click.option("--no-repair", is_flag=True,
+              help="Run bazel test as given; only diagnose loader failures afterwards.")
+@click.option("--rerun-loader-failures", "rerun_failures", is_flag=True,
+              help="Run the tests that failed in the loader once more, with the directories "
+                   "the diagnosis found (a library opened with dlopen by name).")
+@force_local_option
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+@pass_session
+def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
+         output_base: str | None, prepend: bool, no_cache: bool, dry_run: bool,
+         no_repair: bool, rerun_failures: bool,
+         force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
+    """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
+
+    BAZEL_ARGS are what you would give `bazel test`. The options of bazel-ldfix (below)
+    come first: the first word that is not one of them starts Bazel's arguments, and an
+    option of bazel-ldfix written after it is refused. A `--` is Bazel's, as with
+    `bazel test`: every word after it is a target pattern, so `-- //... -//app:slow_test`
+    excludes a target.
+
+    When tests still fail in the dynamic loader, says why after Bazel's summary (as
+    `bazel-ldfix diagnose` does). Exits with Bazel's own exit code. When no repair can be
+    computed, runs `bazel test BAZEL_ARGS` unchanged.
+
+    \b
+    Examples:
+      bazel-ldfix test //...
+      bazel-ldfix test --prepend //app:all --config=ci
+      bazel-ldfix test -- //... -//app:ext_test
+      bazel-ldfix test --quiet --no-repair //app:vendor_test
+    """
+    from bazel_ldfix import report
+    from bazel_ldfix.bazel.runner import output_base as ask_output_base
+    from bazel_ldfix.bazel.runner import with_options
+    from bazel_ldfix.repair import failopen
+
+    if output_base is not None and not os.path.isdir(output_base):
+        raise BadInputError(f"output_base {output_base} does not exist")
+    bazel = session.bazel(bazel_path, startup)
+    repair = None if no_repair else _repair_or_fallback(
+        session, bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+    if isinstance(repair, int):
+        return repair  # the build step was interrupted: stop, with Bazel's code
+    if repair is None or isinstance(repair, failopen.Fallback):
+        # --no-repair, or no repair could be computed: the user's command as given.
+        if repair is not None:
+            click.echo(repair.message(), err=True)
+        if dry_run:
+            click.echo(shlex.join(bazel.argv("test", bazel_args)))
+            return 0
+        # Asked before the run: every Bazel command rewrites command.log, which the
+        # diagnosis reads.
+        base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
+        code = bazel.stream("test", bazel_args)
+        if isinstance(base, str) and _diagnose_after(session, base, code, None) \
+                and rerun_failures:
+            click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
+                       "(no repair was computed)", err=True)
+        return code
+    repair = remote_guard(repair, force_local_path)
+    if not session.quiet:
+        click.echo(report.repair_summary(repair), err=True)
+    args = with_options(bazel_args, repair.flags)
+    if dry_run:
+        click.echo(shlex.join(bazel.argv("test", args)))
+        return 0
+    code = bazel.stream("test", args)
+    diagnosis = _diagnose_after(session, repair.output_base, code, repair.ld_library_path)
+    if rerun_failures and diagnosis is not None:
+        if _remote(repair) and not force_local_path:
+            click.echo("bazel-ldfix: no rerun: under remote execution, directories of this "
+                       "machine mean nothing to the executors (see `bazel-ldfix fix`)",
+                       err=True)
+        else:
+            code = _rerun(session, bazel, bazel_args, repair, diagnosis, code, prepend)
+    line = None if session.quiet else report.repaired_line(repair, bazel_args, code)
+    if line:
+        click.echo(line, err=True)
+    return code
+
+
+@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
+             short_help="Make the BUILD change that lets the tests load.")
+@click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+              help="The bazel to run (default: $BAZEL, else bazel).")
+@click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+              help="A Bazel startup option, e.g. --output_user_root=DIR (repeatable).")
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Use this output_base instead of asking Bazel.")
+@click.option("--no-cache", is_flag=True,
+              help="Walk output_base/external; neither read nor write the index cache.")
+@click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
+                                            "by a rename).")
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
+@click.option("--verify", is_flag=True,
+              help="After --write, run `bazel test BAZEL_ARGS` as given (no --test_env) and "
+                   "exit with its code.")
+@click.option("--interface", is_flag=True,
+              help="Keep linking against the unversioned file (interface_library) and import "
+                   "the versioned one as shared_library.")
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+@pass_session
+def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
+        output_base: str | None, no_cache: bool, write: bool, check: bool, verify: bool,
+        interface: bool, bazel_args: tuple[str, ...]) -> int:
+    """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
+
+    Prints a unified diff of each file it would edit, and describes what it cannot edit.
+    Exit 0: nothing needed, or every change written; 1: a change is needed (--check) or
+    only described; 68: a change cannot be made safely (nothing written). The options of
+    bazel-ldfix come before Bazel's arguments; a `--` is Bazel's, as with `bazel test`.
+
+    \b
+    Examples:
+      bazel-ldfix fix //app:vendor_test
+      bazel-ldfix fix --write --verify -- //... -//app:ext_test
+    """
+    from bazel_ldfix import buildfix
+    from bazel_ldfix.bazel.runner import workspace_of
+
+    if check and (write or verify):
+        raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
+    if verify and not write:
+        raise click.UsageError("--verify runs the tests after --write")
+    repair, code = _plan(session, bazel_path, startup, output_base, False, no_cache,
+                         bazel_args)
+    if repair is None:
+        raise _build_failed(code)
+    workspace = workspace_of(session.cwd) or session.cwd
+    result = buildfix.plan_for(repair, workspace, interface=interface)
+    text = buildfix.to_text(result, workspace)
+    if text:
+        click.echo(text)
+    if result.problems:
+        raise CannotEditError(f"{len(result.problems)} change(s) cannot be made (see "
+                              "above); nothing written")
+    if not result.needed:
+        click.echo("bazel-ldfix: no BUILD change needed", err=True)
+        return 0
+    if check or not write:
+        return 1 if check else 0
+    for path in buildfix.write(result.files, repair.output_base):
+        click.echo(f"bazel-ldfix: wrote {path}", err=True)
+    if verify:
+        return session.bazel(bazel_path, startup).stream("test", bazel_args)
+    return 1 if result.described_only else 0
+
+
+def _plan(session: Session, bazel_path: str | None, startup: Sequence[str],
+          output_base: str | None, prepend: bool, no_cache: bool, bazel_args: Sequence[str]
+          ) -> tuple[Repair | None, int]:
+    from bazel_ldfix.repair.plan import repair_tests
+
+    def cache_dir(base: str) -> str | None:
+        del base  # one per-user directory, whatever the output_base
+        return session.cache_dir()
+
+    return repair_tests(session.bazel(bazel_path, startup), bazel_args, session.env,
+                        output_base=output_base, prepend=prepend,
+                        cache_dir=None if no_cache else cache_dir,
+                        progress=session.progress(), on_error=warn_unreadable)
+
+
+def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Sequence[str],
+                        output_base: str | None, prepend: bool, no_cache: bool,
+                        bazel_args: Sequence[str]) -> Repair | Fallback | int:
+    """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
+    the command unchanged), or Bazel's code when the build step was interrupted."""
+    from bazel_ldfix.repair import failopen
+    from bazel_ldfix.repair.rerun import INTERRUPTED
+
+    planned = failopen.attempt(lambda: _plan(session, bazel_path, startup, output_base,
+                                             prepend, no_cache, bazel_args))
+    if isinstance(planned, failopen.Fallback):
+        return planned
+    repair, code = planned
+    if repair is not None:
+        return repair
+    if code == INTERRUPTED:
+        return code
+    return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")
+
+
+def _diagnose_after(session: Session, output_base: str, code: int, library_path: str | None
+                    ) -> Diagnosis | None:
+    """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
+
+    Never changes the outcome of the run: a diagnosis that fails says so in one line.
+    """
+    if code != 3:
+        return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
+    from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.repair import failopen
+
+    result = failopen.attempt(lambda: diagnosing.after_test(
+        output_base, code, library_path=library_path, on_error=warn_unreadable,
+        shell_library_path=session.env.get("LD_LIBRARY_PATH")))
+    if isinstance(result, failopen.Fallback):
+        click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
+        return None
+    if result is not None:
+        click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: ",
+                                      color=session.color_err), err=True)
+    return result
+
+
+def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
+           diagnosis: Diagnosis, first: int, prepend: bool) -> int:
+    """The one rerun of the tests that failed in the loader; the two runs' combined code."""
+    from bazel_ldfix.repair import failopen, rerun
+
+    planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
+    if isinstance(planned, failopen.Fallback):
+        click.echo(f"bazel-ldfix: no rerun: {planned.reason}", err=True)
+        return first
+    for test, why in planned.not_rerun:
+        click.echo(f"bazel-ldfix: not rerunning {test}: {why}", err=True)
+    if not planned.labels:
+        return first
+    args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
+    if args is None:
+        click.echo("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
+                   "the options' values", err=True)
+        return first
+    for soname, directory in planned.added:
+        click.echo(f"bazel-ldfix: the run revealed {soname}, in {directory}", err=True)
+    click.echo(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with {planned.flag}",
+               err=True)
+    second = bazel.stream("test", args)
+    now_pass, still = rerun.outcome(planned, second, repair.output_base)
+    if now_pass:
+        click.echo(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+                   f"pass{'es' if len(now_pass) == 1 else ''} (failed in the loader before)",
+                   err=True)
+    if still:
+        click.echo(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
+                   f"fail{'s' if len(still) == 1 else ''}", err=True)
+        _diagnose_after(session, repair.output_base, second, planned.ld_library_path)
+    code = rerun.combined_code(first, second, planned)
+    left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
+    click.echo(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
+               + (f"; not rerun, failed in the first run: {', '.join(left)}" if left else "")
+               + ")", err=True)
+    return code
+
+
+@cli.command(short_help="Why failed tests could not load a library; the fix.")
+@click.argument("patterns", nargs=-1)
+@click.option("--bep", metavar="FILE", default=None,
+              help="Read the test results of this --build_event_json_file.")
+@click.option("--log", "log_files", metavar="FILE", multiple=True,
+              help="Diagnose this test log (repeatable).")
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Look for libraries here (default: the one the logs come from).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@loader_option
+@pass_session
+def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
+             log_files: tuple[str, ...], output_base: str | None, as_json: bool,
+             loader: str | None) -> int:
+    """Explain why failed tests could not load their libraries, and how to fix it.
+
+    By default, the failed tests of the last `bazel test` in this workspace; target
+    PATTERNS narrow them. Exit 0 when no failed test was stopped by the loader, 1 when
+    some were, 2 for bad input (a pattern that matches no failed test among them).
+
+    \b
+    Examples:
+      bazel-ldfix diagnose
+      bazel-ldfix diagnose //app:vendor_test
+      bazel-ldfix diagnose --json --bep events.json
+    """
+    from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.diagnosis import logs
+
+    found = logs.find(session.cwd, bep=bep, log_files=log_files,
+                      output_base=output_base, patterns=patterns)
+    if patterns and not found.logs:
+        every = logs.find(session.cwd, bep=bep, log_files=log_files,
+                          output_base=output_base, patterns=())
+        raise BadInputError(diagnosing.unmatched_patterns(
+            patterns, every, logs.package_of(session.cwd)))
+    result = diagnosing.diagnose(found, on_error=warn_unreadable,
+                                 shell_library_path=session.env.get("LD_LIBRARY_PATH"),
+                                 **diagnosing.with_loader(session.user_path(loader)))
+    click.echo(diagnosing.to_json(result) if as_json
+               else diagnosing.to_text(result, color=session.color))
+    return result.exit_code
+
+
+@cli.command(short_help="Where under output_base/external each SONAME is.")
+@click.argument("sonames", nargs=-1, required=True)
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Search this output_base instead of asking Bazel.")
+@click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+              help="The bazel to ask for the output_base (default: $BAZEL, else bazel).")
+@click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+              help="A Bazel startup option, e.g. --output_user_root=DIR (repeatable).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {soname: [{dir, machine, class, ...}...]}.")
+@click.option("--no-cache", is_flag=True,
+              help="Walk output_base/external; neither read nor write the index cache.")
+@pass_session
+def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
+           bazel_path: str | None, startup: tuple[str, ...], as_json: bool,
+           no_cache: bool) -> int:
+    """Every directory under output_base/external holding each SONAME, best first.
+
+    Best: a copy this machine's loader would take (ELF class, machine, the loader's other
+    checks), then the shortest path. Exit 1 when some SONAME exists nowhere.
+
+    \b
+    Examples:
+      bazel-ldfix locate libvendor.so.3
+      bazel-ldfix locate --json --output-base "$(bazel info output_base)" libcudart.so.12
+    """
+    from bazel_ldfix.bazel.runner import output_base as ask_output_base
+    from bazel_ldfix.outputbase import index
+    from bazel_ldfix.report import locate_json, locate_text
+
+    if output_base is None:
+        output_base = ask_output_base(session.bazel(bazel_path, startup))
+    root = index.external_root(output_base)
+    # The copies this machine's loader would take: the host's class and machine.
+    found = index.copies(sonames, [root], session.host_header(),
+                         cache_dir=None if no_cache else session.cache_dir(),
+                         on_error=warn_unreadable, progress=session.progress())
+    click.echo(locate_json(found) if as_json else locate_text(found, root))
+    return 0 if all(found.values()) else 1

@@ -1,0 +1,168 @@
+"""What the commands share in how they read their arguments, and the small renderings of
+errors and warnings they all print."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from bazel_ldfix.cli.session import Session
+from bazel_ldfix.errors import BadInputError
+
+PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
+                "help_option_names": ["-h", "--help"]}
+
+
+class BazelArgsCommand(click.Command):
+    """A command whose own options come first and whose other arguments go to Bazel as given.
+
+    Bazel reads a ``--`` as the end of its options: what follows are target patterns, such as
+    ``-//t:x``. Click would take the first ``--`` for itself, so the split is made here: the
+    tool's options are read up to the first argument that is not one of them, and everything
+    from there (a ``--`` included) is Bazel's. An option of the tool found among Bazel's
+    arguments (before their ``--``) is refused with the command line that works, rather than
+    handed to Bazel, which would fail on it or, for ``--dry-run``, run.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_value, flags = self._own_options(ctx)
+        own, at = [], 0
+        while at < len(args):
+            word = args[at]
+            name = word.split("=", 1)[0]
+            if word in flags or (name in takes_value and "=" in word):
+                own.append(word)
+            elif word in takes_value and at + 1 < len(args):
+                own += [word, args[at + 1]]
+                at += 1
+            else:
+                break
+            at += 1
+        rest = args[at:]
+        self._refuse_misplaced(ctx, own, rest, takes_value, flags)
+        return super().parse_args(ctx, [*own, "--", *rest])
+
+    def _own_options(self, ctx: click.Context) -> tuple[set[str], set[str]]:
+        takes_value: set[str] = set()
+        flags: set[str] = set()
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option):
+                names = [*param.opts, *param.secondary_opts]
+                (flags if param.is_flag or param.count else takes_value).update(names)
+        return takes_value, flags
+
+    def _refuse_misplaced(self, ctx: click.Context, own: list[str], rest: list[str],
+                          takes_value: set[str], flags: set[str]) -> None:
+        moved: list[str] = []
+        names: list[str] = []
+        kept: list[str] = []
+        at = 0
+        while at < len(rest):
+            word = rest[at]
+            if word == "--":
+                kept += rest[at:]
+                break
+            name = word.split("=", 1)[0]
+            if name not in ("-h", "--help") and (word in flags or name in takes_value):
+                moved.append(word)
+                names.append(name)
+                if word in takes_value and at + 1 < len(rest):
+                    moved.append(rest[at + 1])
+                    at += 1
+            else:
+                kept.append(word)
+            at += 1
+        if moved:
+            options = " ".join(names)
+            fixed = shlex.join(["bazel-ldfix", ctx.info_name or self.name or "",
+                                *own, *moved, *kept])
+            are, it = ("are options", "them") if len(names) > 1 else ("is an option", "it")
+            raise BadInputError(f"{options} {are} of bazel-ldfix, not of Bazel; "
+                                f"put {it} before the Bazel arguments: {fixed}")
+
+
+
+
+def _quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """-q is the session's: every part of the command reads it there."""
+    session = ctx.find_object(Session)
+    if value and session is not None:
+        ctx.obj = session.quieted()
+
+
+def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the commands that plan a repair from `bazel test BAZEL_ARGS`."""
+    func = click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+                        help="The bazel to run (default: $BAZEL, else bazel).")(func)
+    func = click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+                        help="A Bazel startup option, e.g. --output_user_root=DIR "
+                             "(repeatable).")(func)
+    func = click.option("--output-base", type=click.Path(file_okay=False), default=None,
+                        help="Use this output_base instead of asking Bazel.")(func)
+    func = click.option("--prepend", is_flag=True,
+                        help="Put the added directories before the existing entries.")(func)
+    func = click.option("--no-cache", is_flag=True,
+                        help="Walk output_base/external; neither read nor write the index "
+                             "cache.")(func)
+    func = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_quiet,
+                        help="Print nothing of bazel-ldfix's own but errors and the "
+                             "diagnosis of tests that failed in the loader (for CI logs)."
+                        )(func)
+    return func
+
+
+def _checked_loader(_ctx: click.Context, _param: click.Parameter,
+                    value: str | None) -> str | None:
+    """A --loader that is not a file is the user's mistake, whatever the command reaches."""
+    if value is not None and not os.path.isfile(value):
+        raise BadInputError(f"--loader {value}: not a regular file")
+    return value
+
+
+loader_option = click.option(
+    "--loader", metavar="PATH", default=None, callback=_checked_loader,
+    help="Ask this dynamic loader how it searches (default: this host's own, if only root "
+         "can change it). A file's own PT_INTERP is never run.")
+
+
+def force_local_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--force-local-path", is_flag=True,
+                        help="Add the output_base paths even under --remote_executor (the "
+                             "tests run on this machine).")(func)
+
+
+def loader_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The environment options of `resolve`, for commands that resolve a closure."""
+    func = click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
+                        help="Resolve as if DIR were / (a sysroot or container image).")(func)
+    func = click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")(func)
+    func = click.option("--library-path", metavar="P", default=None,
+                        help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path)."
+                        )(func)
+    return func
+
+
+def printable(text: str) -> str:
+    from bazel_ldfix.quoting import printable
+
+    return printable(text)
+
+
+def explain_bad(exc: BadInputError) -> str:
+    """glibc's terse words, with what they usually mean for a user's file."""
+    text = str(exc)
+    if text.endswith(": invalid ELF header"):
+        return text[: -len("invalid ELF header")] + (
+            "not an ELF file (a linker script, a Git LFS pointer or a text file?)")
+    if text.endswith(": file too short"):
+        return text + " (empty or truncated)"
+    return text
+
+
+def warn_unreadable(path: str, exc: OSError) -> None:
+    click.echo(f"bazel-ldfix: warning: cannot read {printable(path)}: {exc.strerror}",
+               err=True)

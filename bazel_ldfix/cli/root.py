@@ -1,0 +1,84 @@
+"""The group, and ``main``: the one place that builds the session and maps what a command
+ends with (an exit code, an :class:`LdfixError`, click's own exceptions) to the process's
+exit code."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Sequence
+
+import click
+
+from bazel_ldfix import __version__
+from bazel_ldfix.cli.options import printable
+from bazel_ldfix.cli.session import Session
+from bazel_ldfix.errors import BazelError, LdfixError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(version=__version__, prog_name="bazel-ldfix")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """Repair and explain Bazel tests that fail at load time."""
+    if ctx.obj is None:  # called as a library (CliRunner), not through main()
+        ctx.obj = Session.from_process()
+
+
+@cli.result_callback()
+@click.pass_context
+def _exit_with(ctx: click.Context, code: int | None) -> None:
+    """Every command returns its exit code; click's own main then exits with it too."""
+    ctx.exit(code or 0)
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (``--json``, ``--format json``) in the tool's
+    own options: then an error is also a JSON document on stdout, for the script reading it.
+    """
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    return "--json" in own or "--format=json" in own or any(
+        a == "--format" and b == "json" for a, b in itertools.pairwise(own))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: a command's exit code, or LdfixError as one line on stderr and its code."""
+    session = Session.from_process()
+    inv = session.invocation
+    if inv.by_bazel_run:
+        # `bazel run` starts us in our runfiles tree: go where the user is, so that every
+        # relative path given (and every check click makes of one) means what it means there.
+        try:
+            os.chdir(inv.cwd)
+        except OSError as exc:
+            click.echo(f"error: cannot enter {inv.cwd}: {exc.strerror}", err=True)
+            return 2
+    try:
+        code = cli.main(args=list(argv) if argv is not None else None,
+                        prog_name="bazel-ldfix", standalone_mode=False, obj=session)
+    except LdfixError as exc:
+        # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
+        # has lines of its own (Bazel's stderr, indented), escaped one by one.
+        message = str(exc)
+        text = "\n".join(printable(line) for line in message.split("\n")) \
+            if isinstance(exc, BazelError) else printable(message)
+        click.echo(f"error: {text}", err=True)
+        if _wants_json(list(argv) if argv is not None else sys.argv[1:]):
+            from bazel_ldfix.report import error_json
+
+            click.echo(error_json(str(exc), exc.exit_code))
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted!", err=True)
+        return 130
+    except SystemExit as exc:
+        # Not from a command (they return their code): click's main ends with it when
+        # stdout is a closed pipe.
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BrokenPipeError:
+        return 0
+    return code if isinstance(code, int) else 0

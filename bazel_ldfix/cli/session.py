@@ -1,0 +1,117 @@
+"""The composition root: what every command shares, built once per run.
+
+``main`` (or the group, when called as a library) builds one :class:`Session` from the
+process's environment and working directory; commands receive it through
+:data:`pass_session` (click's ``ctx.obj`` and ``make_pass_decorator``) and build the Bazel
+runner, the loader options and the index cache's place from it, never from ``os.environ``
+or the process's own directory.
+
+Modules that are slow to import (the loader model, pyelftools) are imported inside the
+methods that need them, so that ``--help`` stays fast; the same holds in the command modules.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import click
+
+from bazel_ldfix.invocation import Invocation, from_environ
+
+if TYPE_CHECKING:
+    from bazel_ldfix import elf
+    from bazel_ldfix.bazel.runner import Bazel
+    from bazel_ldfix.loader.resolve import Options
+    from bazel_ldfix.outputbase.index import Progress
+
+
+@dataclass(frozen=True)
+class Session:
+    """Where the user is, their environment, how output is shown, and the factories built
+    on them (the Bazel runner, the loader's options)."""
+
+    invocation: Invocation
+    color: bool
+    """Colour on stdout: only on a terminal, and never with NO_COLOR set."""
+    color_err: bool
+    """The same for stderr."""
+    interactive: bool
+    """stderr is a terminal: a Bazel command that takes a while is named there."""
+    quiet: bool = False
+    """Print nothing of the tool's own but errors and diagnoses (``-q``)."""
+
+    @classmethod
+    def of(cls, invocation: Invocation) -> Session:
+        bare = "NO_COLOR" in invocation.env
+        return cls(invocation, not bare and sys.stdout.isatty(),
+                   not bare and sys.stderr.isatty(), sys.stderr.isatty())
+
+    @classmethod
+    def from_process(cls) -> Session:
+        return cls.of(from_environ(os.environ, os.getcwd()))
+
+    @property
+    def cwd(self) -> str:
+        return self.invocation.cwd
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return self.invocation.env
+
+    def quieted(self) -> Session:
+        return dataclasses.replace(self, quiet=True)
+
+    def user_path(self, path: str | None) -> str | None:
+        """A path the user gave, taken from where the user is."""
+        return None if path is None else os.path.normpath(os.path.join(self.cwd, path))
+
+    def bazel(self, bazel_path: str | None, startup: Sequence[str]) -> Bazel:
+        """The Bazel to run: --bazel, else $BAZEL, else bazel; run where the user is."""
+        from bazel_ldfix.bazel.runner import Bazel
+
+        executable = bazel_path or self.env.get("BAZEL") or "bazel"
+        return Bazel(executable, self.cwd, dict(self.env), tuple(startup),
+                     waiting=_say_waiting if self.interactive else None)
+
+    def options(self, library_path: str | None, inhibit_cache: bool, root: str,
+                loader: str | None = None) -> Options:
+        """How to resolve: --library-path, else the user's LD_LIBRARY_PATH; the root and the
+        loader named on the command line, from where the user is."""
+        from bazel_ldfix.loader.resolve import Options
+
+        value = library_path if library_path is not None else self.env.get("LD_LIBRARY_PATH")
+        return Options(value, inhibit_cache, os.path.normpath(os.path.join(self.cwd, root)),
+                       self.cwd, self.user_path(loader))
+
+    def host_header(self) -> elf.ElfHeader:
+        """The ELF class and machine of the programs this machine runs."""
+        from bazel_ldfix.loader.resolve import host_header
+
+        return host_header()
+
+    def cache_dir(self) -> str | None:
+        """The index cache's directory (None: none can be trusted)."""
+        from bazel_ldfix.outputbase import indexcache
+
+        return indexcache.default_dir(self.env)
+
+    def progress(self) -> Progress | None:
+        """Progress of a long index walk on stderr, unless quiet."""
+        from bazel_ldfix.outputbase.index import Progress
+
+        return None if self.quiet else Progress(sys.stderr)
+
+
+def _say_waiting(cmd: Sequence[str]) -> None:
+    """On a terminal, a Bazel command that takes a while (its server starting) is named."""
+    click.echo(f"bazel-ldfix: waiting for `{shlex.join(cmd)}` (the Bazel server may be "
+               "starting)...", err=True)
+
+
+pass_session = click.make_pass_decorator(Session)
