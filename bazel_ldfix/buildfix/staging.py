@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.search import Environment
 
 
 def missing_after(executable: str, added: Iterable[tuple[str, str]],
@@ -29,7 +29,7 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
     ``added`` holds ``(staged, file)``: ``_solib_<cpu>/<dir>/<name>`` as Bazel would stage
     it, and the file that name would lead to.
     """
-    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.resolve import LoaderFactory
 
     real = os.path.realpath(executable)
     at = real.rfind("/bin/")
@@ -62,9 +62,9 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
             os.makedirs(os.path.dirname(link), exist_ok=True)
             if not os.path.lexists(link):
                 os.symlink(os.path.realpath(file), link)
-        env = Environment(library_path, os.path.dirname(copy),
-                          cache_lookup(info, Options()))
-        resolution = Loader(host_of(interp_for(info)), env).resolve(copy, info=info)
+        loaders = LoaderFactory()
+        env = Environment(library_path, os.path.dirname(copy), loaders.cache_for(info))
+        resolution = loaders.make_loader(info, env).resolve(copy, info=info)
         return resolution.missing
 
 

@@ -383,9 +383,10 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
                           output_base=output_base, patterns=())
         raise BadInputError(diagnosing.unmatched_patterns(
             patterns, every, logs.package_of(session.cwd)))
+    loaders = session.loaders(loader)
     result = diagnosing.diagnose(found, on_error=warn_unreadable,
                                  shell_library_path=session.env.get("LD_LIBRARY_PATH"),
-                                 **diagnosing.with_loader(session.user_path(loader)))
+                                 make_loader=loaders.make_loader, cache_for=loaders.cache_for)
     click.echo(diagnosing.to_json(result) if as_json
                else diagnosing.to_text(result, color=session.color))
     return result.exit_code

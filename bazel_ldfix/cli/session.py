@@ -27,7 +27,7 @@ from bazel_ldfix.invocation import Invocation, from_environ
 if TYPE_CHECKING:
     from bazel_ldfix import elf
     from bazel_ldfix.bazel.runner import Bazel
-    from bazel_ldfix.loader.resolve import Options
+    from bazel_ldfix.loader.resolve import LoaderFactory, Options
     from bazel_ldfix.outputbase.index import Progress
 
 
@@ -88,6 +88,12 @@ class Session:
         value = library_path if library_path is not None else self.env.get("LD_LIBRARY_PATH")
         return Options(value, inhibit_cache, os.path.normpath(os.path.join(self.cwd, root)),
                        self.cwd, self.user_path(loader))
+
+    def loaders(self, loader: str | None) -> LoaderFactory:
+        """This machine's loader for each file modelled, or the one --loader names."""
+        from bazel_ldfix.loader.resolve import LoaderFactory
+
+        return LoaderFactory(self.user_path(loader))
 
     def host_header(self) -> elf.ElfHeader:
         """The ELF class and machine of the programs this machine runs."""

@@ -13,11 +13,15 @@ import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import host, ldcache, ldconfig
 from bazel_ldfix.loader.search import Environment, Library, Loader, Resolution
+
+if TYPE_CHECKING:
+    from bazel_ldfix.loader.memo import Memo
 
 CacheLookup = Callable[[str], "str | None"]
 
@@ -100,6 +104,22 @@ def _lookup(root: str, interp: str) -> CacheLookup | None:
     if cache is None:
         return None
     return functools.cache(functools.partial(profile_of(interp).lookup, cache))
+
+
+@dataclass(frozen=True)
+class LoaderFactory:
+    """This machine's loader (or the one the user named with --loader) and its cache, for
+    each file the repair or the diagnosis models: what they take as ``make_loader`` and
+    ``cache_for``."""
+
+    loader: str | None = None           # --loader; None: the trusted loader of each file
+    memo: Memo | None = None            # what the command learns of files, shared
+
+    def make_loader(self, info: elf.ElfInfo, env: Environment) -> Loader:
+        return Loader(host_of(interp_for(info, self.loader)), env, self.memo)
+
+    def cache_for(self, info: elf.ElfInfo) -> CacheLookup | None:
+        return cache_lookup(info, Options(loader=self.loader))
 
 
 def loader_for(info: elf.ElfInfo, options: Options) -> Loader:

@@ -561,7 +561,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     variable.
     ``cache_dir`` maps the output_base to the index cache's directory (None: no cache).
     """
-    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.resolve import LoaderFactory
 
     if bazel.workspace_of(runner.cwd) is None:
         raise NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "
@@ -594,12 +594,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                   for t in events.tests if not os.path.isfile(t.executable)}
 
     session = Session()
-
-    def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info)), loader_env, session.memo)
-
-    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
-        return cache_lookup(info, Options())
+    host_loader = LoaderFactory(memo=session.memo)
 
     def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True) -> Repair:
         chosen = bazel.selected(events.tests, rules, events.command_line)
@@ -617,8 +612,9 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                                {k: r.env for k, r in rules.items()}, labels, events.version,
                                {k: r.env_inherit for k, r in rules.items()})
         inputs = [TestInput(t.label, t.executable) for t in tests]
-        planned = plan(inputs, env, base, make_loader, cache_for, prepend=prepend,
-                       on_error=on_error, cache_dir=cache_dir(base) if cache_dir else None,
+        planned = plan(inputs, env, base, host_loader.make_loader, host_loader.cache_for,
+                       prepend=prepend, on_error=on_error,
+                       cache_dir=cache_dir(base) if cache_dir else None,
                        progress=progress, search=search, session=session)
         return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
 
