@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from bazel_ldfix.cli import bazelcmds
 from bazel_ldfix.bazel.execution import REMOTE_REFUSAL, Execution, of
 from bazel_ldfix.bazel.runner import Option
+from bazel_ldfix.cli import bazelcmds
 from bazel_ldfix.repair.plan import Repair
 
 REMOTE = Option("remote_executor", "grpc://re.example:8980")
