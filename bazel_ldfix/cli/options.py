@@ -14,7 +14,7 @@ from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BadInputError
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
-                "help_option_names": ["-h", "--help"]}
+               "help_option_names": ["-h", "--help"]}
 
 
 class BazelArgsCommand(click.Command):

@@ -1,0 +1,101 @@
+"""One session per run: what every command takes from where the user is, and the exit code a
+command returns, through `main` and through click's own main alike."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from elfbuild import lib, program
+
+from bazel_ldfix import cli
+from bazel_ldfix.cli.session import Session
+from bazel_ldfix.invocation import from_environ
+
+
+def session_under_bazel_run(user_dir: Path, **env: str) -> Session:
+    # `bazel run` starts the tool elsewhere (its runfiles tree) and names the user's directory.
+    return Session.of(from_environ({"BUILD_WORKING_DIRECTORY": str(user_dir), **env},
+                                   "/nowhere/runfiles"))
+
+
+def test_relative_paths_are_the_users_not_the_processs(tmp_path: Path) -> None:
+    session = session_under_bazel_run(tmp_path, LD_LIBRARY_PATH="/opt/a")
+    options = session.options(None, False, "sysroot", "tools/ld.so")
+    assert (options.root, options.cwd, options.loader) == (
+        str(tmp_path / "sysroot"), str(tmp_path), str(tmp_path / "tools" / "ld.so"))
+    assert options.library_path == "/opt/a"        # the user's LD_LIBRARY_PATH
+    assert session.loaders("tools/ld.so").loader == str(tmp_path / "tools" / "ld.so")
+    assert session.loaders(None).loader is None     # this machine's own
+    bazel = session.bazel(None, ())
+    assert bazel.cwd == str(tmp_path)               # Bazel runs where the user is
+
+
+def test_library_path_option_wins_over_the_environment(tmp_path: Path) -> None:
+    session = session_under_bazel_run(tmp_path, LD_LIBRARY_PATH="/opt/a")
+    assert session.options("/opt/b", True, "/").library_path == "/opt/b"
+    assert session.options("", True, "/").library_path == ""   # given empty: empty
+
+
+def test_bazel_is_the_option_then_the_environment_then_bazel(tmp_path: Path) -> None:
+    assert session_under_bazel_run(tmp_path).bazel(None, ()).argv("info", ())[0] == "bazel"
+    named = session_under_bazel_run(tmp_path, BAZEL="/opt/bazelisk")
+    assert named.bazel(None, ()).argv("info", ())[0] == "/opt/bazelisk"
+    assert named.bazel("/usr/bin/bazel", ()).argv("info", ())[0] == "/usr/bin/bazel"
+
+
+@pytest.mark.parametrize("kind, code", [("shared-object", 0), ("pie", 1)])
+def test_click_main_exits_with_the_code_the_command_returns(
+        tmp_path: Path, kind: str, code: int) -> None:
+    libx = lib(tmp_path / "libx.so.1", soname="libx.so.1")
+    result = CliRunner().invoke(cli.cli, ["inspect", "--require", kind, str(libx)])
+    assert result.exit_code == code, result.output
+
+
+def test_main_returns_the_code_the_command_returns(tmp_path: Path) -> None:
+    libx = lib(tmp_path / "a" / "libx.so.1", soname="libx.so.1")
+    app = program(tmp_path / "app", needs=[libx])
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    missing = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve", str(app)],
+                             capture_output=True, text=True, env=env)
+    assert missing.returncode == 1 and "libx.so.1" in missing.stdout
+    found = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve", "--library-path",
+                            str(libx.parent), str(app)], capture_output=True, text=True,
+                           env=env)
+    assert found.returncode == 0, found.stdout + found.stderr
+
+
+def on_a_terminal(*args: str, env: dict[str, str]) -> str:
+    """What the command prints to stdout when stdout is a terminal."""
+    main_fd, tty_fd = os.openpty()
+    try:
+        subprocess.run([sys.executable, "-m", "bazel_ldfix", *args], stdout=tty_fd,
+                       stderr=subprocess.DEVNULL, env=env, check=False)
+        os.close(tty_fd)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:     # EIO: the terminal's other end is closed and read
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out.decode()
+    finally:
+        os.close(main_fd)
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path) -> None:
+    app = program(tmp_path / "app", needs=[lib(tmp_path / "a" / "libx.so.1",
+                                               soname="libx.so.1")])
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NO_COLOR")}
+    assert "\x1b[" in on_a_terminal("resolve", str(app), env=env)
+    assert "\x1b[" not in on_a_terminal("resolve", str(app), env={**env, "NO_COLOR": ""})
+    piped = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve", str(app)],
+                           capture_output=True, text=True, env=env)
+    assert "libx.so.1" in piped.stdout and "\x1b[" not in piped.stdout
