@@ -29,7 +29,7 @@ from bazel_ldfix.bazel import runfiles
 from bazel_ldfix.diagnosis import fixes, logs
 from bazel_ldfix.diagnosis.fixes import Fix, SolibImport
 from bazel_ldfix.errors import BadInputError, LdfixError
-from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.search import Environment, Loader, PassedOver, PassReason
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ class Finding:
     needed_by_source: str           # "message", "loader model" or "unknown"
     version: str | None = None
     symbol: str | None = None
-    passed_over: tuple[index.PassedOver, ...] = ()
+    passed_over: tuple[PassedOver, ...] = ()
     notes: tuple[str, ...] = ()
 
 
@@ -305,7 +305,7 @@ class _Explained:
     needed_by: tuple[str, ...] = ()
     needed_by_source: str = "unknown"
     found: tuple[str, ...] = ()
-    passed_over: tuple[index.PassedOver, ...] = ()
+    passed_over: tuple[PassedOver, ...] = ()
     notes: list[str] = field(default_factory=list)
     append: tuple[str, ...] = ()        # directories LD_LIBRARY_PATH needs, after the rest
     prepend: tuple[str, ...] = ()       # ... before the rest (to win over a bad copy)
@@ -811,17 +811,17 @@ def _chain(found: Mapping[str, Missing], library_path: str | None, make_loader: 
 
 
 def _split_choice(directory: str | None, soname: str,
-                  passed_over: Sequence[index.PassedOver]
-                  ) -> tuple[tuple[str, ...], tuple[index.PassedOver, ...]]:
+                  passed_over: Sequence[PassedOver]
+                  ) -> tuple[tuple[str, ...], tuple[PassedOver, ...]]:
     """(usable copies best first, the others) from one of index.choose's answers."""
     if directory is None:
         return (), tuple(passed_over)
     good = [os.path.join(directory, soname)]
     rest = []
     for p in passed_over:
-        if p.reason.startswith("another copy was preferred"):
+        if p.kind is PassReason.NOT_PREFERRED:
             good.append(p.path)
-        elif not p.reason.startswith("the same file as"):
+        elif p.kind is not PassReason.SAME_FILE:
             rest.append(p)
     return tuple(good), tuple(rest)
 
