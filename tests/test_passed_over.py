@@ -13,7 +13,7 @@ from pathlib import Path
 from elfbuild import cc, lib, patch_machine, program
 
 from bazel_ldfix import elf
-from bazel_ldfix.diagnosis.diagnose import _split_choice as split_choice
+from bazel_ldfix.diagnosis.explain import split_choice
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Environment, Loader, PassedOver, PassReason
 from bazel_ldfix.outputbase import index
