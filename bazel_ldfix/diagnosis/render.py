@@ -14,9 +14,8 @@ import string
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from bazel_ldfix import report
 from bazel_ldfix.diagnosis.messages import ErrorKind
-from bazel_ldfix.report import OUTPUT_BASE, abbreviate
+from bazel_ldfix.report import OUTPUT_BASE, abbreviate, dumps
 
 if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
@@ -33,7 +32,7 @@ FLAG_CAVEAT = ("the flag replaces any LD_LIBRARY_PATH the test had (an env attri
 def to_json(diagnosis: Diagnosis) -> str:
     """``{"version": 1, "failures": [{test, log, error_kind, soname, needed_by, found,
     fix: {command, flag, bazelrc, build}, ...}], ...}``."""
-    return report.dumps({
+    return dumps({
         "source": diagnosis.source,
         "output_base": diagnosis.output_base,
         "failures": [_finding_json(f) for f in diagnosis.findings],
