@@ -293,6 +293,7 @@ def _diagnose_after(session: Session, output_base: str, code: int, library_path:
     if code != 3:
         return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
     from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.diagnosis import render
     from bazel_ldfix.repair import failopen
 
     result = failopen.attempt(lambda: diagnosing.after_test(
@@ -302,8 +303,8 @@ def _diagnose_after(session: Session, output_base: str, code: int, library_path:
         click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
         return None
     if result is not None:
-        click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: ",
-                                      color=session.color_err), err=True)
+        click.echo(render.to_text(result, prefix="bazel-ldfix: ", color=session.color_err),
+                   err=True)
     return result
 
 
@@ -374,7 +375,7 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose --json --bep events.json
     """
     from bazel_ldfix.diagnosis import diagnose as diagnosing
-    from bazel_ldfix.diagnosis import logs
+    from bazel_ldfix.diagnosis import logs, render
 
     found = logs.find(session.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
@@ -387,8 +388,8 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     result = diagnosing.diagnose(found, on_error=warn_unreadable,
                                  shell_library_path=session.env.get("LD_LIBRARY_PATH"),
                                  make_loader=loaders.make_loader, cache_for=loaders.cache_for)
-    click.echo(diagnosing.to_json(result) if as_json
-               else diagnosing.to_text(result, color=session.color))
+    click.echo(render.to_json(result) if as_json
+               else render.to_text(result, color=session.color))
     return result.exit_code
 
 

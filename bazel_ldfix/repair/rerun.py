@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from bazel_ldfix import pathlist
 from bazel_ldfix.diagnosis import logs
-from bazel_ldfix.diagnosis.diagnose import Diagnosis, ErrorKind
+from bazel_ldfix.diagnosis.diagnose import Diagnosis
+from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.repair import failopen
 from bazel_ldfix.repair.plan import VARIABLE, Repair
 
