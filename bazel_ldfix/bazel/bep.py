@@ -40,7 +40,7 @@ class File:
 
     uri: str
     name: str = ""
-    # None when absent or not a list of strings (then only a file:// URI places the file).
+    # None when absent (then only a file:// URI places the file).
     path_prefix: tuple[str, ...] | None = None
 
 
@@ -238,11 +238,9 @@ class _Reader:
             self.exec_root = event["workspaceInfo"].get("localExecRoot") or self.exec_root
         if "targetConfigured" in ident and "configured" in event:
             done = event["configured"]
-            tags = done.get("tag", [])
             self.configured.append(ConfiguredTarget(
                 ident["targetConfigured"]["label"], done.get("targetKind", ""),
-                done.get("testSize", ""),
-                tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ()))
+                done.get("testSize", ""), tuple(done.get("tag", []))))
         if "targetCompleted" in ident and "completed" in event:
             done = event["completed"]
             sets = [s["id"] for group in done.get("outputGroup", [])
@@ -284,10 +282,8 @@ class _Reader:
 
 def _file(obj: Mapping[str, Any]) -> File:
     prefix = obj.get("pathPrefix")
-    path_prefix = None
-    if isinstance(prefix, list) and all(isinstance(p, str) for p in prefix):
-        path_prefix = tuple(prefix)
-    return File(obj.get("uri", ""), obj.get("name", ""), path_prefix)
+    return File(obj.get("uri", ""), obj.get("name", ""),
+                None if prefix is None else tuple(prefix))
 
 
 def _files(objs: Sequence[Mapping[str, Any]]) -> list[File]:
