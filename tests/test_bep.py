@@ -57,7 +57,7 @@ def test_the_recorded_file_read_whole() -> None:
     assert (bad.label, bad.status, good.label, good.status) == (
         "//t:bad_test", "FAILED", "//t:ok_test", "PASSED")
     assert bad.logs == (bep.File(f"file://{TESTLOGS}/t/bad_test/test.log", "test.log"),)
-    assert [name for name, _ in bad.outputs] == ["test.log", "test.xml"]
+    assert [file.name for file in bad.outputs] == ["test.log", "test.xml"]
     assert bad.ended == (1796050867064 + 83) / 1000
 
 
@@ -249,7 +249,7 @@ def test_any_value_in_any_field_raises_nothing(key: str, value: object, at: int)
         assert all(isinstance(w, str) for w in (target.label, target.kind, target.size,
                                                 *target.tags))
     files = [f for done in events.completed for f in done.outputs]
-    files += [f for result in events.test_results for _, f in result.outputs]
+    files += [f for result in events.test_results for f in result.outputs]
     for file in files:
         assert isinstance(file.uri, str) and isinstance(file.name, str)
         assert file.path_prefix is None or all(isinstance(p, str) for p in file.path_prefix)

@@ -75,13 +75,13 @@ class CompletedTarget:
 class TestResult:
     label: str | None
     status: str                 # PASSED, FAILED, ...; NO_STATUS when the event has none
-    outputs: tuple[tuple[str, File], ...]   # testActionOutput: (name, file), test.log among them
+    outputs: tuple[File, ...]   # testActionOutput: test.log, test.xml, ...
     start_millis: str | None    # testAttemptStartMillisEpoch (int64, a string in JSON)
     duration_millis: str | None
 
     @property
     def logs(self) -> tuple[File, ...]:
-        return tuple(file for name, file in self.outputs if name == "test.log")
+        return tuple(file for file in self.outputs if file.name == "test.log")
 
     @property
     def ended(self) -> float | None:
@@ -265,8 +265,7 @@ class _Reader:
             result = event["testResult"]
             self.results.append(TestResult(
                 ident["testResult"].get("label"), result.get("status", "NO_STATUS"),
-                tuple((str(f.get("name", "")), _file(f))
-                      for f in result.get("testActionOutput", []) if "uri" in f),
+                tuple(_files(result.get("testActionOutput", []))),
                 result.get("testAttemptStartMillisEpoch"),
                 result.get("testAttemptDurationMillis")))
 
