@@ -195,9 +195,8 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> 
     args = shlex.join(bazel_args)
     outcome = "repaired" if exit_code == 0 else "given their libraries"
     return _text([f"bazel-ldfix: {count} {outcome}; make it permanent on this machine with "
-                  f"`bazel-ldfix env --format bazelrc {args} >> .bazelrc`, or everywhere with "
-                  f"the BUILD fix `bazel-ldfix diagnose` gives after a plain "
-                  f"`bazel test {args}`"])
+                  f"`bazel-ldfix env --format bazelrc {args} >> .bazelrc`, or on every "
+                  f"machine with the BUILD change `bazel-ldfix fix --write {args}`"])
 
 
 def _reach_lines(test: Any) -> list[str]:
