@@ -398,6 +398,7 @@ def _diagnose_after(inv: Invocation, output_base: str, code: int, library_path: 
     if code != 3:
         return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
     from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.diagnosis import render
     from bazel_ldfix.repair import failopen
 
     result = failopen.attempt(lambda: diagnosing.after_test(
@@ -407,8 +408,8 @@ def _diagnose_after(inv: Invocation, output_base: str, code: int, library_path: 
         click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
         return None
     if result is not None:
-        click.echo(diagnosing.to_text(result, prefix="bazel-ldfix: ",
-                                      color=_color(inv, sys.stderr)), err=True)
+        click.echo(render.to_text(result, prefix="bazel-ldfix: ",
+                                  color=_color(inv, sys.stderr)), err=True)
     return result
 
 
@@ -484,7 +485,7 @@ def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose --json --bep events.json
     """
     from bazel_ldfix.diagnosis import diagnose as diagnosing
-    from bazel_ldfix.diagnosis import logs
+    from bazel_ldfix.diagnosis import logs, model, render
 
     found = logs.find(inv.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
@@ -495,9 +496,9 @@ def diagnose(inv: Invocation, patterns: tuple[str, ...], bep: str | None,
             patterns, every, logs.package_of(inv.cwd)))
     result = diagnosing.diagnose(found, on_error=_warn_unreadable,
                                  shell_library_path=inv.env.get("LD_LIBRARY_PATH"),
-                                 **diagnosing.with_loader(_user_path(inv, loader)))
-    click.echo(diagnosing.to_json(result) if as_json
-               else diagnosing.to_text(result, color=_color(inv)))
+                                 **model.with_loader(_user_path(inv, loader)))
+    click.echo(render.to_json(result) if as_json
+               else render.to_text(result, color=_color(inv)))
     sys.exit(result.exit_code)
 
 

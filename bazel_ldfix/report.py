@@ -10,6 +10,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bazel_ldfix.loader.search import PassReason
+
 if TYPE_CHECKING:
     from bazel_ldfix.loader.check import CheckResult, Matrix
     from bazel_ldfix.loader.resolve import Unversioned
@@ -159,7 +161,7 @@ def repair_summary(repair: Repair) -> str:
             lines.append(f"  {m.soname} exists nowhere under {repair.output_base}/external "
                          f"(needed by {', '.join(m.needed_by)})")
         lines += [f"    passed over {p.path}: {p.reason}" for p in m.passed_over
-                  if not p.reason.startswith("the same file as")]
+                  if p.kind is not PassReason.SAME_FILE]
     for test in repair.tests:
         if test.missing_after and repair.ld_library_path is not None:
             lines.append(f"{test.label} will still miss {', '.join(test.missing_after)}")

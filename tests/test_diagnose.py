@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bazel_ldfix import cli, elf
-from bazel_ldfix.diagnosis import diagnose, fixes, logs
-from bazel_ldfix.diagnosis.diagnose import ErrorKind, parse_log
+from bazel_ldfix.diagnosis import diagnose, fixes, logs, messages, render
+from bazel_ldfix.diagnosis.messages import ErrorKind, parse_log
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
 HAVE_CXX = shutil.which("c++") is not None
@@ -233,7 +233,7 @@ def test_a_huge_log_costs_a_chunk_of_memory(tmp_path: Path) -> None:
         fh.write(b"\n/b/t: error while loading shared libraries: libz9.so.1: cannot open "
                  b"shared object file: No such file or directory\n")
     for read in (lambda: parse_log(logs.read_lines(str(path))),
-                 lambda: diagnose.read_log(str(path))):
+                 lambda: messages.read_log(str(path))):
         tracemalloc.start()
         failures = read()
         peak = tracemalloc.get_traced_memory()[1]
@@ -369,7 +369,7 @@ def test_the_last_invocation_explained_with_the_three_fixes(tmp_path: Path) -> N
 
 def test_json_carries_one_entry_per_failure(tmp_path: Path) -> None:
     fake = fake_bazel(tmp_path)
-    doc = json.loads(diagnose.to_json(diagnose.diagnose(logs.find(str(fake.workspace)))))
+    doc = json.loads(render.to_json(diagnose.diagnose(logs.find(str(fake.workspace)))))
     assert doc["version"] == 1
     entry = only_entry(doc)
     assert set(entry) >= {"test", "log", "error_kind", "soname", "needed_by", "found", "fix"}
@@ -499,7 +499,7 @@ def test_logs_of_passing_tests_only(tmp_path: Path) -> None:
     passing_log(fake, "t", "ok_test")
     result = diagnose.diagnose(logs.find(str(fake.workspace)))
     assert (result.exit_code, result.passed) == (0, 1)
-    assert diagnose.to_text(result).startswith("nothing to diagnose")
+    assert render.to_text(result).startswith("nothing to diagnose")
 
 
 def test_a_failure_that_is_not_the_loaders(tmp_path: Path) -> None:

@@ -12,8 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bazel_ldfix.diagnosis.diagnose import Diagnosis, ErrorKind, Finding
+from bazel_ldfix.diagnosis.diagnose import Diagnosis
+from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
+from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.repair import rerun
 from bazel_ldfix.repair.plan import Repair
 

@@ -25,7 +25,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
     A test's own list names what it misses first; what those libraries need in turn comes
     from the loader model run for that test alone (as ``diagnose`` runs it).
     """
-    from bazel_ldfix.diagnosis import diagnose
+    from bazel_ldfix.diagnosis import model as diagnosis_model
 
     base = pathlist.join(repair.base) if repair.base else None
     found = {m.soname: m.dir for m in repair.missing if m.dir}
@@ -36,7 +36,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
         names = list(t.missing_before)
         if any(m.soname not in names for m in repair.missing):
             # Some name is needed by a library, not by the tests: whose is it?
-            model = diagnose.model_missing(t.label, t.executable, repair.output_base, base)
+            model = diagnosis_model.model_missing(t.label, t.executable, repair.output_base, base)
             names += [n for n in model if n not in names]
         tests.append(TestMissing(t.label, t.executable, tuple(names)))
 

@@ -64,11 +64,23 @@ class SearchStep:
     skipped: str | None = None   # e.g. "the requester has a DT_RUNPATH"
 
 
+class PassReason(str, enum.Enum):
+    """Why a file that exists was not the one taken."""
+
+    NOT_LOADABLE = "not_loadable"            # the loader's own checks refuse it (class,
+                                             # machine, not ELF, ...)
+    NOT_SHARED_OBJECT = "not_shared_object"  # loadable, but no shared object to search for
+    SAME_FILE = "same_file"                  # the chosen file, reached through another path
+    NOT_PREFERRED = "not_preferred"          # usable, but another copy ranks first
+
+
 @dataclass(frozen=True)
-class Rejection:
-    """A file that exists where the loader looked, and why it was passed over."""
+class PassedOver:
+    """A file that exists where a search looked, and why it was passed over: the kind to
+    decide by, the words to print."""
 
     path: str
+    kind: PassReason
     reason: str
 
 
@@ -82,7 +94,7 @@ class Library:
     needed_by: tuple[str, ...]
     error: str | None = None          # glibc's words when the load stops at this file
     steps: tuple[SearchStep, ...] = ()
-    rejected: tuple[Rejection, ...] = ()
+    rejected: tuple[PassedOver, ...] = ()
     depth: int = 1
     parent: str | None = None         # path of the object that first needed it
     info: elf.ElfInfo | None = field(default=None, compare=False, repr=False)
@@ -365,7 +377,7 @@ class _Object:
     faked: bool = False       # a "not found" placeholder (trace mode)
     error: str | None = None
     steps: tuple[SearchStep, ...] = ()
-    rejected: tuple[Rejection, ...] = ()
+    rejected: tuple[PassedOver, ...] = ()
 
     def matches(self, name: str) -> bool:
         # _dl_name_match_p, plus the SONAME that _dl_map_object adds on first use.
@@ -628,7 +640,7 @@ class Loader:
             return known
 
         steps: list[SearchStep] = []
-        rejected: list[Rejection] = []
+        rejected: list[PassedOver] = []
         found: _Found | None
         if "/" in name:
             # 2. A name with a slash is a path, opened as it is (DSTs already expanded).
@@ -670,16 +682,16 @@ class Loader:
         raise _LoadError(f"{objname}: {message}", blocked)
 
     def _take(self, realname: str, verdict: Verdict, via: Via,
-              rejected: list[Rejection]) -> _Found | None:
+              rejected: list[PassedOver]) -> _Found | None:
         """The realname and verdict if the search ends here (a usable file, or a fatal one)."""
         if verdict.fatal or verdict.accepted:
             return realname, verdict, via
         if verdict.exists and verdict.reason is not None:
-            rejected.append(Rejection(realname, verdict.reason))
+            rejected.append(PassedOver(realname, PassReason.NOT_LOADABLE, verdict.reason))
         return None
 
     def _search(self, loader: _Object, name: str, steps: list[SearchStep],
-                rejected: list[Rejection]) -> _Found | None:
+                rejected: list[PassedOver]) -> _Found | None:
         ns = self._ns
         main = ns.main
         assert loader.info is not None
@@ -785,7 +797,7 @@ class Loader:
                                   lambda: decompose(elements, values, self._rooted))
 
     def _open_path(self, name: str, dirs: Sequence[str], via: Via,
-                   rejected: list[Rejection]) -> _Found | None:
+                   rejected: list[PassedOver]) -> _Found | None:
         """Try ``name`` in every subdirectory of every directory, in order.
 
         With a memo, a search already made is not made again. Its outcome does not depend
@@ -801,8 +813,8 @@ class Loader:
         key = (name, dirs, via, self._expect.elf_class, self._expect.data,
                self._expect.machine, self.env.cwd if relative else None, self.host.subdirs)
 
-        def search() -> tuple[_Found | None, tuple[Rejection, ...]]:
-            here: list[Rejection] = []
+        def search() -> tuple[_Found | None, tuple[PassedOver, ...]]:
+            here: list[PassedOver] = []
             where = dirs
             if len(dirs) > _INDEXED and name not in (".", ".."):
                 # Only the directories whose listings have the name (or cannot be listed):
@@ -840,7 +852,7 @@ class Loader:
         return memo.remember("directory_index", key, build)
 
     def _open_path_now(self, name: str, dirs: Sequence[str], via: Via,
-                       rejected: list[Rejection]) -> _Found | None:
+                       rejected: list[PassedOver]) -> _Found | None:
         last_errno = errno.ENOENT   # glibc's errno, as open_path reads it after a directory
         for directory in dirs:
             here_any = False

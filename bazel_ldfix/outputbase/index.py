@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
+from bazel_ldfix.loader.search import PassedOver, PassReason, verify
 
 if TYPE_CHECKING:
     from bazel_ldfix.loader.memo import Memo
@@ -26,12 +27,6 @@ if TYPE_CHECKING:
 #: every few hundred directories, last with ``repository`` None when the walk ends.
 ProgressFn = Callable[[int, "str | None"], None]
 OnError = Callable[[str, OSError], None]
-
-
-@dataclass(frozen=True)
-class PassedOver:
-    path: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -242,20 +237,20 @@ class Progress:
 
 # -- choosing among candidates --------------------------------------------------------------
 
-def check_candidate(path: str, expect: elf.ElfHeader, memo: Memo | None = None) -> str | None:
+def check_candidate(path: str, expect: elf.ElfHeader,
+                    memo: Memo | None = None) -> PassedOver | None:
     """Why the loader would not take ``path`` for a program like ``expect`` (None: it would).
 
     The loader's own decision (``loader.verify``, once per file with a ``memo``), plus one
     rule of this search: only a shared object is worth pointing LD_LIBRARY_PATH at.
     """
-    from bazel_ldfix.loader.search import verify
-
     verdict = memo.verify(path, expect) if memo else verify(path, expect)
     if verdict.info is not None:
-        return None if verdict.info.header.type == elf.ET_DYN else "not a shared object"
+        return None if verdict.info.header.type == elf.ET_DYN else PassedOver(
+            path, PassReason.NOT_SHARED_OBJECT, "not a shared object")
     if verdict.fatal:
-        return f"not loadable: {verdict.reason}"
-    return verdict.reason or "not loadable"
+        return PassedOver(path, PassReason.NOT_LOADABLE, f"not loadable: {verdict.reason}")
+    return PassedOver(path, PassReason.NOT_LOADABLE, verdict.reason or "not loadable")
 
 
 def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
@@ -270,11 +265,11 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     passed: list[PassedOver] = []
     good: list[str] = []
     for path in sorted(set(candidates)):
-        reason = check_candidate(path, expect, memo)
-        if reason is None:
+        refused = check_candidate(path, expect, memo)
+        if refused is None:
             good.append(path)
         else:
-            passed.append(PassedOver(path, reason))
+            passed.append(refused)
     if not good:
         return Choice(soname, None, None, tuple(passed))
     # A directory ranks by where it stands in ``preferred``, as named there, else by its
@@ -294,7 +289,8 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
         st = os.stat(path)
         file_id = (st.st_dev, st.st_ino)
         if file_id in files:
-            passed.append(PassedOver(path, f"the same file as {files[file_id]}"))
+            passed.append(PassedOver(path, PassReason.SAME_FILE,
+                                      f"the same file as {files[file_id]}"))
             continue
         files[file_id] = path
         kept.append(path)
@@ -302,7 +298,8 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     why = ("beside a library the test links" if rank(best) < len(preferred)
            else "chosen by the shortest path")
     for other in kept[1:]:
-        passed.append(PassedOver(other, f"another copy was preferred ({why}): {best}"))
+        passed.append(PassedOver(other, PassReason.NOT_PREFERRED,
+                                 f"another copy was preferred ({why}): {best}"))
     return Choice(soname, os.path.dirname(best), best, tuple(passed))
 
 
@@ -479,4 +476,8 @@ def _copy(path: str, expect: elf.ElfHeader) -> Copy:
     return Copy(path, os.path.dirname(path),
                 None if header is None else header.elf_class,
                 None if header is None else header.machine,
-                check_candidate(path, expect))
+                _reason(check_candidate(path, expect)))
+
+
+def _reason(refused: PassedOver | None) -> str | None:
+    return None if refused is None else refused.reason

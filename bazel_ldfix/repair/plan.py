@@ -19,7 +19,7 @@ from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.errors import BadInputError, LdfixError, NotAWorkspaceError, NoTestsError
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader, Resolution
+from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.repair import failopen
 from bazel_ldfix.repair.failopen import Skipped
@@ -84,7 +84,7 @@ class Missing:
     soname: str
     needed_by: tuple[str, ...]
     dir: str | None
-    passed_over: tuple[index.PassedOver, ...]
+    passed_over: tuple[PassedOver, ...]
 
 
 @dataclass(frozen=True)

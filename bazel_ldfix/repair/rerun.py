@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import pathlist
-from bazel_ldfix.diagnosis.diagnose import Diagnosis, ErrorKind
+from bazel_ldfix.diagnosis.diagnose import Diagnosis
+from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.repair.plan import VARIABLE, Repair
 
 # Failures an LD_LIBRARY_PATH entry appended at the end repairs: the loader found no usable

@@ -1,4 +1,5 @@
-"""``diagnose`` for people: each failure once, each fix once for every test it serves.
+"""``diagnose``'s output: JSON for programs, and text for people, where each failure is
+printed once and each fix once for every test it serves.
 
 Two tests that miss libraries from one directory get one fix, naming both tests; a BUILD
 change that serves several failures is printed once. The output_base is written once, then
@@ -10,13 +11,15 @@ from __future__ import annotations
 
 import shlex
 import string
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from bazel_ldfix.report import OUTPUT_BASE, abbreviate
+from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.report import OUTPUT_BASE, abbreviate, dumps
 
 if TYPE_CHECKING:
-    from bazel_ldfix.diagnosis.diagnose import Diagnosis, ErrorKind, Finding
+    from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.diagnosis.explain import Finding
 
 # Colours are written as stand-in characters, put in after the names were escaped
 # (quoting.printable), so that escaping cannot touch them.
@@ -26,14 +29,52 @@ FLAG_CAVEAT = ("the flag replaces any LD_LIBRARY_PATH the test had (an env attri
                "rc file's --test_env); `bazel-ldfix test` merges instead")
 
 
-def render(diagnosis: Diagnosis, *, what: Mapping[ErrorKind, str], summary: str,
-           shorten: Callable[[str], str], prefix: str = "", color: bool = False) -> str:
-    """The text of a diagnosis. ``what`` words each error kind; ``summary`` ends it."""
-    plain = _render(diagnosis, what, summary, shorten, color, None)
+def to_json(diagnosis: Diagnosis) -> str:
+    """``{"version": 1, "failures": [{test, log, error_kind, soname, needed_by, found,
+    fix: {command, flag, bazelrc, build}, ...}], ...}``."""
+    return dumps({
+        "source": diagnosis.source,
+        "output_base": diagnosis.output_base,
+        "failures": [_finding_json(f) for f in diagnosis.findings],
+        "other_failures": list(diagnosis.other_failures),
+        "logs_read": diagnosis.logs_read,
+        "passed": diagnosis.passed,
+        "notes": list(diagnosis.notes),
+    })
+
+
+def _finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "test": f.test, "log": f.log, "error_kind": f.error_kind.value, "soname": f.soname,
+        "needed_by": list(f.needed_by), "found": list(f.found),
+        "fix": {"command": f.fix.command, "flag": f.fix.flag, "bazelrc": f.fix.bazelrc,
+                "build": f.fix.build},
+        "message": f.message, "seen_in_log": f.seen_in_log,
+        "needed_by_source": f.needed_by_source, "version": f.version, "symbol": f.symbol,
+        "passed_over": [{"path": p.path, "reason": p.reason} for p in f.passed_over],
+        "notes": list(f.notes),
+    }
+
+
+_WHAT = {
+    ErrorKind.CANNOT_OPEN: "cannot load {soname}: not found",
+    ErrorKind.WRONG_CLASS: "cannot load {soname}: wrong ELF class",
+    ErrorKind.VERSION_NOT_FOUND: "needs version {version} of {soname}",
+    ErrorKind.UNDEFINED_SYMBOL: "needs symbol {symbol}, defined nowhere loaded",
+    ErrorKind.FILE_TOO_SHORT: "cannot load {soname}: the file found is too short",
+    ErrorKind.INVALID_ELF_HEADER: "cannot load {soname}: the file found is not ELF",
+    ErrorKind.OTHER: "cannot load {soname}",
+}
+
+
+def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False) -> str:
+    """For people: one block per finding, each fix once, then one summary line."""
+    summary = _summary(diagnosis)
+    plain = _render(diagnosis, summary, color, None)
     base = diagnosis.output_base
     if base and sum(line.count(base) for line in plain) > 1:
         # Written once, then $OUTPUT_BASE (a path printed once stays as it is).
-        body = _render(diagnosis, what, summary, shorten, color, base)
+        body = _render(diagnosis, summary, color, base)
         body.insert(0, f"{OUTPUT_BASE} is {base}")
     else:
         body = plain
@@ -50,8 +91,8 @@ def render(diagnosis: Diagnosis, *, what: Mapping[ErrorKind, str], summary: str,
     return text
 
 
-def _render(diagnosis: Diagnosis, what: Mapping[ErrorKind, str], summary: str,
-            shorten: Callable[[str], str], color: bool, base: str | None) -> list[str]:
+def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None
+            ) -> list[str]:
     red, yellow, bold, reset = (RED, YELLOW, BOLD, RESET) if color else ("", "", "", "")
 
     def short(text: str) -> str:
@@ -72,7 +113,7 @@ def _render(diagnosis: Diagnosis, what: Mapping[ErrorKind, str], summary: str,
     for note in diagnosis.notes:
         body.append(f"note: {short(note)}")
     for f in diagnosis.findings:
-        words = what[f.error_kind].format(soname=f.soname, version=f.version, symbol=f.symbol)
+        words = _WHAT[f.error_kind].format(soname=f.soname, version=f.version, symbol=f.symbol)
         if f.seen_in_log:
             body += ["", f"{red}{f.test or f.log} {words}{reset}"]
         else:
@@ -80,7 +121,7 @@ def _render(diagnosis: Diagnosis, what: Mapping[ErrorKind, str], summary: str,
                          f"{words.split(': ', 1)[0]}{reset}"]
         if f.message:
             body.append(f"  log:        {short(f.log)}")
-            body.append(f"  says:       {short(shorten(f.message))}")
+            body.append(f"  says:       {short(_shorten(f.message))}")
         if f.needed_by:
             source = {"message": "the message", "loader model": "the loader model"}.get(
                 f.needed_by_source, "")
@@ -89,7 +130,7 @@ def _render(diagnosis: Diagnosis, what: Mapping[ErrorKind, str], summary: str,
         for i, path in enumerate(f.found):
             body.append(f"  {'found:' if i == 0 else '':<11} {short(path)}"
                         + ("  (best)" if i == 0 and len(f.found) > 1 else ""))
-        if not f.found and f.soname and f.error_kind.value != "undefined_symbol":
+        if not f.found and f.soname and f.error_kind is not ErrorKind.UNDEFINED_SYMBOL:
             body.append("  found:      no usable copy")
         for p in f.passed_over:
             body.append(f"  passed over {short(p.path)}: {p.reason}")
@@ -143,3 +184,24 @@ def _command(labels: Sequence[str], command: str | None, flag: str | None) -> st
     if flag is not None:
         return f"bazel test {targets} {shlex.quote(flag)}"
     return command
+
+
+def _summary(d: Diagnosis) -> str:
+    tests = {f.test or f.log for f in d.findings}
+    if not d.logs_read:
+        return (f"nothing to diagnose: no failed test in {d.source}"
+                + (f" ({d.passed} passed)" if d.passed else ""))
+    parts = []
+    if tests:
+        parts.append(f"{len(tests)} failed test{'s' if len(tests) != 1 else ''} "
+                     f"{'were' if len(tests) != 1 else 'was'} stopped by the dynamic loader")
+    if d.other_failures:
+        parts.append(f"{len(d.other_failures)} failed for another reason: "
+                     + ", ".join(d.other_failures))
+    if not parts:
+        return f"nothing to diagnose in {d.source}: no log could be read"
+    return f"from {d.source}: " + "; ".join(parts)
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

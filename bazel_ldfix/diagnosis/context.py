@@ -1,0 +1,147 @@
+"""What is known about one failed test: its executable, the loader model's view, the
+``cc_import``s Bazel staged for it, and where its libraries could be found."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bazel_ldfix import elf
+from bazel_ldfix.bazel import runfiles
+from bazel_ldfix.diagnosis import fixes, logs
+from bazel_ldfix.diagnosis.fixes import SolibImport
+from bazel_ldfix.diagnosis.messages import LoaderFailure
+from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, OnError, missing_for
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.outputbase import index
+
+if TYPE_CHECKING:
+    from bazel_ldfix.repair.plan import Missing
+
+#: The logs of one test (shards, runs, attempts), each with the failures it reports.
+Entries = Sequence[tuple[logs.TestLog, tuple[LoaderFailure, ...]]]
+
+
+@dataclass(frozen=True)
+class TestContext:
+    """What is known about one failed test, gathered once before its failures are explained."""
+
+    label: str | None
+    executable: str | None
+    expect: elf.ElfHeader
+    output_base: str | None
+    library_path: str | None
+    missing: Mapping[str, Missing]          # soname -> what the repair's model misses
+    imports: tuple[SolibImport, ...]
+    other_imports: tuple[SolibImport, ...]
+    notes: tuple[str, ...]
+    on_error: OnError | None
+
+    @classmethod
+    def build(cls, entries: Entries, output_base: str | None, library_path: str | None,
+              make_loader: MakeLoader, cache_for: CacheFor,
+              on_error: OnError | None) -> TestContext:
+        label = entries[0][0].label
+        notes: list[str] = []
+        executable = _executable(entries)
+        output_base = output_base or next(
+            (ob for ob in (logs.output_base_of(p) for p in _paths_named(entries)) if ob), None)
+        expect = _host_header()
+        if executable is not None:
+            with contextlib.suppress(BadInputError):    # a script (sh_test, py_test)
+                expect = elf.read_elf(executable).header
+        missing: dict[str, Missing] = {}
+        if executable is not None and output_base is not None:
+            missing, note = missing_for(label, executable, output_base, library_path,
+                                        make_loader, cache_for, on_error)
+            notes += [note] if note else []
+        elif executable is None:
+            notes.append("the test executable is gone (bazel clean?) or unknown: who needs "
+                         "the library comes from the message alone")
+        imports: list[SolibImport] = []
+        other: list[SolibImport] = []
+        if executable is not None:
+            # Canonical repository names (@@+ext+nvsdk, @@nvsdk~) are printed as the main
+            # repository writes them, from the test's runfiles repository mapping.
+            mapping = runfiles.repo_mapping_of(executable)
+            apparent = mapping.label if mapping is not None else None
+            imports = fixes.solib_imports(fixes.solib_dirs_of(executable), apparent)
+            own = {i.staged for i in imports}
+            other = [i for i in fixes.solib_imports(fixes.every_solib_dir(executable),
+                                                    apparent)
+                     if i.staged not in own]
+        return cls(label, executable, expect, output_base, library_path, missing,
+                   tuple(imports), tuple(other), tuple(notes), on_error)
+
+    def roots(self) -> list[str]:
+        return [os.path.join(self.output_base, "external")] if self.output_base else []
+
+    def preferred(self) -> tuple[str, ...]:
+        return index.preferred_dirs(i.staged for i in self.imports)
+
+    def candidates(self, soname: str) -> list[str]:
+        """Every file named ``soname`` beside the test's libraries or under external/."""
+        found: dict[str, None] = {}
+        for directory in self.preferred():
+            path = os.path.join(directory, soname)
+            if os.path.isfile(path):
+                found.setdefault(path, None)
+        for root in self.roots():
+            if os.path.isdir(root):
+                for path in index.walk(root, soname.__eq__, self.on_error).get(soname, ()):
+                    found.setdefault(path, None)
+        return list(found)
+
+    def nowhere(self, soname: str) -> str:
+        where = (f"{self.output_base}/external, and beside the libraries the test links"
+                 if self.output_base else "beside the libraries the test links; output_base "
+                 "unknown")
+        return (f"no usable {soname} exists anywhere searched ({where}): it must come from "
+                "somewhere else (an SDK not fetched, a system package)")
+
+
+def versions(path: str) -> tuple[str, ...]:
+    """The versions ``path`` defines (``.gnu.version_d``); none for a file that is not ELF."""
+    try:
+        return elf.version_definitions(path)
+    except BadInputError:
+        return ()
+
+
+def same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _executable(entries: Entries) -> str | None:
+    for log, _ in entries:
+        exe = logs.executable_for(log.path)
+        if exe is not None:
+            return exe
+    for _, failures in entries:
+        for failure in failures:
+            if failure.program and not failure.dlopen:
+                path = logs.unsandbox(failure.program)
+                if os.path.isfile(path):
+                    return os.path.realpath(path)
+    return None
+
+
+def _paths_named(entries: Entries) -> list[str]:
+    out = []
+    for log, failures in entries:
+        out.append(os.path.realpath(log.path))
+        for f in failures:
+            out += [p for p in (f.program, f.name, f.required_by) if p]
+    return out
+
+
+def _host_header() -> elf.ElfHeader:
+    """The class and machine to judge candidates by when the test is a script."""
+    return elf.read_header(os.path.realpath(sys.executable))

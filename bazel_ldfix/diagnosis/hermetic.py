@@ -1,0 +1,115 @@
+"""The hermetic fix of a failure: which ``cc_import`` to change, or add, and where.
+
+Bazel stages a ``cc_import``'s file under its own name in ``_solib_*``; the loader asks for
+the SONAME. The fix names the target that stages the library (read from the ``_solib_*``
+directories, decoded labels said to be decoded) and the target whose ``deps`` can carry it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from bazel_ldfix import elf
+from bazel_ldfix.diagnosis import fixes
+from bazel_ldfix.diagnosis.context import TestContext, same_file, versions
+from bazel_ldfix.diagnosis.fixes import SolibImport
+from bazel_ldfix.errors import BadInputError
+
+
+def build_fix(test: TestContext, soname: str, found: Sequence[str],
+              version: str | None = None) -> str | None:
+    """The hermetic fix: which cc_import to change (or add), and how.
+
+    For a version error, only a file that defines the version will do.
+    """
+    def usable(path: str) -> bool:
+        return version is None or version in versions(path)
+
+    for imp in (i for i in test.imports if i.soname == soname):
+        if imp.file == soname:
+            if usable(imp.staged):
+                return None     # staged under the right name already (see the notes)
+            return _verified(imp, (
+                f"{imp.shown_label} (a cc_import, in {fixes.where(imp)}) stages a "
+                f"{soname} that does not define {version}. Import a newer one"
+                + (f", such as {found[0]}" if found else "") + ".\n"))
+        versioned = fixes.versioned_in_repository(imp, soname, found, usable)
+        if versioned is not None:
+            return _verified(imp, fixes.import_versioned(imp, soname, versioned))
+        return _verified(imp, (
+            f"{imp.shown_label} (a cc_import, in {fixes.where(imp)}) imports "
+            f"{imp.attribute_value}, whose SONAME is {soname}, and Bazel stages only "
+            f"{imp.file}; but no usable file named {soname} is in that package. The "
+            f"repository must provide one (a symlink {soname} -> {imp.file} made by its "
+            "repository rule, or a copy_file/genrule) for the cc_import to import as "
+            "shared_library.\n"))
+    carrier = _carrier(test, soname)
+    for imp in (i for i in test.other_imports if i.soname == soname):
+        text = fixes.add_dependency(imp, carrier.label, carrier.why)
+        if imp.file != soname:
+            versioned = fixes.versioned_in_repository(imp, soname, found, usable)
+            if versioned is None:
+                continue
+            text = fixes.import_versioned(imp, soname, versioned) + "\n" + text
+        elif not usable(imp.staged):
+            continue
+        return _verified(imp, text)
+    if found:
+        return fixes.new_import(soname, found[0], test.output_base, carrier.label,
+                                carrier.why)
+    return None
+
+
+def _carrier(test: TestContext, soname: str) -> fixes.Carrier:
+    """The target whose deps can carry a dependency on ``soname``'s import.
+
+    Bazel stages a cc_import's library for the C/C++ target that depends on it; a
+    py_test or sh_test takes no cc_import in its deps. So the dependency goes on the
+    target that links the object needing ``soname``: the test itself when its executable
+    needs it, else the C/C++ target that built that object (read from where Bazel put
+    it), going up through prebuilt libraries (``libvendor.so.3`` needs
+    ``libvendor_core.so.3``: whatever links ``libvendor.so.3`` carries both).
+    """
+    seen: set[str] = set()
+    wanted = [soname]
+    while wanted:
+        name = wanted.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        missing = test.missing.get(name)
+        for needer in missing.needed_by if missing else ():
+            if test.executable and same_file(needer, test.executable):
+                return fixes.Carrier(test.label, None if name == soname else
+                                     f"it links {name}, which needs {soname}")
+            try:
+                needer_soname = elf.read_elf(needer).soname
+            except BadInputError:
+                needer_soname = None
+            if needer_soname in test.missing or _is_prebuilt(needer, test.output_base):
+                if needer_soname:
+                    wanted.append(needer_soname)
+                continue
+            label = fixes.label_of_output(needer)
+            if label is not None:
+                what = f"which needs {soname}" if name == soname else \
+                    f"which needs {name}, which needs {soname}"
+                return fixes.Carrier(label, f"the C/C++ target that builds "
+                                            f"{os.path.basename(needer)}, {what}")
+    return fixes.Carrier(test.label, None)
+
+
+def _is_prebuilt(path: str, output_base: str | None) -> bool:
+    """A library Bazel did not build: staged from a cc_import, or under external/."""
+    real = os.path.realpath(path)
+    return "/_solib_" in path or "/bazel-out/" not in real or bool(
+        output_base and real.startswith(os.path.join(output_base, "external") + "/"))
+
+
+def _verified(imp: SolibImport, text: str) -> str:
+    if imp.verified:
+        return text
+    return text + (f"(the label {imp.shown_label} is decoded from {os.path.dirname(imp.staged)}; "
+                   "its repository path did not lead back to the staged file, so check it "
+                   "with `bazel query`)\n")

@@ -1,0 +1,117 @@
+"""The loader model's view of one failed test: every name it misses, the chain included.
+
+The diagnosis resolves the test executable as the repair does (its choice, its reasons), and
+then what each library found misses by itself, which a log cannot show yet: the loader
+stops at the first library it cannot load.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from bazel_ldfix import elf, pathlist
+from bazel_ldfix.errors import LdfixError
+from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.outputbase import index
+
+if TYPE_CHECKING:
+    from bazel_ldfix.repair.plan import Missing
+
+MakeLoader = Callable[[elf.ElfInfo, Environment], Loader]
+CacheFor = Callable[[elf.ElfInfo], "Callable[[str], str | None] | None"]
+OnError = Callable[[str, OSError], None]
+
+
+def with_loader(loader: str | None) -> dict[str, Any]:
+    """``make_loader`` and ``cache_for`` for ``diagnose`` asking the loader the user
+    named (``--loader``) instead of the host's; nothing for None."""
+    if loader is None:
+        return {}
+    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
+
+    def make_loader(info: elf.ElfInfo, env: Environment) -> Loader:
+        return Loader(host_of(interp_for(info, loader)), env)
+
+    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
+        return cache_lookup(info, Options(loader=loader))
+
+    return {"make_loader": make_loader, "cache_for": cache_for}
+
+
+def model_missing(label: str | None, executable: str, output_base: str,
+                  library_path: str | None) -> tuple[str, ...]:
+    """Every name the loader model misses for one test, its libraries' own included."""
+    return tuple(missing_for(label, executable, output_base, library_path, host_loader,
+                             host_cache, None)[0])
+
+
+def host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
+    from bazel_ldfix.loader.resolve import host_of, interp_for
+
+    return Loader(host_of(interp_for(info)), env)
+
+
+def host_cache(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
+    from bazel_ldfix.loader.resolve import Options, cache_lookup
+
+    return cache_lookup(info, Options())
+
+
+def missing_for(label: str | None, executable: str, output_base: str,
+                library_path: str | None, make_loader: MakeLoader, cache_for: CacheFor,
+                on_error: OnError | None) -> tuple[dict[str, Missing], str | None]:
+    """What the repair finds missing for this test, by soname, and a note when the model
+    could not resolve the executable."""
+    from bazel_ldfix.repair import plan as repair
+
+    key = label or executable
+    env = repair.TestEnvironment(pathlist.split(library_path),
+                                 "the run's --test_env" if library_path else "nothing",
+                                 {key: library_path})
+    try:
+        plan = repair.plan([repair.TestInput(key, executable)], env, output_base, make_loader,
+                           cache_for, on_error=on_error)
+    except LdfixError as exc:
+        return {}, f"the loader model could not resolve {executable}: {exc}"
+    return _chain({m.soname: m for m in plan.missing}, library_path, make_loader, cache_for,
+                  output_base, on_error), None
+
+
+def _chain(found: Mapping[str, Missing], library_path: str | None, make_loader: MakeLoader,
+           cache_for: CacheFor, output_base: str,
+           on_error: OnError | None) -> dict[str, Missing]:
+    """``found`` plus what each library found there misses by itself in the test's own
+    environment: what the test misses next once that library is staged by a BUILD fix.
+
+    The repair's rounds resolve with every directory found so far, so a dependency that sits
+    beside its parent is never missing there; whether it shows depends on the order the
+    rounds met the files. Resolving each found file on its own makes the prediction the same
+    for every test whose chain allows it.
+    """
+    from bazel_ldfix.repair.plan import Missing as MissingLibrary
+
+    out = dict(found)
+    pending = [m for m in found.values() if m.dir is not None]
+    while pending:
+        parent = pending.pop(0)
+        assert parent.dir is not None
+        path = os.path.join(parent.dir, parent.soname)
+        try:
+            info = elf.read_elf(path)
+            env = Environment(library_path, parent.dir, cache_for(info))
+            resolution = make_loader(info, env).resolve(path, info=info)
+        except LdfixError:
+            continue
+        for lib in resolution.libraries:
+            if lib.path is not None or lib.error is not None or lib.name in out:
+                continue
+            choice = index.locate([lib.name], [os.path.join(output_base, "external")],
+                                  info.header, [parent.dir], on_error)[lib.name]
+            needed_by = tuple(path if n == resolution.file else n for n in lib.needed_by)
+            out[lib.name] = MissingLibrary(lib.name, needed_by, choice.dir,
+                                           choice.passed_over)
+            pending.append(out[lib.name])
+    return out
+
