@@ -13,7 +13,7 @@ from pathlib import Path
 from diagnose_fixtures import fake_bazel
 from elfbuild import cc
 
-from bazel_ldfix.bazel import runfiles
+from bazel_ldfix.bazel import bep, runfiles
 from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader
@@ -69,7 +69,7 @@ def test_a_path_prefix_that_leaves_the_exec_root_is_not_followed(tmp_path: Path)
 def test_a_file_uri_is_read_as_before(tmp_path: Path) -> None:
     exe = cc(tmp_path / "bin" / "x_test", src="int main(void){return 0;}")
     file = {"name": "x_test", "uri": f"file://{exe}"}
-    assert bazel.file_path(file, None) == str(exe)
+    assert bep.file_path(bep.File(file["uri"], file["name"]), None) == str(exe)
 
 
 # SourceManifestAction.java, ManifestType.SOURCE_SYMLINKS: "<root-relative path> <target>",

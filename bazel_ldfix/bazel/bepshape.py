@@ -1,11 +1,11 @@
 """The shape of a build event, checked before any field of it is used.
 
 A ``--build_event_json_file`` is JSON, and JSON lets any field hold any type: ``{"id": 5}``,
-``{"id": []}``, a ``"uri": 7``. The readers (``bazel.parse_bep`` for the repair,
-``logs.from_bep`` for ``diagnose --bep``) use a few dozen fields of a few event kinds, each
-of one type in Bazel's own schema (src/main/java/com/google/devtools/build/lib/
+``{"id": []}``, a ``"uri": 7``. The reader (:func:`bazel_ldfix.bazel.bep.read`, for the
+repair and for ``diagnose --bep``) uses a few dozen fields of a few event kinds, each of one
+type in Bazel's own schema (src/main/java/com/google/devtools/build/lib/
 buildeventstream/proto/build_event_stream.proto). :func:`sanitize` drops every one of those
-fields whose value has another type, so that the readers only ever see what they expect.
+fields whose value has another type, so that the reader only ever sees what it expects.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ _OBJECTS = frozenset({
 _OBJECT_LISTS = frozenset({
     "importantOutput", "outputGroup", "fileSets", "files", "sections", "option",
     "testActionOutput"})
-_STRING_LISTS = frozenset({"cmdLine"})
+_STRING_LISTS = frozenset({"cmdLine", "tag", "pathPrefix"})
 _STRINGS = frozenset({
     "label", "uri", "name", "targetKind", "testSize", "optionName", "optionValue",
     "commandLineLabel", "sectionLabel", "buildToolVersion", "workspaceDirectory",
     "localExecRoot", "status", "testAttemptStartMillisEpoch", "testAttemptDurationMillis"})
 _NUMBERS = frozenset({"code"})
-# Objects the readers index by a key without a default: without it, they are dropped.
+# Objects the reader indexes by a key without a default: without it, they are dropped.
 _REQUIRED = {"targetConfigured": "label", "targetCompleted": "label", "namedSet": "id",
              "fileSets": "id"}
 

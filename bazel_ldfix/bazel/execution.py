@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
-from bazel_ldfix.bazel.runner import Option
+from bazel_ldfix.bazel.bep import Option
 
 # Strategies that run a spawn on this machine (Bazel's names, old and new).
 _LOCAL = {"local", "standalone", "sandboxed", "processwrapper-sandbox", "linux-sandbox",

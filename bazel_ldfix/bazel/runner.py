@@ -11,7 +11,6 @@ came from rc files, which decides the environment the tests get.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import subprocess
@@ -21,10 +20,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
-from urllib.parse import unquote, urlparse
 
-from bazel_ldfix.bazel import bepshape
+from bazel_ldfix.bazel import bep
+from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
@@ -169,12 +167,6 @@ def output_base(bazel: Bazel) -> str:
 
 
 @dataclass(frozen=True)
-class Option:
-    name: str
-    value: str
-
-
-@dataclass(frozen=True)
 class TestTarget:
     label: str
     executable: str
@@ -199,130 +191,40 @@ class BuildEvents:
 
     @property
     def output_base(self) -> str | None:
-        return os.path.dirname(os.path.dirname(self.exec_root)) if self.exec_root else None
+        return bep.output_base_of_exec_root(self.exec_root)
 
 
 def parse_bep(lines: Iterable[str]) -> BuildEvents:
-    """Read a ``--build_event_json_file``: test targets, their executables, the options."""
-    kinds: dict[str, str] = {}
+    """Read a ``--build_event_json_file``: test targets, their executables, the options.
+
+    A line that is not an event (a cut-short last line when Bazel was interrupted) is
+    skipped, and fields of another type than Bazel's schema gives them are ignored.
+    """
+    return build_events(bep.read(lines))
+
+
+def build_events(events: bep.EventFile) -> BuildEvents:
+    """The tests of a build step's events, each with its executable, and its options."""
     is_test: set[str] = set()
     sizes: dict[str, str] = {}
     tags: dict[str, tuple[str, ...]] = {}
-    outputs: dict[str, list[Any]] = {}
-    sets: dict[str, tuple[list[Any], list[str]]] = {}
-    options: list[Option] = []
-    version = workspace = None
-    exit_code = None
-    command_line: tuple[str, ...] = ()
-    exec_root = None
-    patterns: tuple[str, ...] = ()
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a truncated last line when Bazel was interrupted
-        # Fields of another type than Bazel's schema gives them are dropped, and a line
-        # that is no event at all is skipped: never a traceback.
-        event, _changed = bepshape.sanitize(event)
-        if event is None:
-            continue
-        ident = event["id"]
-        if "started" in event:
-            version = event["started"].get("buildToolVersion") or None
-            workspace = event["started"].get("workspaceDirectory") or None
-        if "pattern" in ident and not patterns:
-            patterns = tuple(str(p) for p in ident["pattern"].get("pattern", []))
-        if "workspaceInfo" in event:
-            exec_root = event["workspaceInfo"].get("localExecRoot") or None
-        if "targetConfigured" in ident and "configured" in event:
-            label = ident["targetConfigured"]["label"]
-            kinds[label] = event["configured"].get("targetKind", "")
-            if event["configured"].get("testSize") or kinds[label].endswith("_test rule"):
-                is_test.add(label)
-                sizes[label] = str(event["configured"].get("testSize", "")).lower()
-                tags[label] = tuple(str(t) for t in event["configured"].get("tag", []))
-        if "targetCompleted" in ident and "completed" in event:
-            label = ident["targetCompleted"]["label"]
-            done = event["completed"]
-            if done.get("success"):
-                files: list[Any] = [f for f in done.get("importantOutput", []) if "uri" in f]
-                for group in done.get("outputGroup", []):
-                    if group.get("name") == "default":
-                        files += [f"set:{s['id']}" for s in group.get("fileSets", [])]
-                outputs[label] = files
-        if "namedSet" in ident and "namedSetOfFiles" in event:
-            named = event["namedSetOfFiles"]
-            sets[ident["namedSet"]["id"]] = (
-                [f for f in named.get("files", []) if "uri" in f],
-                [s["id"] for s in named.get("fileSets", [])])
-        if ident.get("structuredCommandLine", {}).get("commandLineLabel") == "canonical":
-            for section in event["structuredCommandLine"].get("sections", []):
-                if section.get("sectionLabel") == "command options":
-                    for opt in section.get("optionList", {}).get("option", []):
-                        options.append(Option(opt.get("optionName", ""),
-                                              opt.get("optionValue", "")))
-        if "optionsParsed" in event:
-            command_line = tuple(event["optionsParsed"].get("cmdLine", []))
-        if "buildFinished" in event:
-            exit_code = event["buildFinished"].get("exitCode", {}).get("code", 0)
-
+    for target in events.configured:
+        if target.is_test:
+            is_test.add(target.label)
+            sizes[target.label] = target.size.lower()
+            tags[target.label] = target.tags
+    outputs = {done.label: done.outputs for done in events.completed if done.success}
     tests = []
     for label in sorted(is_test):
-        files = _expand(outputs.get(label, []), sets, exec_root)
-        executable = _executable(label, files)
+        paths = (bep.file_path(f, events.exec_root) for f in outputs.get(label, ()))
+        executable = _executable(label, list(dict.fromkeys(p for p in paths if p is not None)))
         if executable:
             tests.append(TestTarget(label, executable, sizes.get(label, ""),
                                     tags.get(label, ())))
-    return BuildEvents(tuple(tests), tuple(options), version, workspace, exit_code,
-                       command_line, exec_root, patterns)
-
-
-def _expand(files: list[Any], sets: Mapping[str, tuple[list[Any], list[str]]],
-            exec_root: str | None) -> list[str]:
-    out: list[str] = []
-    pending = list(files)
-    seen: set[str] = set()
-    while pending:
-        item = pending.pop(0)
-        if not isinstance(item, str):
-            path = file_path(item, exec_root)
-            if path is not None:
-                out.append(path)
-            continue
-        key = item[4:]
-        if key in seen or key not in sets:
-            continue
-        seen.add(key)
-        named, children = sets[key]
-        pending += named + [f"set:{c}" for c in children]
-    return list(dict.fromkeys(out))
-
-
-def file_path(file: Mapping[str, Any], exec_root: str | None) -> str | None:
-    """Where a BEP ``File`` is on this machine.
-
-    A ``file://`` URI says it. Any other (``bytestream://`` when a remote cache holds the
-    file; with ``--remote_build_event_upload=minimal``, Bazel 7's default, every output is
-    named so, downloaded or not) leaves the exec root's ``path_prefix`` + ``name``
-    (build_event_stream.proto, message File: "A sequence of prefixes to apply to the file
-    name to construct a full path": ``bazel-out``, the configuration, ``bin``).
-    """
-    uri = str(file.get("uri", ""))
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return unquote(parsed.path)
-    name = file.get("name")
-    prefix = file.get("pathPrefix")
-    if exec_root is None or not isinstance(name, str) or not name \
-            or not isinstance(prefix, list) or not all(isinstance(p, str) for p in prefix):
-        return None
-    parts = [*prefix, name]
-    if any(p.startswith("/") or ".." in p.split("/") for p in parts):
-        return None     # not a path inside the exec root
-    return os.path.join(exec_root, *parts)
+    started = events.started or bep.Started(None, None)
+    return BuildEvents(tuple(tests), events.options, started.version, started.workspace,
+                       events.exit_code, events.command_line, events.exec_root,
+                       events.patterns)
 
 
 def _executable(label: str, files: Sequence[str]) -> str | None:
@@ -537,17 +439,6 @@ def _passes(rule: tuple[set[str], set[str]], values: set[str]) -> bool:
     """Bazel's filter: none of the excluded values, and one of the wanted ones if any."""
     wanted, unwanted = rule
     return not (unwanted & values) and (not wanted or bool(wanted & values))
-
-
-def test_env_setting(options: Sequence[Option], variable: str) -> tuple[bool, str | None]:
-    """The last ``--test_env`` for ``variable``: (given, value); value None = inherit."""
-    given, value = False, None
-    for opt in options:
-        if opt.name == "test_env":
-            name, eq, val = opt.value.partition("=")
-            if name == variable:
-                given, value = True, (val if eq else None)
-    return given, value
 
 
 def flag_value(options: Sequence[Option], name: str, default: bool) -> bool:

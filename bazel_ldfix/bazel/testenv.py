@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix.bazel.runner import Option
+from bazel_ldfix.bazel.bep import Option
 
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)")
 RULE_ENV_WINS_SINCE = (7, 2)

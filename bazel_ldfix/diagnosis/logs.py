@@ -13,14 +13,12 @@ Logs are read line by line in fixed-size chunks, each line cut at :data:`MAX_LIN
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from urllib.parse import unquote, urlparse
 
-from bazel_ldfix.bazel import bepshape
+from bazel_ldfix.bazel import bep
 from bazel_ldfix.bazel.runner import workspace_of
 from bazel_ldfix.elf import open_regular
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
@@ -457,74 +455,50 @@ def _xml_status(xml: str) -> str | None:
 # -- a Build Event Protocol file ----------------------------------------------------------
 
 def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogSet:
-    """The test.log of every run that did not pass, from a ``--build_event_json_file``."""
+    """The test.log of every run that did not pass, from a ``--build_event_json_file``.
+
+    A last line cut short is a note (Bazel was interrupted, or is still writing); any other
+    line that is not a build event means the file is not one.
+    """
     if not os.path.isfile(path):
         raise BadInputError(f"{path}: no such file" if not os.path.exists(path)
                             else f"{path}: not a file")
     check_text(path)
-    logs: dict[str, TestLog] = {}
-    passed = 0
-    output_base: str | None = None
-    library_path: str | None = None
+    events = bep.read(read_lines(path, MAX_BEP_LINE))
     notes: list[str] = []
-    ends: dict[str, float] = {}
-    events = 0
-    broken: tuple[int, str] | None = None   # a line that is not JSON, kept until the next one
-    misshaped = 0                           # the first event with fields of the wrong type
-    for number, line in enumerate(read_lines(path, MAX_BEP_LINE), 1):
-        if not line.strip():
-            continue
-        if broken is not None:
-            raise BadInputError(f"{path}: line {broken[0]} is not JSON ({broken[1]}): not a "
-                                "--build_event_json_file")
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError as exc:
-            broken = (number, exc.msg)
-            continue
-        if not isinstance(event, dict) or "id" not in event:
-            raise BadInputError(f"{path}: line {number} is not a build event (no \"id\"): "
+    for skipped in events.skipped:
+        if skipped is events.cut_short:
+            if events.events == 0:
+                raise BadInputError(f"{path}: not JSON ({skipped.detail} on line "
+                                    f"{skipped.line}): not a --build_event_json_file")
+            notes.append(f"{path} ends in the middle of an event (line {skipped.line}): "
+                         "Bazel was interrupted, or is still writing it; read what is there")
+        elif skipped.problem is bep.Problem.NOT_JSON:
+            raise BadInputError(f"{path}: line {skipped.line} is not JSON ({skipped.detail}): "
                                 "not a --build_event_json_file")
-        event, changed = bepshape.sanitize(event)
-        if event is None:
-            raise BadInputError(f"{path}: line {number} is not a build event (its \"id\" is "
-                                "not an object): not a --build_event_json_file")
-        if changed and not misshaped:
-            misshaped = number
-        events += 1
-        ident = event["id"]
-        if "workspace" in ident:
-            root = event.get("workspaceInfo", {}).get("localExecRoot")
-            if root:
-                output_base = os.path.dirname(os.path.dirname(root))
-        if ident.get("structuredCommandLine", {}).get("commandLineLabel") == "canonical":
-            library_path = _test_env(event) or library_path
-        if "testResult" in ident and "testResult" in event:
-            label = ident["testResult"].get("label")
-            result = event["testResult"]
-            status = result.get("status", "NO_STATUS")
-            for output in result.get("testActionOutput", []):
-                if output.get("name") != "test.log" or "uri" not in output:
-                    continue
-                uri = _uri_path(output["uri"])
-                if status == "PASSED":
-                    passed += 1
-                elif matches(label, patterns, package):
-                    logs.setdefault(uri, TestLog(uri, label, status))
-                    ended = _ended(result)
-                    if ended is not None:
-                        ends[uri] = ended
-    if broken is not None:
-        if events == 0:
-            raise BadInputError(f"{path}: not JSON ({broken[1]} on line {broken[0]}): not a "
-                                "--build_event_json_file")
-        notes.append(f"{path} ends in the middle of an event (line {broken[0]}): Bazel was "
-                     "interrupted, or is still writing it; read what is there")
-    if events == 0:
+        else:
+            raise BadInputError(f"{path}: line {skipped.line} is not a build event "
+                                f"({skipped.problem.value}): not a --build_event_json_file")
+    if events.events == 0:
         raise BadInputError(f"{path}: empty, not a --build_event_json_file")
-    if misshaped:
-        notes.append(f"{path}: fields of an unexpected type ignored, from line {misshaped} "
-                     "on (not written by Bazel?)")
+    if events.misshaped_from is not None:
+        notes.append(f"{path}: fields of an unexpected type ignored, from line "
+                     f"{events.misshaped_from} on (not written by Bazel?)")
+    logs: dict[str, TestLog] = {}
+    ends: dict[str, float] = {}
+    passed = 0
+    for result in events.test_results:
+        for file in result.logs:
+            # A log named otherwise than by a file:// URI is nowhere here: kept by its URI,
+            # for the note that it is gone.
+            where = bep.file_path(file, None) or file.uri
+            if result.status == "PASSED":
+                passed += 1
+            elif matches(result.label, patterns, package):
+                logs.setdefault(where, TestLog(where, result.label, result.status))
+                if result.ended is not None:
+                    ends[where] = result.ended
+    _, library_path = bep.test_env(events.options, "LD_LIBRARY_PATH")
     kept = []
     for log in logs.values():
         if not os.path.isfile(log.path):
@@ -535,44 +509,13 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
         if log.path in ends and os.path.getmtime(log.path) > ends[log.path] + _SLACK:
             notes.append(f"{log.path} was rewritten after the run {path} records (a later "
                          "run of the test?): what it says may be newer than that run")
-    output_base = output_base or next(
+    output_base = events.output_base or next(
         (ob for ob in (output_base_of(log.path) for log in kept) if ob), None)
     return LogSet(tuple(kept), f"the test results in {path}", output_base, passed,
                   tuple(notes), library_path)
 
 
 _SLACK = 60.0   # seconds between a test's end and its log's last write, at most
-
-
-def _ended(result: dict[str, object]) -> float | None:
-    """When a test attempt ended (seconds since the epoch), from its testResult event."""
-    try:
-        start = int(str(result["testAttemptStartMillisEpoch"]))
-        duration = int(str(result.get("testAttemptDurationMillis", 0)))
-    except (KeyError, ValueError):
-        return None
-    return (start + duration) / 1000
-
-
-def _test_env(event: dict[str, object]) -> str | None:
-    """The last ``--test_env=LD_LIBRARY_PATH=V`` of a canonical command line."""
-    value = None
-    command_line = event.get("structuredCommandLine")
-    sections = command_line.get("sections", []) if isinstance(command_line, dict) else []
-    for section in sections:
-        if section.get("sectionLabel") != "command options":
-            continue
-        for opt in section.get("optionList", {}).get("option", []):
-            if opt.get("optionName") == "test_env":
-                name, eq, val = str(opt.get("optionValue", "")).partition("=")
-                if name == "LD_LIBRARY_PATH" and eq:
-                    value = val
-    return value
-
-
-def _uri_path(uri: str) -> str:
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
 # -- logs given by name -------------------------------------------------------------------

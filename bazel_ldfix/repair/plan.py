@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import runfiles, testenv
 from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.errors import BadInputError, LdfixError, NotAWorkspaceError, NoTestsError
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution
@@ -41,7 +42,7 @@ class TestEnvironment:
     rule: Mapping[str, str | None] = field(default_factory=dict)  # the rules' own values
 
 
-def test_environment(options: Sequence[bazel.Option], client_env: Mapping[str, str],
+def test_environment(options: Sequence[Option], client_env: Mapping[str, str],
                      rule_envs: Mapping[str, Mapping[str, str]], labels: Sequence[str],
                      version: str | None,
                      rule_inherits: Mapping[str, Sequence[str]] | None = None
@@ -109,7 +110,7 @@ class Repair:
     missing: tuple[Missing, ...]
     added: tuple[str, ...]
     ld_library_path: str | None    # the merged value; None when nothing needs adding
-    options: tuple[bazel.Option, ...] = ()  # the build step's canonical options
+    options: tuple[Option, ...] = ()  # the build step's canonical options
     notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
     skipped: tuple[Skipped, ...] = ()   # files left out of the model, once each
     patterns: tuple[str, ...] = ()      # the command's target patterns, as Bazel read them
