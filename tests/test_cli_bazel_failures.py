@@ -18,10 +18,18 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True)
 
 
+# The event a real Bazel ends every --build_event_json_file with.
+LAST_EVENT = ('{"id":{"buildFinished":{}},"finished":{"exitCode":{"name":"SUCCESS"}},'
+              '"lastMessage":true}')
+
+
 def fake_bazel(tmp_path: Path, script: str) -> Path:
+    """A bazel running ``script``; a build step's event file holds Bazel's last event."""
     (tmp_path / "WORKSPACE").touch()
     path = tmp_path / "bazel"
-    path.write_text("#!/bin/sh\n" + script)
+    path.write_text("#!/bin/sh\nfor arg in \"$@\"; do\n  case \"$arg\" in "
+                    "--build_event_json_file=*) echo '" + LAST_EVENT + "' > \"${arg#*=}\";; "
+                    "esac\ndone\n" + script)
     path.chmod(0o755)
     return path
 
@@ -54,7 +62,8 @@ def test_a_crashing_bazel_is_reported_with_its_exit_code_and_last_words(tmp_path
 
 
 def test_an_output_base_that_bazel_names_but_does_not_exist(tmp_path: Path) -> None:
-    # A build step that leaves no events, and an `info` that names a directory not there:
+    # A build step whose events name no output_base, and an `info` that names a directory
+    # not there:
     # `env` stops; `test` says there is no repair and runs `bazel test` as given.
     bazel = fake_bazel(tmp_path, f'echo "$@" >> {tmp_path}/calls.log\n'
                                  f'case "$1" in info) echo "{tmp_path}/gone";; esac\n')
@@ -89,7 +98,8 @@ def fake_bazel_with_a_test(tmp_path: Path, on_test: str) -> tuple[Path, Path]:
         '{"id":{"targetConfigured":{"label":"//t:probe_test"}},'
         '"configured":{"targetKind":"cc_test rule","testSize":"SMALL"}}',
         '{"id":{"targetCompleted":{"label":"//t:probe_test"}},"completed":{"success":true,'
-        f'"importantOutput":[{{"name":"t/probe_test","uri":"file://{exe}"}}]}}}}'])
+        f'"importantOutput":[{{"name":"t/probe_test","uri":"file://{exe}"}}]}}}}',
+        LAST_EVENT])
     (tmp_path / "ob" / "execroot" / "ws").mkdir(parents=True)
     (tmp_path / "events.json").write_text(events + "\n")
     script = f"""echo "$@" >> {log}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import shutil
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from elfbuild import cc, lfs_pointer, lib, patch_class, program, truncated
+from terminal import on_terminal
 
 
 def run(*args: str, env: dict[str, str] | None = None,
@@ -71,24 +71,10 @@ def test_resolve_json_of_several_files_is_a_list(app: Path) -> None:
 
 def test_missing_libraries_are_red_on_a_terminal_unless_no_color(app: Path) -> None:
     def on_tty(env: dict[str, str]) -> str:
-        leader, follower = pty.openpty()
         base = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-        proc = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve", str(app)],
-                              stdout=follower, stderr=subprocess.DEVNULL,
-                              env={**base, **env})
-        os.close(follower)
-        chunks = []
-        while True:
-            try:
-                data = os.read(leader, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        os.close(leader)
-        assert proc.returncode == 1
-        return b"".join(chunks).decode()
+        code, text = on_terminal(["resolve", str(app)], env={**base, **env}, stderr=False)
+        assert code == 1
+        return text
 
     assert "\x1b[31mlibx.so.1 not found" in on_tty({})
     assert "\x1b[" not in on_tty({"NO_COLOR": "1"})

@@ -19,6 +19,10 @@ from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.repair import rerun
 from bazel_ldfix.repair.plan import Repair
 
+# The event a real Bazel ends every --build_event_json_file with.
+LAST_EVENT = ('{"id":{"buildFinished":{}},"finished":{"exitCode":{"name":"SUCCESS"}},'
+              '"lastMessage":true}')
+
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "BAZEL"}
@@ -58,7 +62,7 @@ def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
               '"configured":{"targetKind":"cc_test rule","testSize":"SMALL"}}\n'
               '{"id":{"targetCompleted":{"label":"//t:x_test"}},'
               '"completed":{"success":true,"importantOutput":[{"uri":"file://%s"}]}}\n'
-              % (tmp_path / "x_test"))
+              % (tmp_path / "x_test")) + LAST_EVENT + "\n"
     (tmp_path / "x_test").write_text("#!/bin/sh\n")
     bazel = fake_bazel(tmp_path, events, build_code=0, test_code=3)
     inject = ("import sys\nfrom bazel_ldfix import cli\n"
@@ -79,7 +83,7 @@ def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
 
 
 def test_patterns_that_select_no_test_run_bazel_test_unchanged(tmp_path: Path) -> None:
-    bazel = fake_bazel(tmp_path, "", build_code=4, test_code=4)
+    bazel = fake_bazel(tmp_path, LAST_EVENT + "\n", build_code=4, test_code=4)
     result = run("test", "--bazel", str(bazel), "--no-cache", "//t:tool", cwd=tmp_path)
     assert result.returncode == 4
     assert calls(tmp_path)[-1] == "test //t:tool"
@@ -169,3 +173,20 @@ def test_the_combined_exit_code() -> None:
     assert rerun.combined_code(3, 0, others) == 3      # //t:z failed in the first run
     assert rerun.combined_code(3, 3, alone) == 3       # still failing
     assert rerun.combined_code(3, 8, others) == 8      # the rerun was interrupted
+
+
+def test_events_cut_short_at_a_line_boundary_are_not_no_test(tmp_path: Path) -> None:
+    # Every line whole, but no last event: Bazel stopped writing (killed, disk full). Which
+    # tests it built is not known, which is not "no test selected".
+    events = ('{"id":{"targetConfigured":{"label":"//t:x_test"}},'
+              '"configured":{"targetKind":"cc_test rule","testSize":"SMALL"}}\n')
+    bazel = fake_bazel(tmp_path, events, build_code=0, test_code=0)
+    result = run("test", "--bazel", str(bazel), "--no-cache", "//t:x_test", cwd=tmp_path)
+    assert result.returncode == 0
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("bazel-ldfix:")]
+    assert "events end before Bazel's last event" in line and "select no test" not in line
+    assert line.endswith("; running `bazel test` unchanged")
+    assert calls(tmp_path)[-1] == "test //t:x_test"
+    result = run("env", "--bazel", str(bazel), "--no-cache", "//t:x_test", cwd=tmp_path)
+    assert result.returncode == 66
+    assert result.stderr.splitlines()[-1].startswith("error: the build step's events end")

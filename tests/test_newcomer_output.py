@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import terminal
 from bazelws import BAZEL, Workspace
 from newcomer_ws import newcomer_workspace
 
@@ -37,22 +34,7 @@ def failed(ws: Workspace) -> str:
 
 def on_terminal(ws: Workspace, *args: str, env: dict[str, str] | None = None) -> str:
     """What a command prints on a terminal (stdout and stderr both on a pty)."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "bazel_ldfix", *args], cwd=ws.root,
-                            env={**ws.env, **(env or {})}, stdout=follower, stderr=follower)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            data = os.read(leader, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait()
-    os.close(leader)
-    return b"".join(chunks).decode(errors="replace")
+    return terminal.on_terminal(list(args), cwd=ws.root, env={**ws.env, **(env or {})})[1]
 
 
 def test_diagnose_writes_the_output_base_once_and_one_fix_for_one_directory(

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import terminal
 from bazelws import BAZEL, Workspace
 from newcomer_ws import newcomer_workspace
 
@@ -30,22 +28,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
 
 def on_terminal(ws: Workspace, *args: str) -> str:
     """What a command prints with stdout and stderr on a terminal."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "bazel_ldfix", *args], cwd=ws.root,
-                            env=ws.env, stdout=follower, stderr=follower)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            data = os.read(leader, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait()
-    os.close(leader)
-    return b"".join(chunks).decode(errors="replace")
+    return terminal.on_terminal(list(args), cwd=ws.root, env=ws.env)[1]
 
 
 @pytest.mark.bazel

@@ -67,12 +67,13 @@ def test_the_repairs_reader_skips_mis_shaped_events() -> None:
                     "completed": {"success": True, "importantOutput": [{"uri": []}],
                                   "outputGroup": [{"name": "default", "fileSets": [{"id": 1}]}]}}),
         json.dumps({"id": {}, "optionsParsed": {"cmdLine": ["--x", 5]}}),
-        json.dumps({"id": {}, "buildFinished": {"exitCode": {"code": "0"}}}),
+        json.dumps({"id": {"buildFinished": {}}, "finished": {"exitCode": {"code": "0"}}}),
     ]
     events = bazel.parse_bep(lines)
     assert events.version == "4.2.3" and events.workspace == "/ws"
     assert events.tests == ()  # no usable executable was named
-    assert events.exit_code == 0 and events.command_line == ()
+    # A code of the wrong type is not believed.
+    assert events.exit_code is None and events.command_line == ()
 
 
 def test_sanitize_keeps_a_well_shaped_event_whole() -> None:

@@ -128,6 +128,9 @@ class EventFile:
     skipped: tuple[Skipped, ...] = ()   # in line order
     last_line: int = 0                  # the number of the last line that is not blank
     misshaped_from: int | None = None   # the first event with a field of the wrong type
+    # Bazel marks its last event (BuildEvent.last_message); a file without it was cut short,
+    # even at a line boundary, where no line is broken.
+    complete: bool = False
 
     @property
     def output_base(self) -> str | None:
@@ -203,6 +206,7 @@ class _Reader:
         self.sets: dict[str, tuple[list[File], list[str]]] = {}
         self.results: list[TestResult] = []
         self.exit_code: int | None = None
+        self.complete = False
 
     def line(self, number: int, line: str) -> None:
         if not line.strip():
@@ -259,8 +263,12 @@ class _Reader:
                                                    opt.get("optionValue", "")))
         if "optionsParsed" in event:
             self.command_line = tuple(event["optionsParsed"].get("cmdLine", []))
-        if "buildFinished" in event:
-            self.exit_code = event["buildFinished"].get("exitCode", {}).get("code", 0)
+        if event.get("lastMessage") is True:
+            self.complete = True
+        if "buildFinished" in ident and "finished" in event:
+            # Bazel leaves a zero code out (proto3): {"exitCode": {"name": "SUCCESS"}}.
+            code = event["finished"].get("exitCode", {}).get("code", 0)
+            self.exit_code = code if isinstance(code, int) else None
         if "testResult" in ident and "testResult" in event:
             result = event["testResult"]
             self.results.append(TestResult(
@@ -276,7 +284,7 @@ class _Reader:
             self.events, self.started, self.patterns, self.exec_root,
             tuple(self.options), self.command_line, tuple(self.configured), completed,
             tuple(self.results), self.exit_code, tuple(self.skipped), self.last_line,
-            self.misshaped)
+            self.misshaped, self.complete)
 
 
 def _file(obj: Mapping[str, Any]) -> File:

@@ -188,6 +188,7 @@ class BuildEvents:
     command_line: tuple[str, ...] = ()
     exec_root: str | None = None    # workspaceInfo.localExecRoot: OUTPUT_BASE/execroot/NAME
     patterns: tuple[str, ...] = ()  # the target patterns, as Bazel read them (the pattern event)
+    complete: bool = True           # False: the events end before Bazel's last one
 
     @property
     def output_base(self) -> str | None:
@@ -224,7 +225,7 @@ def build_events(events: bep.EventFile) -> BuildEvents:
     started = events.started or bep.Started(None, None)
     return BuildEvents(tuple(tests), events.options, started.version, started.workspace,
                        events.exit_code, events.command_line, events.exec_root,
-                       events.patterns)
+                       events.patterns, events.complete)
 
 
 def _executable(label: str, files: Sequence[str]) -> str | None:
@@ -256,7 +257,7 @@ def build_tests(bazel: Bazel, args: Sequence[str],
             with open(bep, encoding="utf-8", errors="replace") as fh:
                 events = parse_bep(fh)
         except FileNotFoundError:
-            events = BuildEvents((), (), None, None, None)
+            events = BuildEvents((), (), None, None, None, complete=False)
     if expected:
         events = dataclasses.replace(events, options=_without(events.options, expected))
     return events, code

@@ -17,7 +17,13 @@ from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import runfiles, testenv
 from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.bazel.bep import Option
-from bazel_ldfix.errors import BadInputError, LdfixError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix.errors import (
+    BadInputError,
+    BazelError,
+    LdfixError,
+    NotAWorkspaceError,
+    NoTestsError,
+)
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution
 from bazel_ldfix.outputbase import index
@@ -574,6 +580,11 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     events, code = bazel.build_tests(runner, args, expected)
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
+    if not events.complete:
+        # Which tests the step built is not known: it is not "no test selected".
+        raise BazelError("the build step's events end before Bazel's last event (the "
+                         "--build_event_json_file was cut short or not written); which tests "
+                         "it built is not known")
     base = output_base or events.output_base or bazel.output_base(runner)
     if not os.path.isdir(base):
         raise BadInputError(f"output_base {base} does not exist")
