@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from elfbuild import lib, program
+from terminal import on_terminal
 
 from bazel_ldfix import cli
 from bazel_ldfix.cli.session import Session
@@ -69,33 +70,13 @@ def test_main_returns_the_code_the_command_returns(tmp_path: Path) -> None:
     assert found.returncode == 0, found.stdout + found.stderr
 
 
-def on_a_terminal(*args: str, env: dict[str, str]) -> str:
-    """What the command prints to stdout when stdout is a terminal."""
-    main_fd, tty_fd = os.openpty()
-    try:
-        subprocess.run([sys.executable, "-m", "bazel_ldfix", *args], stdout=tty_fd,
-                       stderr=subprocess.DEVNULL, env=env, check=False)
-        os.close(tty_fd)
-        out = b""
-        while True:
-            try:
-                chunk = os.read(main_fd, 65536)
-            except OSError:     # EIO: the terminal's other end is closed and read
-                break
-            if not chunk:
-                break
-            out += chunk
-        return out.decode()
-    finally:
-        os.close(main_fd)
-
-
 def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path) -> None:
     app = program(tmp_path / "app", needs=[lib(tmp_path / "a" / "libx.so.1",
                                                soname="libx.so.1")])
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NO_COLOR")}
-    assert "\x1b[" in on_a_terminal("resolve", str(app), env=env)
-    assert "\x1b[" not in on_a_terminal("resolve", str(app), env={**env, "NO_COLOR": ""})
+    assert "\x1b[" in on_terminal(["resolve", str(app)], env=env, stderr=False)[1]
+    assert "\x1b[" not in on_terminal(["resolve", str(app)], env={**env, "NO_COLOR": ""},
+                                     stderr=False)[1]
     piped = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve", str(app)],
                            capture_output=True, text=True, env=env)
     assert "libx.so.1" in piped.stdout and "\x1b[" not in piped.stdout
