@@ -72,8 +72,8 @@ def test_the_repairs_reader_skips_mis_shaped_events() -> None:
     events = bazel.parse_bep(lines)
     assert events.version == "4.2.3" and events.workspace == "/ws"
     assert events.tests == ()  # no usable executable was named
-    # A code of the wrong type is not believed.
-    assert events.exit_code is None and events.command_line == ()
+    # A code of the wrong type is dropped, and a code left out is Bazel's 0 (proto3).
+    assert events.exit_code == 0 and events.command_line == ()
 
 
 def test_sanitize_keeps_a_well_shaped_event_whole() -> None:

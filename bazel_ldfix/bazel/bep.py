@@ -267,8 +267,7 @@ class _Reader:
             self.complete = True
         if "buildFinished" in ident and "finished" in event:
             # Bazel leaves a zero code out (proto3): {"exitCode": {"name": "SUCCESS"}}.
-            code = event["finished"].get("exitCode", {}).get("code", 0)
-            self.exit_code = code if isinstance(code, int) else None
+            self.exit_code = event["finished"].get("exitCode", {}).get("code", 0)
         if "testResult" in ident and "testResult" in event:
             result = event["testResult"]
             self.results.append(TestResult(

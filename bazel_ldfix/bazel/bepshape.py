@@ -16,7 +16,7 @@ from typing import Any
 _OBJECTS = frozenset({
     "started", "workspaceInfo", "targetConfigured", "configured", "targetCompleted",
     "completed", "namedSet", "namedSetOfFiles", "structuredCommandLine", "optionList",
-    "optionsParsed", "buildFinished", "exitCode", "testResult", "workspace"})
+    "optionsParsed", "buildFinished", "finished", "exitCode", "testResult", "workspace"})
 _OBJECT_LISTS = frozenset({
     "importantOutput", "outputGroup", "fileSets", "files", "sections", "option",
     "testActionOutput"})

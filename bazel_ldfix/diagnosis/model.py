@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import LdfixError
@@ -24,22 +24,6 @@ CacheFor = Callable[[elf.ElfInfo], "Callable[[str], str | None] | None"]
 OnError = Callable[[str, OSError], None]
 
 
-def with_loader(loader: str | None) -> dict[str, Any]:
-    """``make_loader`` and ``cache_for`` for ``diagnose`` asking the loader the user
-    named (``--loader``) instead of the host's; nothing for None."""
-    if loader is None:
-        return {}
-    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
-
-    def make_loader(info: elf.ElfInfo, env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info, loader)), env)
-
-    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
-        return cache_lookup(info, Options(loader=loader))
-
-    return {"make_loader": make_loader, "cache_for": cache_for}
-
-
 def model_missing(label: str | None, executable: str, output_base: str,
                   library_path: str | None) -> tuple[str, ...]:
     """Every name the loader model misses for one test, its libraries' own included."""
@@ -48,15 +32,16 @@ def model_missing(label: str | None, executable: str, output_base: str,
 
 
 def host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
-    from bazel_ldfix.loader.resolve import host_of, interp_for
+    """This machine's loader for ``info`` (:class:`LoaderFactory`'s default)."""
+    from bazel_ldfix.loader.resolve import LoaderFactory
 
-    return Loader(host_of(interp_for(info)), env)
+    return LoaderFactory().make_loader(info, env)
 
 
 def host_cache(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
-    from bazel_ldfix.loader.resolve import Options, cache_lookup
+    from bazel_ldfix.loader.resolve import LoaderFactory
 
-    return cache_lookup(info, Options())
+    return LoaderFactory().cache_for(info)
 
 
 def missing_for(label: str | None, executable: str, output_base: str,
