@@ -79,10 +79,6 @@ class ElfHeader:
         return self.ident[7]
 
     @property
-    def abiversion(self) -> int:
-        return self.ident[8]
-
-    @property
     def byteorder(self) -> str:
         return "<" if self.data == ELFDATA2LSB else ">"
 
@@ -125,13 +121,6 @@ class ElfInfo:
     @property
     def nodeflib(self) -> bool:
         return bool(self.flags_1 & DF_1_NODEFLIB)
-
-    def describe(self) -> str:
-        """``ELF 64-bit LSB shared object, x86-64`` in the manner of file(1)."""
-        bits = "64" if self.elf_class == ELFCLASS64 else "32"
-        order = "LSB" if self.header.data == ELFDATA2LSB else "MSB"
-        kind = ET_NAMES.get(self.header.type, f"type {self.header.type}")
-        return f"ELF {bits}-bit {order} {kind}, {machine_name(self.machine)}"
 
 
 def machine_name(machine: int) -> str:
