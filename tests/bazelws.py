@@ -63,6 +63,14 @@ def sdk(root: Path, name: str, soversion: str, *, needs: Sequence[Path] = (),
     return real
 
 
+def outside_library(top: Path) -> tuple[Path, str]:
+    """``top/zdir/libzdemo.so.3``, which no repository stages (a test reaches it only
+    through a value it is given), and the ``linkopts`` attribute that links against it."""
+    zlib = cc(top / "zdir" / "libzdemo.so.3", "-shared", "-Wl,-soname,libzdemo.so.3",
+              src="int zdemo_value(void){return 3;}")
+    return zlib, f'linkopts = ["-L{zlib.parent}", "-l:libzdemo.so.3"]'
+
+
 def import_repository(name: str, path: Path, library: str) -> str:
     """A WORKSPACE stanza importing ``lib/lib<library>.so`` the way SDK BUILD files do."""
     build = ('package(default_visibility = ["//visibility:public"])\n'

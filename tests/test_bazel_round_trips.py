@@ -14,8 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, Workspace, clean_env, import_repository, make_workspace, sdk
-from elfbuild import cc
+from bazelws import (
+    BAZEL,
+    Workspace,
+    clean_env,
+    import_repository,
+    make_workspace,
+    outside_library,
+    sdk,
+)
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
@@ -29,9 +36,7 @@ LOADS_XZ = ("int xdemo_value(void); int zdemo_value(void);\n"
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     top = tmp_path_factory.mktemp("trips")
     sdk(top / "sdks" / "xsdk", "xdemo", "11")
-    zlib = cc(top / "zdir" / "libzdemo.so.3", "-shared", "-Wl,-soname,libzdemo.so.3",
-              src="int zdemo_value(void){return 3;}")
-    z_link = f'linkopts = ["-L{zlib.parent}", "-l:libzdemo.so.3"]'
+    zlib, z_link = outside_library(top)
     files = {
         "WORKSPACE": import_repository("xsdk", top / "sdks" / "xsdk", "xdemo"),
         "t/BUILD": f"""
