@@ -12,7 +12,9 @@ so nothing in it is believed unless only this user could have written it:
   followed) and ``O_NONBLOCK`` (a planted FIFO is not waited on), and read only if it is a
   regular file owned by this user, writable by nobody else and no larger than its cap;
 - a file is written to a fresh temporary name in the same directory and renamed over the
-  old one, and the temporary file is removed whatever fails (a full disk leaves nothing).
+  old one, and the temporary file is removed whatever fails (a full disk leaves nothing);
+- a file is believed only whole: :func:`seal` ends it with a trailer giving the length and
+  CRC-32 of what comes before, which :func:`unseal` checks (a file cut short is ignored).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import contextlib
 import os
 import stat
 import tempfile
+import zlib
 from collections.abc import Mapping
 
 NAME = "bazel-ldfix"
+_TRAILER = b"\0\0\0end "
 
 
 def cache_root(env: Mapping[str, str]) -> str | None:
@@ -111,3 +115,22 @@ def write_private(path: str, data: bytes) -> bool:
         os.unlink(tmp)
         raise
     return True
+
+
+def seal(body: bytes) -> bytes:
+    """``body`` with the trailer :func:`unseal` checks: ``NUL NUL NUL end <length> <crc32> LF``."""
+    return body + _TRAILER + b"%d %08x\n" % (len(body), zlib.crc32(body))
+
+
+def unseal(data: bytes) -> bytes | None:
+    """The body of what :func:`seal` wrote; None for anything else (a file cut short)."""
+    at = data.rfind(_TRAILER)
+    if at < 0 or not data.endswith(b"\n"):
+        return None
+    body = data[:at]
+    try:
+        length, crc = data[at + len(_TRAILER):-1].split(b" ")
+        whole = int(length) == len(body) and int(crc, 16) == zlib.crc32(body)
+    except ValueError:
+        return None
+    return body if whole else None

@@ -306,18 +306,29 @@ class RuleInfo:
     env_inherit: tuple[str, ...] = ()   # names whose value comes from the client
 
 
-def rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> dict[str, RuleInfo]:
+@dataclass(frozen=True)
+class RulesAnswer:
+    """One rule query's answer: the rules, and what Bazel read to make them."""
+
+    rules: Mapping[str, RuleInfo]   # label -> attributes, for the rules that name the variable
+    # The labels of the BUILD files of the asked rules' packages and of every .bzl file they
+    # load, transitively, with the BUILD files of those files' packages (``buildfiles``).
+    build_files: tuple[str, ...]
+
+
+def query_rules(bazel: Bazel, labels: Sequence[str], variable: str) -> RulesAnswer:
     """``env`` and ``tags`` of the rules among ``labels`` whose ``env`` mentions
     ``variable`` (``bazel query --output=xml 'attr(env, VARIABLE, ...)'``): a rule left out
-    does not set it. Only those rules are printed, so the answer stays small."""
+    does not set it. Only those rules are printed, so the answer stays small. The same query
+    names the files they were read from (``buildfiles``)."""
     if not labels:
-        return {}
-    return aligned(parse_rules(bazel.capture("query", ["--output=xml",
-                                                      _env_query(labels, variable)])), labels)
+        return RulesAnswer({}, ())
+    return answer_of(bazel.capture("query", ["--output=xml", _env_query(labels, variable)]),
+                     labels)
 
 
 class PendingRules:
-    """:func:`rule_info` started in the background (Bazel works while we do)."""
+    """:func:`query_rules` started in the background (Bazel works while we do)."""
 
     def __init__(self, bazel: Bazel, labels: Sequence[str], variable: str) -> None:
         self.labels = tuple(labels)
@@ -330,13 +341,13 @@ class PendingRules:
             raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
                                      self.cmd) from None
 
-    def result(self) -> dict[str, RuleInfo]:
+    def result(self) -> RulesAnswer:
         assert self.proc is not None
         out, err = self.proc.communicate()
         code, self.proc = self.proc.returncode, None
         if code != 0:
             raise _failure(self.cmd, code, err)
-        return aligned(parse_rules(out), self.labels)
+        return answer_of(out, self.labels)
 
     def close(self) -> None:
         """Wait for the query if its answer is not wanted: the next command would anyway."""
@@ -345,16 +356,27 @@ class PendingRules:
             self.proc = None
 
 
-def start_rule_info(bazel: Bazel, labels: Sequence[str], variable: str) -> PendingRules:
+def start_query_rules(bazel: Bazel, labels: Sequence[str], variable: str) -> PendingRules:
     return PendingRules(bazel, labels, variable)
 
 
 def _env_query(labels: Sequence[str], variable: str) -> str:
     """The rules among ``labels`` whose ``env`` or ``env_inherit`` mentions ``variable``
     (``attr`` matches a dict or list by its printed form; a rule without the attribute is
-    simply not matched)."""
+    simply not matched), and the files Bazel read for all of them (``buildfiles``)."""
     return (f'let tests = {" + ".join(labels)} in '
-            f'attr(env, "{variable}", $tests) + attr(env_inherit, "{variable}", $tests)')
+            f'attr(env, "{variable}", $tests) + attr(env_inherit, "{variable}", $tests) + '
+            f"buildfiles($tests)")
+
+
+def answer_of(xml: str, labels: Sequence[str]) -> RulesAnswer:
+    """The rules (keyed as :func:`aligned` keys them) and the build files of a query's XML."""
+    root = ET.fromstring(xml)
+    # Bazel 4.2.3 gives a .bzl file the `location` of the BUILD file that loads it, not its
+    # own path: the label is what names the file.
+    files = tuple(dict.fromkeys(name for node in root.iter("source-file")
+                                if (name := node.get("name"))))
+    return RulesAnswer(aligned(_rules_of(root), labels), files)
 
 
 def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, RuleInfo]:
@@ -376,8 +398,11 @@ def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, R
 
 
 def parse_rules(xml: str) -> dict[str, RuleInfo]:
+    return _rules_of(ET.fromstring(xml))
+
+
+def _rules_of(root: ET.Element) -> dict[str, RuleInfo]:
     out: dict[str, RuleInfo] = {}
-    root = ET.fromstring(xml)
     for rule in root.iter("rule"):
         env: dict[str, str] = {}
         tags: list[str] = []

@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from bazel_ldfix import userdir
 
 MAGIC = b"bazel-ldfix index 2 (names: index.looks_like_library)\n"
-_TRAILER = b"\0\0\0end "
 # An index of 100,000 library files with 100-byte paths is some 10 MB.
 MAX_SIZE = 1 << 26
 #: How old every timestamp of a state must be before an index is written with it.
@@ -133,9 +132,7 @@ def save(cache_dir: str, root: str, current: State,
             parts.append(b"\0" + os.fsencode(rel))
     if userdir.private_dir(cache_dir) is None:
         return False
-    body = b"".join(parts)
-    trailer = _TRAILER + b"%d %08x\n" % (len(body), zlib.crc32(body))
-    return userdir.write_private(cache_file(cache_dir, root), body + trailer)
+    return userdir.write_private(cache_file(cache_dir, root), userdir.seal(b"".join(parts)))
 
 
 def load(cache_dir: str, root: str, current: State,
@@ -149,7 +146,7 @@ def load(cache_dir: str, root: str, current: State,
     data = userdir.read_private(cache_file(cache_dir, root), MAX_SIZE)
     if data is None:
         return None
-    data = _whole(data)
+    data = userdir.unseal(data)
     header = _header(root, current)
     if data is None or not data.startswith(header):
         return None
@@ -169,20 +166,6 @@ def load(cache_dir: str, root: str, current: State,
             dirs.append(root if rel == b"." else os.path.join(root, os.fsdecode(rel)))
         out[name] = dirs
     return out
-
-
-def _whole(data: bytes) -> bytes | None:
-    """The body of an index file whose trailer matches it; None for a file cut short."""
-    at = data.rfind(_TRAILER)
-    if at < 0 or not data.endswith(b"\n"):
-        return None
-    body = data[:at]
-    try:
-        length, crc = data[at + len(_TRAILER):-1].split(b" ")
-        whole = int(length) == len(body) and int(crc, 16) == zlib.crc32(body)
-    except ValueError:
-        return None
-    return body if whole else None
 
 
 def _inside(rel: bytes) -> bool:

@@ -10,11 +10,12 @@ import dataclasses
 import os
 import re
 import struct
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf, pathlist
-from bazel_ldfix.bazel import runfiles, testenv
+from bazel_ldfix.bazel import rulecache, runfiles, testenv
 from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.errors import (
@@ -565,12 +566,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     when a test misses something (a rule's ``env`` may provide it, and the repair's
     ``--test_env`` would replace it) or the rule's value may win over the flags, only for
     the selected tests and only the rules whose ``env`` or ``env_inherit`` mentions the
-    variable.
-    ``cache_dir`` maps the output_base to the index cache's directory (None: no cache).
+    variable. That answer is remembered (:mod:`bazel_ldfix.bazel.rulecache`) and asked
+    again only when a file it was read from, or an option, has changed.
+    ``cache_dir`` maps the output_base to the per-user cache directory (None: no cache: the
+    index of ``external/`` is walked and the rules are queried every time).
     """
     from bazel_ldfix.loader.resolve import LoaderFactory
 
-    if bazel.workspace_of(runner.cwd) is None:
+    workspace = bazel.workspace_of(runner.cwd)
+    if workspace is None:
         raise NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "
                                  "above the current directory)")
     if output_base is not None and not os.path.isdir(output_base):
@@ -637,10 +641,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         test_environment(events.options, client_env, {}, [], events.version).base == ()
     result = None
     selected = [t.label for t in bazel.selected(events.tests, {}, events.command_line)]
+    # The rules' answer of an earlier run, while nothing it was read from has changed.
+    remembered = cache_dir(base) if cache_dir and selected else None
+    key = rulecache.key_of(runner, events, events.workspace or workspace)
+    known = rulecache.recall(remembered, key, selected) if remembered else None
+    asked_ns = time.time_ns()
     # The last run of this command needed a repair: this one most likely does too, so the
     # rule query runs while the tests are resolved.
-    pending = (bazel.start_rule_info(runner, selected, VARIABLE) if expected and selected
-               else None)
+    pending = (bazel.start_query_rules(runner, selected, VARIABLE)
+               if known is None and expected and selected else None)
     try:
         if flags_decide and events.tests:
             # Without the rules' env: if every test loads, that is the answer (nothing to add).
@@ -648,9 +657,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
             if not any(t.missing_before or t.error for t in first.tests):
                 result = first
         if result is None:
-            rules = (pending.result() if pending is not None
-                     else bazel.rule_info(runner, selected, VARIABLE))
-            result = repair_with(rules)
+            if known is None:
+                if pending is None:
+                    asked_ns = time.time_ns()
+                answer = (pending.result() if pending is not None
+                          else bazel.query_rules(runner, selected, VARIABLE))
+                if remembered:
+                    rulecache.remember(remembered, key, selected, answer, base, asked_ns)
+                known = dict(answer.rules)
+            result = repair_with(known)
     finally:
         if pending is not None:
             pending.close()
