@@ -191,7 +191,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Use this output_base instead of asking Bazel.")
 @click.option("--no-cache", is_flag=True,
-              help="Walk output_base/external; neither read nor write the index cache.")
+              help="Walk output_base/external and query the rules' env; read and write no "
+                   "cache.")
 @click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
                                             "by a rename).")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")

@@ -106,8 +106,8 @@ def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
     func = click.option("--prepend", is_flag=True,
                         help="Put the added directories before the existing entries.")(func)
     func = click.option("--no-cache", is_flag=True,
-                        help="Walk output_base/external; neither read nor write the index "
-                             "cache.")(func)
+                        help="Walk output_base/external and query the rules' env; read "
+                             "and write no cache.")(func)
     func = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_quiet,
                         help="Print nothing of bazel-ldfix's own but errors and the "
                              "diagnosis of tests that failed in the loader (for CI logs)."
