@@ -271,7 +271,6 @@ def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Seque
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
     the command unchanged), or Bazel's code when the build step was interrupted."""
     from bazel_ldfix.repair import failopen
-    from bazel_ldfix.repair.rerun import INTERRUPTED
 
     planned = failopen.attempt(lambda: _plan(session, bazel_path, startup, output_base,
                                              prepend, no_cache, bazel_args))
@@ -280,6 +279,9 @@ def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Seque
     repair, code = planned
     if repair is not None:
         return repair
+    # Only now: the rerun module brings the diagnosis with it (some 15 ms of imports).
+    from bazel_ldfix.repair.rerun import INTERRUPTED
+
     if code == INTERRUPTED:
         return code
     return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")
