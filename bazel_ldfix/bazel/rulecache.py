@@ -11,20 +11,22 @@ kept in the per-user directory with what it depends on:
   (:data:`NOT_LOADING`);
 - every file the same query named (``buildfiles``: BUILD and ``.bzl`` files), and the
   workspace's boundary files (WORKSPACE, MODULE.bazel, ...: the repository mapping), each
-  with its identity: device, inode, size, modification and change times (the inode and
-  change time are what Bazel itself compares to see that a file changed).
+  with its identity: device, inode, size, modification and change times (Bazel itself
+  takes a file whose inode, mtime and ctime are the same as unchanged: bazelbuild/bazel
+  ``src/main/java/com/google/devtools/build/lib/actions/FileContentsProxy.java``).
 
 The answer is used again while the key is the same, the labels asked cover the tests, and
 every file has the same identity (a file that was absent is still absent); otherwise the
-query runs again and the record is rewritten. What the files do not show is not watched:
-an ``env`` computed from a ``glob()`` (a file added to the package), or from a repository
-rule whose output Bazel has not regenerated.
+query runs again and the record is rewritten. What a BUILD file learns from the file
+system rather than from a file it loads is not watched: an ``env`` computed from a
+``glob()`` changes when a file is added to the package, and no watched file does.
 
 A record is only written when every timestamp in it is older than :data:`SETTLE_NS` before
 the query started: a file changed while Bazel read it could otherwise keep the identity
-recorded with the old answer (timestamps are coarse, as :mod:`~bazel_ldfix.outputbase.
-indexcache` explains). A file the query named that cannot be found where its label says,
-or stat'ed, leaves nothing recorded.
+recorded with the old answer (timestamps are coarse: see
+:mod:`bazel_ldfix.outputbase.indexcache`). A file the query named that cannot be found
+where its label says, or stat'ed, leaves nothing recorded (a boundary file may be absent:
+it is recorded as absent).
 
 The file: a magic line, then JSON, then :func:`bazel_ldfix.userdir.seal`'s trailer. It
 lives in the per-user directory and is believed only as a whole (:mod:`bazel_ldfix.userdir`):
