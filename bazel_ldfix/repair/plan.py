@@ -407,7 +407,11 @@ class _Subject:
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None) -> _Subject:
+    def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None, *,
+           from_manifest: bool = True) -> _Subject:
+        """The test's executable and runfiles. The tree is listed from its ``MANIFEST``
+        where that is exactly what a walk finds (:func:`runfiles.tree_listing`), else
+        walked; ``from_manifest=False`` always walks it."""
         memo = memo or Memo()
         try:
             info: elf.ElfInfo | None = memo.read_elf(test.executable)
@@ -418,16 +422,19 @@ class _Subject:
         # the libraries of its runfiles.
         expect = info.header if info is not None else host
         notes: tuple[str, ...] = ()
+        listing = None
         if os.path.isdir(tree):
-            extras, skipped = _runfiles_libraries(tree, expect, memo)
+            if from_manifest:
+                listing = _tree_listing(test.executable, memo)
+            extras, skipped = _runfiles_libraries(tree, expect, memo, listing)
         else:
             # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
             # manifest names what the test stages.
-            extras, skipped, absent = _manifest_libraries(test.executable, expect)
+            extras, skipped, absent = _manifest_libraries(test.executable, expect, memo)
             notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
                           "that did not download it?)" for path in absent)
         return cls(test.label, test.executable, info, tuple(sorted(extras)),
-                   _test_cwd(test, tree), tuple(skipped), notes)
+                   _test_cwd(test, tree, listing), tuple(skipped), notes)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
@@ -482,35 +489,53 @@ class _Subject:
 _PER_FILE_ERRORS = (LdfixError, OSError, ValueError, IndexError, struct.error)
 
 
-def _runfiles_libraries(runfiles: str, expect: elf.ElfHeader, memo: Memo | None = None
+def _tree_listing(executable: str, memo: Memo) -> runfiles.TreeListing | None:
+    """:func:`runfiles.tree_listing`, each symlink target looked at once per command."""
+    targets = memo.remember("runfiles-targets", None, runfiles.Targets)
+    return runfiles.tree_listing(executable, targets=targets, mount_names=memo.mounts().names)
+
+
+def _runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | None = None,
+                        listing: runfiles.TreeListing | None = None
                         ) -> tuple[list[str], list[Skipped]]:
     """Shared objects in a runfiles tree that the loader of ``expect`` would accept, and
-    the files named like libraries that it would not (each with the reason)."""
-    if not os.path.isdir(runfiles):
+    the files named like libraries that it would not (each with the reason).
+
+    The files are those a walk of the tree finds, or those of ``listing`` (the same paths,
+    read from the tree's MANIFEST), taken in sorted order: of two paths to one file, the
+    first is kept.
+    """
+    if not os.path.isdir(runfiles_dir):
         return [], []
+    memo = memo or Memo()
+    if listing is not None:
+        paths = [f"{runfiles_dir}/{path}" for path in listing.files
+                 if ".so" in path and index.looks_like_library(path.rpartition("/")[2])]
+    else:
+        paths = sorted(path for found in index.walk(runfiles_dir, mounts=memo.mounts()).values()
+                       for path in found)
     out: list[str] = []
     skipped: list[Skipped] = []
     seen: set[str] = set()
-    memo = memo or Memo()
-    for paths in index.walk(runfiles, mounts=memo.mounts()).values():
-        for path in paths:
-            real = memo.realpath(path)
-            if real in seen:
-                continue
-            seen.add(real)
-            verdict = failopen.examine(path, expect, memo)
-            if isinstance(verdict, Skipped):
-                skipped.append(verdict)
-            else:
-                out.append(path)
+    for path in paths:
+        real = memo.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        verdict = failopen.examine(path, expect, memo)
+        if isinstance(verdict, Skipped):
+            skipped.append(verdict)
+        else:
+            out.append(path)
     return out, skipped
 
 
-def _manifest_libraries(executable: str, expect: elf.ElfHeader
+def _manifest_libraries(executable: str, expect: elf.ElfHeader, memo: Memo | None = None
                         ) -> tuple[list[str], list[Skipped], list[str]]:
     """Shared objects the runfiles manifest stages that the loader of ``expect`` would
     accept, the staged files it would not (with the reason), and the staged shared objects
     that are not on disk."""
+    memo = memo or Memo()
     entries = runfiles.read_manifest(runfiles.manifest_of(executable))
     out: list[str] = []
     skipped: list[Skipped] = []
@@ -523,11 +548,11 @@ def _manifest_libraries(executable: str, expect: elf.ElfHeader
         if not os.path.exists(target):
             absent.append(target)
             continue
-        real = os.path.realpath(target)
+        real = memo.realpath(target)
         if real in seen:
             continue
         seen.add(real)
-        verdict = failopen.examine(target, expect)
+        verdict = failopen.examine(target, expect, memo)
         if isinstance(verdict, Skipped):
             skipped.append(verdict)
         else:
@@ -538,17 +563,25 @@ def _manifest_libraries(executable: str, expect: elf.ElfHeader
 _SHARED_NAME = re.compile(r"\.so(?:\.[0-9][^/]*)?$")
 
 
-def _test_cwd(test: TestInput, runfiles: str) -> str:
-    """Bazel starts a test in ``<runfiles>/<workspace name>``."""
+def _test_cwd(test: TestInput, runfiles_dir: str,
+              listing: runfiles.TreeListing | None = None) -> str:
+    """Bazel starts a test in ``<runfiles>/<workspace name>``: the first directory of the
+    tree's root that holds the test's own path (from ``listing`` when there is one)."""
     package_path = test.label.split("//", 1)[-1].replace(":", "/").lstrip("/")
+    if listing is not None and all(part not in ("", ".", "..")
+                                   for part in package_path.split("/")):
+        for name in listing.top:
+            if listing.lexists(f"{name}/{package_path}"):
+                return os.path.join(runfiles_dir, name)
+        return runfiles_dir
     try:
-        names = sorted(os.listdir(runfiles))
+        names = sorted(os.listdir(runfiles_dir))
     except OSError:
         return os.path.dirname(test.executable)
     for name in names:
-        if os.path.lexists(os.path.join(runfiles, name, package_path)):
-            return os.path.join(runfiles, name)
-    return runfiles
+        if os.path.lexists(os.path.join(runfiles_dir, name, package_path)):
+            return os.path.join(runfiles_dir, name)
+    return runfiles_dir
 
 
 def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
