@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -28,6 +27,7 @@ from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceErro
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
 WAIT_NOTICE = 1.0  # seconds a captured Bazel command runs before the user is told
 NO_TESTS_FOUND = 4  # Bazel's exit code when the build worked and no test was selected
+INTERRUPTED = 8     # Bazel's exit code for an interrupted command
 # What Bazel says about the tag filter of the build step, which would only mislead.
 # Its "Build completed" lines too: the real `bazel test` prints its own.
 _BUILD_STEP_NOISE = ("All specified test targets were excluded by filters",
@@ -376,6 +376,8 @@ def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, R
 
 
 def parse_rules(xml: str) -> dict[str, RuleInfo]:
+    import xml.etree.ElementTree as ET  # only when the rules are asked for
+
     out: dict[str, RuleInfo] = {}
     root = ET.fromstring(xml)
     for rule in root.iter("rule"):
