@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from elfbuild import lib, program
 from foreign import text_file
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from runfilestree import both_ways, lay_out, past_manifest
 
 from bazel_ldfix.bazel import runfiles
@@ -66,6 +68,7 @@ def test_a_manifest_written_again_as_it_was_is_trusted(laid_out: tuple[Path, Pat
 
 @pytest.mark.parametrize("change", [
     "MANIFEST a link", "MANIFEST copied (input's mtime)", "MANIFEST cut short",
+    "MANIFEST written again in place", "MANIFEST written anew",
     "a directory changed after", "an entry a directory link", "a relative target",
     "a path twice", "a file and a directory", "an absolute path", "a '..' path",
     "no input manifest"])
@@ -87,6 +90,13 @@ def test_what_makes_the_manifest_untrusted(laid_out: tuple[Path, Path], change: 
         shutil.copy2(source, manifest)
     elif change == "MANIFEST cut short":
         rewrite(text[:-1])
+    elif change == "MANIFEST written again in place":
+        past_manifest(tree)
+        manifest.write_text("ws/p/app_test \n")   # what it lists is there, the rest is not
+    elif change == "MANIFEST written anew":
+        past_manifest(tree)
+        manifest.unlink()
+        manifest.write_text("ws/p/app_test \n")
     elif change == "a directory changed after":
         past_manifest(tree)
         (tree / "ws" / "data" / "libgone.so").unlink()
@@ -151,3 +161,49 @@ def test_realpath_through_a_new_chain_ending_in_an_absolute_link(tmp_path: Path)
     for path in [*cases, "t6/b/link", "t6/b/link/x", *cases]:
         full = f"{tmp_path}/{path}"
         assert memo.realpath(full) == os.path.realpath(full), path
+
+
+name = st.text(st.characters(blacklist_characters="/\0 \n\\", blacklist_categories=("Cs",)),
+               min_size=1, max_size=6).filter(lambda s: s not in (".", "..", "MANIFEST"))
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.lists(name, max_size=2), name | name.map(lambda s: f"lib{s}.so"),
+                          st.sampled_from(["lib", "text", "missing", "empty"])),
+                min_size=1, max_size=8))
+def test_any_tree_build_runfiles_makes_is_listed_as_the_walk_finds_it(
+        tmp_path_factory: pytest.TempPathFactory,
+        entries: list[tuple[list[str], str, str]]) -> None:
+    top = tmp_path_factory.mktemp("any")
+    targets = {"lib": lib(top / "src" / "libt.so.1"), "text": text_file(top / "src" / "t.so"),
+               "missing": top / "src" / "nowhere.so", "empty": ""}
+    exe = top / "bin" / "t"
+    lines: dict[str, str] = {}
+    for parts, leaf, kind in entries:
+        path = "/".join(["ws", *parts, leaf])
+        clash = any(p == path or p.startswith(path + "/") or path.startswith(p + "/")
+                    for p in lines)
+        if not clash:
+            lines[path] = f"{path} {targets[kind]}"
+    lay_out(exe, [f"ws/t {exe}", *lines.values()] if "ws/t" not in lines else
+            list(lines.values()))
+    assert runfiles.tree_listing(str(exe)) is not None
+    from_manifest, walked = both_ways("//:t", exe)
+    assert from_manifest == walked
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300))
+def test_any_manifest_text_is_read_or_refused_without_an_error(
+        tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
+    top = tmp_path_factory.mktemp("text")
+    exe = top / "t"
+    tree = lay_out(exe, [f"ws/t {exe}"])
+    (tree / "MANIFEST").unlink()
+    (tree / "MANIFEST").write_bytes(data)
+    listing = runfiles.tree_listing(str(exe))
+    if listing is not None:
+        from_manifest, walked = both_ways("//:t", exe)
+        assert from_manifest == walked

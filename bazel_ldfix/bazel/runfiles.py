@@ -228,11 +228,14 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
     tree, unchanged since, with no directory under a symlink:
 
     * **Made by build-runfiles from this MANIFEST.** ``MANIFEST`` is a regular file whose
-      mtime is later than the input manifest's: Bazel 4 to 6 with ``--noenable_runfiles``
-      instead copy the input manifest into the old tree, unchanged
-      (``SymlinkTreeHelper.copyManifest``; ``copyFile`` keeps the input's mtime), and Bazel
-      7 and later link it, also when they only create the workspace directory
-      (``linkManifest``, ``clearRunfilesDirectory``). Those trees are walked.
+      mtime is later than the input manifest's and no later than the tree root's ctime (it
+      was written whole before the rename that put it there): Bazel 4 to 6 with
+      ``--noenable_runfiles`` instead copy the input manifest into the old tree, unchanged
+      (``SymlinkTreeHelper.copyManifest``; ``copyFile`` keeps the input's mtime), Bazel 7
+      and later link it, also when they only create the workspace directory
+      (``linkManifest``, ``clearRunfilesDirectory``), and a ``MANIFEST`` written again
+      after the tree was made, in place or anew, is stamped after the root last changed.
+      Those trees are walked.
     * **Not changed since.** Adding, removing or replacing an entry (``rm``, ``ln -sf``,
       ``mkdir``, a ``__pycache__`` a test writes) or changing a directory's mode sets that
       directory's ctime to the current time, which no one can set back (``utime`` sets
@@ -283,7 +286,8 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
         where = f"{root}/{directory}" if directory else root
         try:
             st = os.stat(where)
-            if not stat.S_ISDIR(st.st_mode) or st.st_ctime_ns > limit:
+            if not stat.S_ISDIR(st.st_mode) or st.st_ctime_ns > limit or \
+                    (not directory and made.st_mtime_ns > st.st_ctime_ns):
                 return None
             # The owner's own bits decide for the owner; anyone else asks the kernel.
             if (st.st_uid != user or st.st_mode & 0o500 != 0o500) and not os.access(
