@@ -10,7 +10,7 @@ import dataclasses
 import os
 import re
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf, pathlist
@@ -25,9 +25,9 @@ from bazel_ldfix.errors import (
     NoTestsError,
 )
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution
+from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution, Via
 from bazel_ldfix.outputbase import index
-from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair import failopen, twins
 from bazel_ldfix.repair.failopen import Skipped
 
 VARIABLE = "LD_LIBRARY_PATH"
@@ -303,25 +303,72 @@ class _Outcome:
     program: int | None = None
 
 
+# How a found object's path came from the test's own paths (its tree, its working
+# directory, a $ORIGIN) or from texts kept apart for the move (see Session._resolve);
+# the others name places outside the test (the cache, the system directories).
+_MOVABLE_VIA = frozenset({Via.RPATH, Via.RUNPATH, Via.LD_LIBRARY_PATH, Via.PATH})
+
+
+def _named_paths(info: elf.ElfInfo | None) -> tuple[str, ...]:
+    """What an object names as places to load from: its search paths, its interpreter,
+    and its DT_NEEDED entries that are paths."""
+    if info is None:
+        return ()
+    return (info.rpath or "", info.runpath or "", info.interp or "",
+            *(name for name in info.needed if "/" in name))
+
+
+@dataclass(frozen=True)
+class _Template:
+    """One test's outcome, kept to be moved to its twins (:mod:`twins`)."""
+
+    outcome: _Outcome
+    shape: twins.Shape
+    texts: str                  # see Session._resolve
+    needed: frozenset[str]
+
+    def moved_to(self, shape: twins.Shape, memo: Memo) -> _Outcome | None:
+        """The outcome for the twin of ``shape``; None when it cannot be moved there."""
+        if not twins.movable(self.texts, shape) or shape.own_name in self.needed:
+            return None
+        mover = twins.Mover(self.shape, shape)
+        move = mover.path
+        outcome = self.outcome
+        entries = tuple(
+            (mover.found_path(path) if path is not None else None, move(name),
+             tuple(move(r) for r in requesters))
+            for path, name, requesters in outcome.entries)
+        skipped = tuple(dataclasses.replace(s, path=move(s.path)) for s in outcome.skipped)
+        if not mover.same_files(memo):
+            return None
+        return _Outcome(outcome.header, entries, outcome.error, skipped, outcome.program)
+
+
 class Session:
     """What one command learns about its tests, for every plan it makes.
 
     Each test's executable and runfiles are read once, and each test is resolved once per
-    value of LD_LIBRARY_PATH; the file facts underneath are shared by all tests
-    (:class:`~bazel_ldfix.memo.Memo`).
+    value of LD_LIBRARY_PATH, or not at all when a twin was (:mod:`twins`); the file facts
+    underneath are shared by all tests (:class:`~bazel_ldfix.memo.Memo`).
     """
 
-    def __init__(self, memo: Memo | None = None) -> None:
+    def __init__(self, memo: Memo | None = None, *, share: bool = True) -> None:
         self.memo = memo or Memo()
+        self.share = share  # False: every test resolved on its own, twins or not
         self._subjects: dict[tuple[TestInput, elf.ElfHeader], _Subject] = {}
         self._outcomes: dict[tuple[str, str, str | None, bool], _Outcome] = {}
         self._strings: dict[str, str] = {}
         self._dirs: dict[str, tuple[str, ...]] = {}
+        self._hosts: dict[tuple[str, str], elf.ElfHeader] = {}
+        self._shapes: dict[tuple[str, str], twins.Shape | None] = {}
+        self._templates: dict[Hashable, _Template] = {}
+        self.twins = 0      # outcomes moved from a twin instead of resolved
 
     def subject(self, test: TestInput, host: elf.ElfHeader) -> _Subject:
         found = self._subjects.get((test, host))
         if found is None:
             found = self._subjects[(test, host)] = _Subject.of(test, host, self.memo)
+            self._hosts[(found.label, found.executable)] = host
         return found
 
     def outcome(self, subject: _Subject, library_path: str | None,
@@ -334,7 +381,7 @@ class Session:
         with_extras = (subject.label, subject.executable, library_path, True)
         full = self._outcomes.get(with_extras)
         if full is None:
-            full = self._outcomes[with_extras] = self._resolve(
+            full = self._outcomes[with_extras] = self._resolve_alike(
                 subject, library_path, make_loader, cache_for, extras=True)
         if extras:
             return full
@@ -343,15 +390,55 @@ class Session:
         without = (subject.label, subject.executable, library_path, False)
         alone = self._outcomes.get(without)
         if alone is None:
-            alone = self._outcomes[without] = self._resolve(
+            alone = self._outcomes[without] = self._resolve_alike(
                 subject, library_path, make_loader, cache_for, extras=False)
         return alone
+
+    def _resolve_alike(self, subject: _Subject, library_path: str | None,
+                       make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                       cache_for: Callable[[elf.ElfInfo],
+                                           Callable[[str], str | None] | None],
+                       *, extras: bool) -> _Outcome:
+        """:meth:`_resolve`, or the result of a twin test moved to this one's paths
+        (:mod:`bazel_ldfix.repair.twins`)."""
+        shape = self._shape(subject) if self.share else None
+        if shape is None or not twins.movable(library_path or "", shape):
+            return self._resolve(subject, library_path, make_loader, cache_for,
+                                 extras=extras)[0]
+        key = (shape.key, library_path, extras, make_loader, cache_for)
+        template = self._templates.get(key)
+        if template is not None:
+            moved = template.moved_to(shape, self.memo)
+            if moved is not None:
+                self.twins += 1
+                return moved
+            return self._resolve(subject, library_path, make_loader, cache_for,
+                                 extras=extras)[0]
+        outcome, texts, needed = self._resolve(subject, library_path, make_loader, cache_for,
+                                               extras=extras)
+        if twins.movable(texts, shape) and shape.own_name not in needed:
+            self._templates[key] = _Template(outcome, shape, texts, needed)
+        return outcome
+
+    def _shape(self, subject: _Subject) -> twins.Shape | None:
+        key = (subject.label, subject.executable)
+        if key not in self._shapes:
+            self._shapes[key] = twins.shape(
+                subject.executable, subject.info, self._hosts[key], subject.cwd,
+                subject.extras,
+                [s.path for s in subject.skipped], self.memo)
+        return self._shapes[key]
 
     def _resolve(self, subject: _Subject, library_path: str | None,
                  make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                  cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
-                 *, extras: bool) -> _Outcome:
+                 *, extras: bool) -> tuple[_Outcome, str, frozenset[str]]:
+        """The test's outcome; with the texts in it that may name paths (messages, what
+        the files name as search paths, what the cache gave) and every DT_NEEDED name of
+        the objects it lists, which decide whether it can be moved to a twin."""
         intern = self._strings.setdefault
+        texts: list[str] = [library_path or ""]
+        needed: set[str] = set()
         header = None
         error = None
         entries: list[_Entry] = []
@@ -364,9 +451,18 @@ class Session:
         for res in results:
             if isinstance(res, Skipped):
                 skipped.append(res)
+                texts.append(res.reason)
                 continue
             header = header or res.info.header
             error = error or res.error
+            texts += (res.error or "", res.blocked or "", *_named_paths(res.info))
+            needed.update(res.info.needed)
+            for lib in res.libraries:
+                texts += (lib.error or "", *_named_paths(lib.info))
+                if lib.info is not None:
+                    needed.update(lib.info.needed)
+                if lib.via is not None and lib.via not in _MOVABLE_VIA and lib.path:
+                    texts.append(lib.path)
             for at, lib in enumerate(res.libraries):
                 if lib.path is None and lib.error is not None:
                     continue  # the load stopped here; the test's error says why
@@ -380,7 +476,8 @@ class Session:
                                     tuple(intern(p, p) for p in lib.needed_by)))
         if subject.info is None:
             program = len(entries)  # a script: each object is resolved on its own anyway
-        return _Outcome(header, tuple(entries), error, tuple(skipped), program)
+        return (_Outcome(header, tuple(entries), error, tuple(skipped), program),
+                "\0".join(texts), frozenset(needed))
 
     def preferred_dirs(self, paths: Sequence[str]) -> tuple[str, ...]:
         """``index.preferred_dirs`` of ``paths``, each path's chain followed once."""
