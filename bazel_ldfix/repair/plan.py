@@ -483,12 +483,30 @@ class Session:
         """``index.preferred_dirs`` of ``paths``, each path's chain followed once."""
         out: dict[str, None] = {}
         for path in paths:
-            dirs = self._dirs.get(path)
-            if dirs is None:
-                dirs = self._dirs[path] = index.preferred_dirs([path], self.memo.realpath)
-            for d in dirs:
+            for d in self._preferred(path):
                 out.setdefault(d, None)
         return tuple(out)
+
+    def _preferred(self, path: str) -> tuple[str, ...]:
+        """One path's chain. A link to an absolute path continues that path's chain, which
+        every test's runfiles link to the same file shares (one link more is followed
+        there, which only a chain the kernel refuses, of 40 links, could tell)."""
+        dirs = self._dirs.get(path)
+        if dirs is None:
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = ""
+            if target.startswith("/"):
+                rest = self._dirs.get("\0" + target)
+                if rest is None:
+                    rest = self._dirs["\0" + target] = index.preferred_dirs(
+                        [target], self.memo.realpath)
+                dirs = tuple(dict.fromkeys((os.path.dirname(target), *rest)))
+            else:
+                dirs = index.preferred_dirs([path], self.memo.realpath)
+            self._dirs[path] = dirs
+        return dirs
 
 
 @dataclass(frozen=True)
