@@ -25,7 +25,6 @@ shared object's (the staged objects are compared file by file).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -80,6 +79,8 @@ def _manifest_digest(tree: str, executable: str, memo: Memo) -> bytes | None:
     """A digest of the manifest the tree was made from (the copy Bazel leaves in it, else
     the one beside the executable when there is no tree), the lines naming the executable
     itself reduced to their directory."""
+    import hashlib  # here: the commands that never compare trees do not pay for it
+
     path = os.path.join(tree, "MANIFEST") if os.path.isdir(tree) else \
         runfiles.manifest_of(executable)
     try:
