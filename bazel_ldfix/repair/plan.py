@@ -304,7 +304,7 @@ class _Outcome:
 
 
 # How a found object's path came from the test's own paths (its tree, its working
-# directory, a $ORIGIN) or from texts kept apart for the move (see Session._resolve);
+# directory, a $ORIGIN) or from paths looked at apart for the move (see Session._resolve);
 # the others name places outside the test (the cache, the system directories).
 _MOVABLE_VIA = frozenset({Via.RPATH, Via.RUNPATH, Via.LD_LIBRARY_PATH, Via.PATH})
 
@@ -314,8 +314,21 @@ def _named_paths(info: elf.ElfInfo | None) -> tuple[str, ...]:
     and its DT_NEEDED entries that are paths."""
     if info is None:
         return ()
-    return (info.rpath or "", info.runpath or "", info.interp or "",
-            *(name for name in info.needed if "/" in name))
+    return (*(info.rpath or "").split(":"), *(info.runpath or "").split(":"),
+            info.interp or "", *(name for name in info.needed if "/" in name))
+
+
+@dataclass(frozen=True)
+class _Clues:
+    """What in one resolution could name a test's own files (see Session._resolve)."""
+
+    paths: twins.Mentions       # search paths and files the objects name, cache hits
+    words: str                  # messages
+    needed: frozenset[str]      # every DT_NEEDED name of the objects listed
+
+    def movable(self, shape: twins.Shape) -> bool:
+        return twins.movable(self.paths, self.words, shape) and \
+            shape.own_name not in self.needed
 
 
 @dataclass(frozen=True)
@@ -324,12 +337,11 @@ class _Template:
 
     outcome: _Outcome
     shape: twins.Shape
-    texts: str                  # see Session._resolve
-    needed: frozenset[str]
+    clues: _Clues
 
     def moved_to(self, shape: twins.Shape, memo: Memo) -> _Outcome | None:
         """The outcome for the twin of ``shape``; None when it cannot be moved there."""
-        if not twins.movable(self.texts, shape) or shape.own_name in self.needed:
+        if not self.clues.movable(shape):
             return None
         mover = twins.Mover(self.shape, shape)
         move = mover.path
@@ -362,6 +374,7 @@ class Session:
         self._hosts: dict[tuple[str, str], elf.ElfHeader] = {}
         self._shapes: dict[tuple[str, str], twins.Shape | None] = {}
         self._templates: dict[Hashable, _Template] = {}
+        self._values: dict[str | None, twins.Mentions] = {}
         self.twins = 0      # outcomes moved from a twin instead of resolved
 
     def subject(self, test: TestInput, host: elf.ElfHeader) -> _Subject:
@@ -402,7 +415,7 @@ class Session:
         """:meth:`_resolve`, or the result of a twin test moved to this one's paths
         (:mod:`bazel_ldfix.repair.twins`)."""
         shape = self._shape(subject) if self.share else None
-        if shape is None or not twins.movable(library_path or "", shape):
+        if shape is None or self._mentions(library_path).name(shape):
             return self._resolve(subject, library_path, make_loader, cache_for,
                                  extras=extras)[0]
         key = (shape.key, library_path, extras, make_loader, cache_for)
@@ -414,11 +427,19 @@ class Session:
                 return moved
             return self._resolve(subject, library_path, make_loader, cache_for,
                                  extras=extras)[0]
-        outcome, texts, needed = self._resolve(subject, library_path, make_loader, cache_for,
-                                               extras=extras)
-        if twins.movable(texts, shape) and shape.own_name not in needed:
-            self._templates[key] = _Template(outcome, shape, texts, needed)
+        outcome, clues = self._resolve(subject, library_path, make_loader, cache_for,
+                                       extras=extras)
+        if clues.movable(shape):
+            self._templates[key] = _Template(outcome, shape, clues)
         return outcome
+
+    def _mentions(self, library_path: str | None) -> twins.Mentions:
+        """The directories of a value of LD_LIBRARY_PATH, sorted once per value."""
+        found = self._values.get(library_path)
+        if found is None:
+            found = self._values[library_path] = twins.Mentions(
+                pathlist.split(library_path or ""))
+        return found
 
     def _shape(self, subject: _Subject) -> twins.Shape | None:
         key = (subject.label, subject.executable)
@@ -432,12 +453,14 @@ class Session:
     def _resolve(self, subject: _Subject, library_path: str | None,
                  make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                  cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
-                 *, extras: bool) -> tuple[_Outcome, str, frozenset[str]]:
-        """The test's outcome; with the texts in it that may name paths (messages, what
-        the files name as search paths, what the cache gave) and every DT_NEEDED name of
-        the objects it lists, which decide whether it can be moved to a twin."""
+                 *, extras: bool) -> tuple[_Outcome, _Clues]:
+        """The test's outcome; with what in it may name paths (search paths and files the
+        objects name, what the cache and the system directories gave, messages) and every
+        DT_NEEDED name of the objects it lists, which decide whether it can be moved to a
+        twin (LD_LIBRARY_PATH is looked at apart: its value is the same for every test)."""
         intern = self._strings.setdefault
-        texts: list[str] = [library_path or ""]
+        paths: list[str] = []
+        words: list[str] = []
         needed: set[str] = set()
         header = None
         error = None
@@ -451,18 +474,20 @@ class Session:
         for res in results:
             if isinstance(res, Skipped):
                 skipped.append(res)
-                texts.append(res.reason)
+                words.append(res.reason)
                 continue
             header = header or res.info.header
             error = error or res.error
-            texts += (res.error or "", res.blocked or "", *_named_paths(res.info))
+            words += (res.error or "", res.blocked or "")
+            paths += _named_paths(res.info)
             needed.update(res.info.needed)
             for lib in res.libraries:
-                texts += (lib.error or "", *_named_paths(lib.info))
+                words.append(lib.error or "")
+                paths += _named_paths(lib.info)
                 if lib.info is not None:
                     needed.update(lib.info.needed)
                 if lib.via is not None and lib.via not in _MOVABLE_VIA and lib.path:
-                    texts.append(lib.path)
+                    paths.append(lib.path)
             for at, lib in enumerate(res.libraries):
                 if lib.path is None and lib.error is not None:
                     continue  # the load stopped here; the test's error says why
@@ -477,7 +502,7 @@ class Session:
         if subject.info is None:
             program = len(entries)  # a script: each object is resolved on its own anyway
         return (_Outcome(header, tuple(entries), error, tuple(skipped), program),
-                "\0".join(texts), frozenset(needed))
+                _Clues(twins.Mentions(paths), "\0".join(words), frozenset(needed)))
 
     def preferred_dirs(self, paths: Sequence[str]) -> tuple[str, ...]:
         """``index.preferred_dirs`` of ``paths``, each path's chain followed once."""

@@ -24,9 +24,10 @@ shared object's (the staged objects are compared file by file).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
@@ -42,11 +43,6 @@ class Shape:
     root: str          # the runfiles tree, with a trailing "/"
     executable: str
     staged: tuple[str, ...] = ()   # the shared objects of the tree, as the plan lists them
-
-    @property
-    def stems(self) -> tuple[str, ...]:
-        """The strings that name this test's own files."""
-        return self.root.rstrip("/"), self.executable
 
     @property
     def own_name(self) -> str:
@@ -101,11 +97,27 @@ def _manifest_digest(tree: str, executable: str, memo: Memo) -> bytes | None:
     return digest.digest()
 
 
-def movable(texts: str, shape: Shape) -> bool:
-    """Whether a result whose free texts (messages, search paths the files themselves
-    name, paths the cache gave) are ``texts`` can be moved from or to ``shape``'s test:
-    none of them names its tree or its executable."""
-    return not any(stem in texts for stem in shape.stems)
+class Mentions:
+    """Whether any of some paths (search directories, files named in full) names a test's
+    own files: starts with its executable's path, as its runfiles tree's path does.
+
+    Only a path that starts so can be moved wrongly (a move only rewrites such paths); a
+    path that reaches the tree another way (``/x/../tree``) is kept as it is, the same
+    for every twin. Sorted once, each test is a binary search.
+    """
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self._sorted = sorted({p for p in paths if p})
+
+    def name(self, shape: Shape) -> bool:
+        at = bisect.bisect_left(self._sorted, shape.executable)
+        return at < len(self._sorted) and self._sorted[at].startswith(shape.executable)
+
+
+def movable(paths: Mentions, words: str, shape: Shape) -> bool:
+    """Whether a result can be moved from or to ``shape``'s test: none of the ``paths`` it
+    was found through names that test's files, nor do its messages (``words``)."""
+    return not paths.name(shape) and shape.executable not in words
 
 
 class Mover:
