@@ -375,6 +375,7 @@ class Session:
         self._shapes: dict[tuple[str, str], twins.Shape | None] = {}
         self._templates: dict[Hashable, _Template] = {}
         self._values: dict[str | None, twins.Mentions] = {}
+        self._keys: dict[Hashable, Hashable] = {}
         self.twins = 0      # outcomes moved from a twin instead of resolved
 
     def subject(self, test: TestInput, host: elf.ElfHeader) -> _Subject:
@@ -444,10 +445,14 @@ class Session:
     def _shape(self, subject: _Subject) -> twins.Shape | None:
         key = (subject.label, subject.executable)
         if key not in self._shapes:
-            self._shapes[key] = twins.shape(
-                subject.executable, subject.info, self._hosts[key], subject.cwd,
-                subject.extras,
-                [s.path for s in subject.skipped], self.memo)
+            shape = twins.shape(subject.executable, subject.info, self._hosts[key],
+                                subject.cwd, subject.extras,
+                                [s.path for s in subject.skipped], self.memo)
+            if shape is not None:
+                # One copy of each twins' key, however many tests share it.
+                shape = dataclasses.replace(shape, key=self._keys.setdefault(shape.key,
+                                                                             shape.key))
+            self._shapes[key] = shape
         return self._shapes[key]
 
     def _resolve(self, subject: _Subject, library_path: str | None,
