@@ -58,7 +58,7 @@ def _patched(template: bytes, old: bytes, new: bytes) -> bytes:
 
 def setup(top: str, tests: int) -> None:
     """Write the layout for ``tests`` tests under ``top`` (kept between runs)."""
-    stamp = os.path.join(top, f"done-{tests}")
+    stamp = os.path.join(top, f"done-manifest-{tests}")
     if os.path.exists(stamp):
         return
     ob = os.path.join(top, "ob")
@@ -135,11 +135,16 @@ def setup(top: str, tests: int) -> None:
         ws = os.path.join(exe + ".runfiles", "ws")
         os.makedirs(os.path.join(ws, f"p{i // PER_PACKAGE}"))
         os.symlink(exe, os.path.join(ws, f"p{i // PER_PACKAGE}", f"test{i}"))
+        lines = [f"ws/p{i // PER_PACKAGE}/test{i} {exe}"]
         for d in deps:
             there = os.path.join(ws, "_solib_k8", _solib_dir(d))
             os.makedirs(there)
-            os.symlink(os.path.join(solib, _solib_dir(d), f"lib{d}.so"),
-                       os.path.join(there, f"lib{d}.so"))
+            target = os.path.join(solib, _solib_dir(d), f"lib{d}.so")
+            os.symlink(target, os.path.join(there, f"lib{d}.so"))
+            lines.append(f"ws/_solib_k8/{_solib_dir(d)}/lib{d}.so {target}")
+        # The manifest Bazel builds the tree from, in its order (sorted by path).
+        with open(os.path.join(exe + ".runfiles", "MANIFEST"), "w") as f:
+            f.write("".join(f"{line}\n" for line in sorted(lines)))
     with open(stamp, "w"):
         pass
 
