@@ -755,7 +755,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         raise BadInputError(f"output_base {output_base} does not exist")
     memo = _memo_file(runner, args, client_env) if cache_dir else None
     expected = _read_memo(memo)
-    events, code = bazel.build_tests(runner, args, expected)
+    step = bazel.BuildStep(runner, args, expected)
+    session = Session()
+    host_loader = LoaderFactory(memo=session.memo)
+    try:
+        host_loader.warm()  # while Bazel builds; a failure here is met again, per file
+    except _PER_FILE_ERRORS:
+        pass
+    finally:
+        events, code = step.result()
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
     if not events.complete:
@@ -783,8 +791,6 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                   "disk (a remote cache that did not download it?); not examined"
                   for t in events.tests if not os.path.isfile(t.executable)}
 
-    session = Session()
-    host_loader = LoaderFactory(memo=session.memo)
 
     def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True) -> Repair:
         chosen = bazel.selected(events.tests, rules, events.command_line)
