@@ -127,19 +127,35 @@ def machine_name(machine: int) -> str:
     return machines.name(machine)
 
 
+_HEAD = 16 << 10     # read at once from the start of a file (bytes)
+
+
 class _Reader:
-    """pread on one descriptor, raising glibc's words when the file ends early."""
+    """pread on one descriptor, raising glibc's words when the file ends early.
+
+    The file's first :data:`_HEAD` bytes are read once, on the first read: a small
+    program's headers, names and version needs all lie there (one read instead of twenty).
+    """
 
     def __init__(self, fd: int, path: str) -> None:
         self.fd = fd
         self.path = path
         self.size = os.fstat(fd).st_size
+        self._head: bytes | None = None
+
+    def head(self) -> bytes:
+        if self._head is None:
+            self._head = self._pread(min(self.size, _HEAD), 0)
+        return self._head
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0 or offset + size > self.size:
             # Checked before reading: a corrupt header can ask for gigabytes, or for an
             # offset near 2**63 that pread cannot even take.
             raise NotElfError(f"{self.path}: file too short")
+        head = self.head()
+        if offset + size <= len(head):
+            return head[offset:offset + size]
         data = self._pread(size, offset)
         if len(data) < size:
             raise NotElfError(f"{self.path}: file too short")
@@ -156,6 +172,11 @@ class _Reader:
         if not 0 <= offset < self.size:
             raise MalformedElfError(
                 f"{self.path}: string offset {offset:#x} is outside the file")
+        head = self.head()
+        if offset < len(head):
+            end = head.find(b"\0", offset, offset + limit + 1)
+            if end >= 0:
+                return head[offset:end].decode("utf-8", "surrogateescape")
         # Short reads first, growing: most names are a few dozen bytes.
         want = 256
         while True:

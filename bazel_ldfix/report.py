@@ -125,19 +125,24 @@ def abbreviate(text: str, output_base: str | None) -> str:
     return text.replace(output_base.rstrip("/"), OUTPUT_BASE)
 
 
-def _direct_first(names: Sequence[str], repair: Repair) -> list[str]:
+def _indirect(repair: Repair) -> frozenset[str]:
+    """The missing names that only found libraries need (``libvendor_core.so.3``, which
+    the ``libvendor.so.3`` under ``external/`` needs), each looked at once for all tests."""
+    external = os.path.join(repair.output_base, "external") + "/"
+
+    def found_library(path: str) -> bool:
+        return "/_solib_" in path or path.startswith(external) or \
+            os.path.realpath(path).startswith(external)
+
+    by_name = {m.soname: m for m in repair.missing}
+    return frozenset(name for name, m in by_name.items()
+                     if m.needed_by and all(map(found_library, m.needed_by)))
+
+
+def _direct_first(names: Sequence[str], indirect: frozenset[str]) -> list[str]:
     """A test's missing names, those its own files need before those only a found library
     needs (``libvendor.so.3`` before the ``libvendor_core.so.3`` it needs)."""
-    external = os.path.join(repair.output_base, "external") + "/"
-    by_name = {m.soname: m for m in repair.missing}
-
-    def indirect(name: str) -> bool:
-        needers = by_name[name].needed_by if name in by_name else ()
-        return bool(needers) and all(
-            "/_solib_" in p or os.path.realpath(p).startswith(external)
-            or p.startswith(external) for p in needers)
-
-    return sorted(names, key=indirect)
+    return sorted(names, key=indirect.__contains__)
 
 
 def repair_summary(repair: Repair) -> str:
@@ -148,9 +153,10 @@ def repair_summary(repair: Repair) -> str:
     listed.
     """
     lines = [f"note: {skip.note()}" for skip in repair.skipped]
+    indirect = _indirect(repair)
     for test in repair.tests:
         if test.missing_before:
-            names = _direct_first(test.missing_before, repair)
+            names = _direct_first(test.missing_before, indirect)
             lines.append(f"{test.label} cannot load {', '.join(names)}")
         if test.error:
             lines.append(f"{test.label}: the loader stops: {test.error}")

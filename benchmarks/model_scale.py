@@ -7,7 +7,8 @@ Lays out what Bazel would leave in an output_base for N ``cc_test``s (``setup``)
 repositories under ``external/`` (``libsdka.so.11`` needing ``libsdkb.so.3``,
 ``libsdkb.so.3``, ``libsdkc.so.7``, and one ``libownK.so.1`` per 20 tests), the
 ``_solib_k8`` links to their unversioned files, and per test an executable (its own copy,
-so its own inode) with Bazel's DT_RUNPATH and a runfiles tree of symlinks. gcc runs a few
+so its own inode) with Bazel's DT_RUNPATH, its runfiles manifest, and a runfiles tree of
+symlinks with its ``MANIFEST``, as Bazel's build-runfiles leaves it. gcc runs a few
 times; the per-test files are copies and symlinks, and the "own" libraries and the
 executables that need them are copies with their number patched into the strings.
 
@@ -58,7 +59,7 @@ def _patched(template: bytes, old: bytes, new: bytes) -> bytes:
 
 def setup(top: str, tests: int) -> None:
     """Write the layout for ``tests`` tests under ``top`` (kept between runs)."""
-    stamp = os.path.join(top, f"done-{tests}")
+    stamp = os.path.join(top, f"done-runfiles-{tests}")
     if os.path.exists(stamp):
         return
     ob = os.path.join(top, "ob")
@@ -117,7 +118,7 @@ def setup(top: str, tests: int) -> None:
     for i in range(tests):
         package = os.path.join(bin_dir, f"p{i // PER_PACKAGE}")
         exe = os.path.join(package, f"test{i}")
-        if os.path.exists(exe):
+        if os.path.exists(exe + ".runfiles_manifest"):
             continue
         os.makedirs(package, exist_ok=True)
         deps = variants["abc" if i % 2 else "ab"]
@@ -132,14 +133,28 @@ def setup(top: str, tests: int) -> None:
         with open(exe, "wb") as f:
             f.write(data)
         os.chmod(exe, 0o755)
+        shutil.rmtree(exe + ".runfiles", ignore_errors=True)  # from an older layout
         ws = os.path.join(exe + ".runfiles", "ws")
         os.makedirs(os.path.join(ws, f"p{i // PER_PACKAGE}"))
         os.symlink(exe, os.path.join(ws, f"p{i // PER_PACKAGE}", f"test{i}"))
+        lines = [f"ws/p{i // PER_PACKAGE}/test{i} {exe}"]
         for d in deps:
             there = os.path.join(ws, "_solib_k8", _solib_dir(d))
             os.makedirs(there)
-            os.symlink(os.path.join(solib, _solib_dir(d), f"lib{d}.so"),
-                       os.path.join(there, f"lib{d}.so"))
+            target = os.path.join(solib, _solib_dir(d), f"lib{d}.so")
+            os.symlink(target, os.path.join(there, f"lib{d}.so"))
+            lines.append(f"ws/_solib_k8/{_solib_dir(d)}/lib{d}.so {target}")
+        # The manifest Bazel builds the tree from, in its order (sorted by path), written
+        # before the tree, and its copy that build-runfiles renames into the tree last.
+        text = "".join(f"{line}\n" for line in sorted(lines))
+        with open(exe + ".runfiles_manifest", "w") as f:
+            f.write(text)
+        earlier = time.time_ns() - 10**9
+        os.utime(exe + ".runfiles_manifest", ns=(earlier, earlier))
+        record = os.path.join(exe + ".runfiles", "MANIFEST")
+        with open(record + ".tmp", "w") as f:
+            f.write(text)
+        os.rename(record + ".tmp", record)
     with open(stamp, "w"):
         pass
 

@@ -35,7 +35,6 @@ one another user could have written, one cut short or of another shape is ignore
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -127,6 +126,8 @@ def _loading(option: Option) -> bool:
 
 def record_file(cache_dir: str, key: Key) -> str:
     """One record per key, named by a digest of it (the record names its key)."""
+    import hashlib
+
     digest = hashlib.sha256(_dumps(key.as_json())).hexdigest()[:32]
     return os.path.join(cache_dir, "rules", digest)
 

@@ -10,7 +10,8 @@ path, so what a test stages can be read without the tree.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 MAX_MANIFEST = 64 << 20     # a manifest larger than this is not read (bytes)
@@ -44,21 +45,37 @@ def parse_manifest(text: str) -> Iterator[Entry]:
     ``<runfiles path> <target>`` per line, the target empty for an empty file. Newer Bazel
     writes a path holding a space, newline or backslash escaped (``\\s``, ``\\n``, ``\\b``)
     on a line that starts with a space."""
+    for path, target in _lines(text):
+        yield Entry(path, target or None)
+
+
+def _lines(text: str) -> list[tuple[str, str]]:
+    """(path, target) of each line; the target "" for an empty file."""
+    if not text.startswith(" ") and "\n " not in text:  # nothing escaped (Bazel 4 to 7)
+        return [(path, target) for path, _, target in
+                [line.partition(" ") for line in text.split("\n") if line]]
+    out = []
     for line in text.split("\n"):
         if not line:
             continue
-        escaped = line.startswith(" ")
-        body = line[1:] if escaped else line
-        path, _, target = body.partition(" ")
-        if escaped:
+        if line[0] == " ":
+            path, _, target = line[1:].partition(" ")
             path, target = _unescape(path), _unescape(target)
+        else:
+            path, _, target = line.partition(" ")
         if path:
-            yield Entry(path, target or None)
+            out.append((path, target))
+    return out
 
 
 def read_manifest(path: str) -> list[Entry] | None:
     """The entries of the manifest at ``path``; None when there is none (or it cannot be
     read, or is larger than :data:`MAX_MANIFEST`)."""
+    text = _read_text(path)
+    return None if text is None else list(parse_manifest(text))
+
+
+def _read_text(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size > MAX_MANIFEST:
@@ -68,7 +85,7 @@ def read_manifest(path: str) -> list[Entry] | None:
         return None
     # Bazel writes the bytes of the paths as they are (ISO-8859-1 of its raw strings): the
     # file system's own decoding gives the names back.
-    return list(parse_manifest(os.fsdecode(data)))
+    return os.fsdecode(data)
 
 
 def manifest_of(executable: str) -> str:
@@ -153,3 +170,173 @@ def repo_mapping_of(executable: str) -> RepoMapping | None:
         except OSError:
             continue
     return None
+
+
+# -- the runfiles tree, listed from its MANIFEST --------------------------------------------
+
+@dataclass(frozen=True)
+class TreeListing:
+    """What a runfiles tree holds, as its ``MANIFEST`` says (see :func:`tree_listing`)."""
+
+    root: str
+    files: tuple[str, ...]      # every symlink and empty file, relative to root, sorted
+    paths: frozenset[str]       # the files and every directory ("" for root itself)
+    top: tuple[str, ...]        # the names in root, MANIFEST included, sorted
+
+    def lexists(self, relative: str) -> bool:
+        """Whether ``os.path.lexists(root/relative)``, for a path of plain names."""
+        return relative in self.paths
+
+
+def target_is_dir(target: str) -> bool | None:
+    """What ``os.scandir``'s ``DirEntry.is_dir()`` says of a symlink to ``target``: False
+    for a missing target, None where it would raise (EACCES, ELOOP, ENOTDIR, ...)."""
+    try:
+        return stat.S_ISDIR(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return None
+
+
+class Targets:
+    """Symlink targets known to be absolute paths of no directory, for one command (the
+    tests of a workspace share most of their runfiles: each target is looked at once)."""
+
+    def __init__(self) -> None:
+        self.plain: set[str] = set()
+
+    def none_is_a_directory(self, targets: set[str]) -> bool:
+        for target in targets - self.plain:
+            if not target.startswith("/") or target_is_dir(target) is not False:
+                return False
+            self.plain.add(target)
+        return True
+
+
+def tree_listing(executable: str, *, targets: Targets | None = None,
+                 mount_names: Collection[str] = ()) -> TreeListing | None:
+    """The runfiles tree ``<executable>.runfiles`` listed from its ``MANIFEST``; None when
+    that listing cannot be shown to be what a walk of the tree finds (walk it then).
+
+    Bazel's ``build-runfiles`` (bazelbuild/bazel ``src/main/tools/build-runfiles.cc``)
+    writes ``MANIFEST.tmp`` from the input manifest (``<executable>.runfiles_manifest``),
+    removes from the tree every entry the manifest does not name, creates the missing
+    directories, symlinks (``path -> target``) and empty files, and last renames
+    ``MANIFEST.tmp`` to ``MANIFEST``. After that, the tree holds exactly the manifest's
+    paths. The listing is taken from ``MANIFEST`` only when the tree is shown to be that
+    tree, unchanged since, with no directory under a symlink:
+
+    * **Made by build-runfiles from this MANIFEST.** ``MANIFEST`` is a regular file whose
+      mtime is later than the input manifest's and no later than the tree root's ctime (it
+      was written whole before the rename that put it there): Bazel 4 to 6 with
+      ``--noenable_runfiles`` instead copy the input manifest into the old tree, unchanged
+      (``SymlinkTreeHelper.copyManifest``; ``copyFile`` keeps the input's mtime), Bazel 7
+      and later link it, also when they only create the workspace directory
+      (``linkManifest``, ``clearRunfilesDirectory``), and a ``MANIFEST`` written again
+      after the tree was made, in place or anew, is stamped after the root last changed.
+      Those trees are walked.
+    * **Not changed since.** Adding, removing or replacing an entry (``rm``, ``ln -sf``,
+      ``mkdir``, a ``__pycache__`` a test writes) or changing a directory's mode sets that
+      directory's ctime to the current time, which no one can set back (``utime`` sets
+      ctime too). Every directory's ctime must be at most ``MANIFEST``'s, which the rename
+      set (and Bazel's ``chmod`` of its output after it): all of build-runfiles' own
+      changes come before. This costs one ``stat`` per directory, where a walk reads every
+      directory and stats every symlink in it.
+    * **Readable as the walk reads it.** Every directory can be listed and searched
+      (``access``), and none is a mount point (``mount_names``, from the mount table):
+      a mount does not change the directory it covers.
+    * **No symlink to a directory.** The walk follows one and lists what is under it,
+      which no manifest names: every target must be absolute, as build-runfiles requires
+      without ``--allow_relative``, and not a directory (``targets`` remembers those seen
+      for one command).
+
+    What timestamps cannot show is a change within the same clock tick as Bazel's last
+    write to ``MANIFEST`` (a few milliseconds, before any test of it runs) or after the
+    system clock was set back, and a mount made after ``mount_names`` was read.
+    """
+    root = executable + ".runfiles"
+    record = root + "/MANIFEST"
+    try:
+        source = os.stat(manifest_of(executable))
+    except (OSError, ValueError):
+        return None
+    read = _read_own_file(record)
+    if read is None or read[0].st_mtime_ns <= source.st_mtime_ns:
+        return None
+    made, text = read
+    if text and not text.endswith("\n"):
+        return None     # cut short: build-runfiles ends every line it copies
+    lines = _lines(text)
+    files = dict(lines)
+    if len(files) != len(lines) or "MANIFEST" in files or _odd("/" + "/\n/".join(files) + "/"):
+        return None     # a path twice, or one build-runfiles would not make as written
+    dirs = {""}
+    for parent in {path.rpartition("/")[0] for path in files}:
+        while parent not in dirs:
+            dirs.add(parent)
+            parent = parent.rpartition("/")[0]
+    if not dirs.isdisjoint(files):
+        return None     # a file and a directory of the same path
+    if mount_names and any(d.rpartition("/")[2] in mount_names for d in dirs if d):
+        return None
+    limit = made.st_ctime_ns
+    user = os.geteuid()
+    for directory in dirs:
+        where = f"{root}/{directory}" if directory else root
+        try:
+            st = os.stat(where)
+            if not stat.S_ISDIR(st.st_mode) or st.st_ctime_ns > limit or \
+                    (not directory and made.st_mtime_ns > st.st_ctime_ns):
+                return None
+            # The owner's own bits decide for the owner; anyone else asks the kernel.
+            if (st.st_uid != user or st.st_mode & 0o500 != 0o500) and not os.access(
+                    where, os.R_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS):
+                return None
+        except (OSError, ValueError):
+            return None
+    linked = set(files.values())
+    linked.discard("")  # empty files
+    if not (targets or Targets()).none_is_a_directory(linked):
+        return None
+    top = {path for path in files if "/" not in path}
+    top.update(d for d in dirs if d and "/" not in d)
+    top.add("MANIFEST")
+    return TreeListing(root, tuple(sorted(files)), frozenset(dirs.union(files)),
+                       tuple(sorted(top)))
+
+
+def _read_own_file(path: str) -> tuple[os.stat_result, str] | None:
+    """The status and text of the regular file ``path`` itself (not a link's target, not
+    a FIFO that would block), read within its size; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MANIFEST:
+            return None
+        chunks = []
+        left = st.st_size
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return st, os.fsdecode(b"".join(chunks))
+
+
+def _odd(wrapped: str) -> bool:
+    """Whether a path is absolute or has an empty, "." or ".." component, in paths each
+    between slashes (``/a/b/\\n/c/``)."""
+    return "//" in wrapped or "/./" in wrapped or "/../" in wrapped
+
+
+# Whether access() can check with the effective user and group, as opening does.
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids

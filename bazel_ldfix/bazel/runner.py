@@ -16,18 +16,23 @@ import signal
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
+from typing import IO, TYPE_CHECKING
 
 from bazel_ldfix.bazel import bep
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
+
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
 WAIT_NOTICE = 1.0  # seconds a captured Bazel command runs before the user is told
 NO_TESTS_FOUND = 4  # Bazel's exit code when the build worked and no test was selected
+INTERRUPTED = 8     # Bazel's exit code for an interrupted command
 # What Bazel says about the tag filter of the build step, which would only mislead.
 # Its "Build completed" lines too: the real `bazel test` prints its own.
 _BUILD_STEP_NOISE = ("All specified test targets were excluded by filters",
@@ -69,49 +74,14 @@ class Bazel:
         process are passed on to Bazel (which then stops cleanly); from a terminal,
         Ctrl-C reaches both of us anyway.
         """
-        cmd = self.argv(command, args)
-        child: subprocess.Popen[bytes] | None = None
-        pending: list[int] = []
+        return self.start(command, args, hide=hide).wait()
 
-        def forward(signum: int, _frame: FrameType | None) -> None:
-            if child is None:
-                pending.append(signum)  # not started yet: passed on once it is
-            else:
-                child.send_signal(signum)
-
-        # Installed before Bazel starts: a signal in between would otherwise stop us and
-        # leave Bazel running.
-        old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            try:
-                child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env),
-                                         stdout=subprocess.PIPE if hide else None,
-                                         stderr=subprocess.STDOUT if hide else None)
-            except OSError as exc:
-                raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
-                                         cmd) from None
-            for signum in pending:
-                child.send_signal(signum)
-            if child.stdout is not None:
-                for raw in child.stdout:
-                    if not any(h.encode() in raw for h in hide):
-                        sys.stderr.buffer.write(raw)
-                        sys.stderr.buffer.flush()
-            code = child.wait()
-        finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
-        if code < 0:
-            # Killed by a signal: say so, and exit as a shell would (128 + N), not with
-            # the byte Python would make of -N.
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            sys.stderr.write(f"bazel-ldfix: {self.executable} was killed by {name} "
-                             f"(exit code {128 - code})\n")
-            return 128 - code
-        return code
+    def start(self, command: str, args: Sequence[str], *,
+              hide: Sequence[str] = ()) -> Streaming:
+        """:meth:`stream`, returning once Bazel has started: the caller works while Bazel
+        does, then calls :meth:`Streaming.wait` (always: it also puts back the signal
+        handlers)."""
+        return Streaming(self, self.argv(command, args), hide)
 
     def _run(self, cmd: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
         pipe = subprocess.PIPE if capture else None
@@ -132,6 +102,75 @@ class Bazel:
                 child.kill()
                 raise
         return subprocess.CompletedProcess(cmd, child.returncode, out, err)
+
+
+class Streaming:
+    """A Bazel command whose output goes to ours while this process does other work (a
+    thread copies it, without the ``hide`` lines; see :meth:`Bazel.stream`)."""
+
+    def __init__(self, bazel: Bazel, cmd: list[str], hide: Sequence[str]) -> None:
+        self.executable = bazel.executable
+        self.child: subprocess.Popen[bytes] | None = None
+        pending: list[int] = []
+
+        def forward(signum: int, _frame: FrameType | None) -> None:
+            if self.child is None:
+                pending.append(signum)  # not started yet: passed on once it is
+            else:
+                self.child.send_signal(signum)
+
+        # Installed before Bazel starts: a signal in between would otherwise stop us and
+        # leave Bazel running.
+        self._old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.child = subprocess.Popen(cmd, cwd=bazel.cwd, env=dict(bazel.env),
+                                          stdout=subprocess.PIPE if hide else None,
+                                          stderr=subprocess.STDOUT if hide else None)
+        except OSError as exc:
+            self._restore()
+            raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
+                                     cmd) from None
+        for signum in pending:
+            self.child.send_signal(signum)
+        self._copier: threading.Thread | None = None
+        if self.child.stdout is not None:
+            self._copier = threading.Thread(target=_copy_lines,
+                                            args=(self.child.stdout, tuple(hide)),
+                                            daemon=True)
+            self._copier.start()
+
+    def _restore(self) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+    def wait(self) -> int:
+        """Bazel's exit code (128 + N when a signal killed it, as a shell says)."""
+        assert self.child is not None
+        try:
+            if self._copier is not None:
+                self._copier.join()
+            code = self.child.wait()
+        finally:
+            self._restore()
+        if code < 0:
+            # Killed by a signal: say so, and exit as a shell would (128 + N), not with
+            # the byte Python would make of -N.
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            sys.stderr.write(f"bazel-ldfix: {self.executable} was killed by {name} "
+                             f"(exit code {128 - code})\n")
+            return 128 - code
+        return code
+
+
+def _copy_lines(stream: IO[bytes], hide: tuple[str, ...]) -> None:
+    hidden = [h.encode() for h in hide]
+    for raw in stream:
+        if not any(h in raw for h in hidden):
+            sys.stderr.buffer.write(raw)
+            sys.stderr.buffer.flush()
 
 
 def _failure(cmd: Sequence[str], returncode: int, stderr: str) -> BazelError:
@@ -248,19 +287,40 @@ def build_tests(bazel: Bazel, args: Sequence[str],
     value spares Bazel from discarding its analysis cache twice. They are left out of the
     returned events' options.
     """
-    with tempfile.TemporaryDirectory(prefix="bazel-ldfix-") as tmp:
-        bep = os.path.join(tmp, "events.json")
-        own = [f"--build_event_json_file={bep}", f"--test_tag_filters={NO_TEST_TAG}",
+    return BuildStep(bazel, args, expected).result()
+
+
+class BuildStep:
+    """:func:`build_tests` started: the caller works while Bazel builds, then asks for
+    :meth:`result` (always: it waits for Bazel and removes the events' directory)."""
+
+    def __init__(self, bazel: Bazel, args: Sequence[str], expected: Sequence[str] = ()) -> None:
+        self.expected = tuple(expected)
+        self._tmp = tempfile.TemporaryDirectory(prefix="bazel-ldfix-")
+        self._bep = os.path.join(self._tmp.name, "events.json")
+        own = [f"--build_event_json_file={self._bep}", f"--test_tag_filters={NO_TEST_TAG}",
                "--nobuild_tests_only", *expected]
-        code = bazel.stream("test", with_options(args, own), hide=_BUILD_STEP_NOISE)
         try:
-            with open(bep, encoding="utf-8", errors="replace") as fh:
-                events = parse_bep(fh)
-        except FileNotFoundError:
-            events = BuildEvents((), (), None, None, None, complete=False)
-    if expected:
-        events = dataclasses.replace(events, options=_without(events.options, expected))
-    return events, code
+            self._running = bazel.start("test", with_options(args, own),
+                                        hide=_BUILD_STEP_NOISE)
+        except BaseException:
+            self._tmp.cleanup()
+            raise
+
+    def result(self) -> tuple[BuildEvents, int]:
+        try:
+            code = self._running.wait()
+            try:
+                with open(self._bep, encoding="utf-8", errors="replace") as fh:
+                    events = parse_bep(fh)
+            except FileNotFoundError:
+                events = BuildEvents((), (), None, None, None, complete=False)
+        finally:
+            self._tmp.cleanup()
+        if self.expected:
+            events = dataclasses.replace(events,
+                                         options=_without(events.options, self.expected))
+        return events, code
 
 
 def download_outputs(bazel: Bazel, args: Sequence[str], expected: Sequence[str] = ()) -> int:
@@ -371,6 +431,8 @@ def _env_query(labels: Sequence[str], variable: str) -> str:
 
 def answer_of(xml: str, labels: Sequence[str]) -> RulesAnswer:
     """The rules (keyed as :func:`aligned` keys them) and the build files of a query's XML."""
+    import xml.etree.ElementTree as ET  # only when the rules are asked for
+
     root = ET.fromstring(xml)
     # Bazel 4.2.3 gives a .bzl file the `location` of the BUILD file that loads it, not its
     # own path: the label is what names the file.
@@ -398,6 +460,8 @@ def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, R
 
 
 def parse_rules(xml: str) -> dict[str, RuleInfo]:
+    import xml.etree.ElementTree as ET  # only when the rules are asked for
+
     return _rules_of(ET.fromstring(xml))
 
 

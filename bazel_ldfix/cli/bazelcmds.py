@@ -132,7 +132,6 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix test -- //... -//app:ext_test
       bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
-    from bazel_ldfix import report
     from bazel_ldfix.bazel.runner import output_base as ask_output_base
     from bazel_ldfix.bazel.runner import with_options
     from bazel_ldfix.repair import failopen
@@ -160,6 +159,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
             click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
                        "(no repair was computed)", err=True)
         return code
+    from bazel_ldfix import report
+
     repair = remote_guard(repair, force_local_path)
     if not session.quiet:
         click.echo(report.repair_summary(repair), err=True)
@@ -270,6 +271,7 @@ def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Seque
                         bazel_args: Sequence[str]) -> Repair | Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
     the command unchanged), or Bazel's code when the build step was interrupted."""
+    from bazel_ldfix.bazel.runner import INTERRUPTED
     from bazel_ldfix.repair import failopen
 
     planned = failopen.attempt(lambda: _plan(session, bazel_path, startup, output_base,
@@ -279,9 +281,6 @@ def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Seque
     repair, code = planned
     if repair is not None:
         return repair
-    # Only now: the rerun module brings the diagnosis with it (some 15 ms of imports).
-    from bazel_ldfix.repair.rerun import INTERRUPTED
-
     if code == INTERRUPTED:
         return code
     return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")

@@ -190,11 +190,29 @@ class Memo:
         found = self._real.get(path)
         if found is None:
             try:
-                found = self._walk("/", path, 0)
+                found = self._resolve(path, 0)
             except _Loop:
                 found = os.path.realpath(path)   # realpath says where it stops
             self._real[path] = found
         return found
+
+    def _resolve(self, path: str, depth: int) -> str:
+        # A runfiles path is a new chain of directories ending in a symlink to an absolute
+        # path, which many tests share: where that symlink points does not depend on how
+        # its directories resolve, so one readlink of the whole path replaces one per new
+        # directory, and the target's real path is found once.
+        if depth < 40 and os.path.dirname(path) not in self._real and "/." not in path \
+                and "//" not in path:
+            try:
+                target = os.readlink(path)
+            except (OSError, ValueError):
+                target = ""
+            if target.startswith("/"):
+                found = self._real.get(target)
+                if found is None:
+                    found = self._real[target] = self._resolve(target, depth + 1)
+                return found
+        return self._walk("/", path, depth)
 
     def _walk(self, real: str, rest: str, depth: int) -> str:
         for name in rest.split("/"):

@@ -121,6 +121,15 @@ class LoaderFactory:
     def cache_for(self, info: elf.ElfInfo) -> CacheLookup | None:
         return cache_lookup(info, Options(loader=self.loader))
 
+    def warm(self) -> None:
+        """Ask the loader of this machine's programs now what every model of one asks
+        first (its search rules, its reading of the cache, the cache): while Bazel builds,
+        rather than after."""
+        header = host_header()
+        path = host.trusted_for(None, header.elf_class, header.machine, self.loader).path
+        host_of(path)
+        _lookup("/", path)
+
 
 def loader_for(info: elf.ElfInfo, options: Options) -> Loader:
     env = Environment(options.library_path, options.cwd, cache_lookup(info, options),

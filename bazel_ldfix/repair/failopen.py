@@ -15,7 +15,6 @@ import enum
 import errno
 import os
 import stat
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -196,6 +195,8 @@ def attempt(compute: Callable[[], T]) -> T | Fallback:
 
 def _where(exc: Exception) -> str:
     """``package/module.py:LINE`` of the innermost frame of this package, for the report."""
+    import traceback  # only after a bug
+
     marker = os.sep + "bazel_ldfix" + os.sep
     frames = traceback.extract_tb(exc.__traceback__)
     ours = [f for f in frames if marker in f.filename]

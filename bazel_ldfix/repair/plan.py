@@ -11,7 +11,7 @@ import os
 import re
 import struct
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf, pathlist
@@ -26,9 +26,9 @@ from bazel_ldfix.errors import (
     NoTestsError,
 )
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution
+from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution, Via
 from bazel_ldfix.outputbase import index
-from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair import failopen, twins
 from bazel_ldfix.repair.failopen import Skipped
 
 VARIABLE = "LD_LIBRARY_PATH"
@@ -304,25 +304,86 @@ class _Outcome:
     program: int | None = None
 
 
+# How a found object's path came from the test's own paths (its tree, its working
+# directory, a $ORIGIN) or from paths looked at apart for the move (see Session._resolve);
+# the others name places outside the test (the cache, the system directories).
+_MOVABLE_VIA = frozenset({Via.RPATH, Via.RUNPATH, Via.LD_LIBRARY_PATH, Via.PATH})
+
+
+def _named_paths(info: elf.ElfInfo | None) -> tuple[str, ...]:
+    """What an object names as places to load from: its search paths, its interpreter,
+    and its DT_NEEDED entries that are paths."""
+    if info is None:
+        return ()
+    return (*(info.rpath or "").split(":"), *(info.runpath or "").split(":"),
+            info.interp or "", *(name for name in info.needed if "/" in name))
+
+
+@dataclass(frozen=True)
+class _Clues:
+    """What in one resolution could name a test's own files (see Session._resolve)."""
+
+    paths: twins.Mentions       # search paths and files the objects name, cache hits
+    words: str                  # messages
+    needed: frozenset[str]      # every DT_NEEDED name of the objects listed
+
+    def movable(self, shape: twins.Shape) -> bool:
+        return twins.movable(self.paths, self.words, shape) and \
+            shape.own_name not in self.needed
+
+
+@dataclass(frozen=True)
+class _Template:
+    """One test's outcome, kept to be moved to its twins (:mod:`twins`)."""
+
+    outcome: _Outcome
+    shape: twins.Shape
+    clues: _Clues
+
+    def moved_to(self, shape: twins.Shape, memo: Memo) -> _Outcome | None:
+        """The outcome for the twin of ``shape``; None when it cannot be moved there."""
+        if not self.clues.movable(shape):
+            return None
+        mover = twins.Mover(self.shape, shape)
+        move = mover.path
+        outcome = self.outcome
+        entries = tuple(
+            (mover.found_path(path) if path is not None else None, move(name),
+             tuple(move(r) for r in requesters))
+            for path, name, requesters in outcome.entries)
+        skipped = tuple(dataclasses.replace(s, path=move(s.path)) for s in outcome.skipped)
+        if not mover.same_files(memo):
+            return None
+        return _Outcome(outcome.header, entries, outcome.error, skipped, outcome.program)
+
+
 class Session:
     """What one command learns about its tests, for every plan it makes.
 
     Each test's executable and runfiles are read once, and each test is resolved once per
-    value of LD_LIBRARY_PATH; the file facts underneath are shared by all tests
-    (:class:`~bazel_ldfix.memo.Memo`).
+    value of LD_LIBRARY_PATH, or not at all when a twin was (:mod:`twins`); the file facts
+    underneath are shared by all tests (:class:`~bazel_ldfix.memo.Memo`).
     """
 
-    def __init__(self, memo: Memo | None = None) -> None:
+    def __init__(self, memo: Memo | None = None, *, share: bool = True) -> None:
         self.memo = memo or Memo()
+        self.share = share  # False: every test resolved on its own, twins or not
         self._subjects: dict[tuple[TestInput, elf.ElfHeader], _Subject] = {}
         self._outcomes: dict[tuple[str, str, str | None, bool], _Outcome] = {}
         self._strings: dict[str, str] = {}
         self._dirs: dict[str, tuple[str, ...]] = {}
+        self._hosts: dict[tuple[str, str], elf.ElfHeader] = {}
+        self._shapes: dict[tuple[str, str], twins.Shape | None] = {}
+        self._templates: dict[Hashable, _Template] = {}
+        self._values: dict[str | None, twins.Mentions] = {}
+        self._keys: dict[Hashable, Hashable] = {}
+        self.twins = 0      # outcomes moved from a twin instead of resolved
 
     def subject(self, test: TestInput, host: elf.ElfHeader) -> _Subject:
         found = self._subjects.get((test, host))
         if found is None:
             found = self._subjects[(test, host)] = _Subject.of(test, host, self.memo)
+            self._hosts[(found.label, found.executable)] = host
         return found
 
     def outcome(self, subject: _Subject, library_path: str | None,
@@ -335,7 +396,7 @@ class Session:
         with_extras = (subject.label, subject.executable, library_path, True)
         full = self._outcomes.get(with_extras)
         if full is None:
-            full = self._outcomes[with_extras] = self._resolve(
+            full = self._outcomes[with_extras] = self._resolve_alike(
                 subject, library_path, make_loader, cache_for, extras=True)
         if extras:
             return full
@@ -344,15 +405,69 @@ class Session:
         without = (subject.label, subject.executable, library_path, False)
         alone = self._outcomes.get(without)
         if alone is None:
-            alone = self._outcomes[without] = self._resolve(
+            alone = self._outcomes[without] = self._resolve_alike(
                 subject, library_path, make_loader, cache_for, extras=False)
         return alone
+
+    def _resolve_alike(self, subject: _Subject, library_path: str | None,
+                       make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                       cache_for: Callable[[elf.ElfInfo],
+                                           Callable[[str], str | None] | None],
+                       *, extras: bool) -> _Outcome:
+        """:meth:`_resolve`, or the result of a twin test moved to this one's paths
+        (:mod:`bazel_ldfix.repair.twins`)."""
+        shape = self._shape(subject) if self.share else None
+        if shape is None or self._mentions(library_path).name(shape):
+            return self._resolve(subject, library_path, make_loader, cache_for,
+                                 extras=extras)[0]
+        key = (shape.key, library_path, extras, make_loader, cache_for)
+        template = self._templates.get(key)
+        if template is not None:
+            moved = template.moved_to(shape, self.memo)
+            if moved is not None:
+                self.twins += 1
+                return moved
+            return self._resolve(subject, library_path, make_loader, cache_for,
+                                 extras=extras)[0]
+        outcome, clues = self._resolve(subject, library_path, make_loader, cache_for,
+                                       extras=extras)
+        if clues.movable(shape):
+            self._templates[key] = _Template(outcome, shape, clues)
+        return outcome
+
+    def _mentions(self, library_path: str | None) -> twins.Mentions:
+        """The directories of a value of LD_LIBRARY_PATH, sorted once per value."""
+        found = self._values.get(library_path)
+        if found is None:
+            found = self._values[library_path] = twins.Mentions(
+                pathlist.split(library_path or ""))
+        return found
+
+    def _shape(self, subject: _Subject) -> twins.Shape | None:
+        key = (subject.label, subject.executable)
+        if key not in self._shapes:
+            shape = twins.shape(subject.executable, subject.info, self._hosts[key],
+                                subject.cwd, subject.extras,
+                                [s.path for s in subject.skipped], self.memo)
+            if shape is not None:
+                # One copy of each twins' key, however many tests share it.
+                shape = dataclasses.replace(shape, key=self._keys.setdefault(shape.key,
+                                                                             shape.key))
+            self._shapes[key] = shape
+        return self._shapes[key]
 
     def _resolve(self, subject: _Subject, library_path: str | None,
                  make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                  cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
-                 *, extras: bool) -> _Outcome:
+                 *, extras: bool) -> tuple[_Outcome, _Clues]:
+        """The test's outcome; with what in it may name paths (search paths and files the
+        objects name, what the cache and the system directories gave, messages) and every
+        DT_NEEDED name of the objects it lists, which decide whether it can be moved to a
+        twin (LD_LIBRARY_PATH is looked at apart: its value is the same for every test)."""
         intern = self._strings.setdefault
+        paths: list[str] = []
+        words: list[str] = []
+        needed: set[str] = set()
         header = None
         error = None
         entries: list[_Entry] = []
@@ -365,9 +480,20 @@ class Session:
         for res in results:
             if isinstance(res, Skipped):
                 skipped.append(res)
+                words.append(res.reason)
                 continue
             header = header or res.info.header
             error = error or res.error
+            words += (res.error or "", res.blocked or "")
+            paths += _named_paths(res.info)
+            needed.update(res.info.needed)
+            for lib in res.libraries:
+                words.append(lib.error or "")
+                paths += _named_paths(lib.info)
+                if lib.info is not None:
+                    needed.update(lib.info.needed)
+                if lib.via is not None and lib.via not in _MOVABLE_VIA and lib.path:
+                    paths.append(lib.path)
             for at, lib in enumerate(res.libraries):
                 if lib.path is None and lib.error is not None:
                     continue  # the load stopped here; the test's error says why
@@ -381,18 +507,37 @@ class Session:
                                     tuple(intern(p, p) for p in lib.needed_by)))
         if subject.info is None:
             program = len(entries)  # a script: each object is resolved on its own anyway
-        return _Outcome(header, tuple(entries), error, tuple(skipped), program)
+        return (_Outcome(header, tuple(entries), error, tuple(skipped), program),
+                _Clues(twins.Mentions(paths), "\0".join(words), frozenset(needed)))
 
     def preferred_dirs(self, paths: Sequence[str]) -> tuple[str, ...]:
         """``index.preferred_dirs`` of ``paths``, each path's chain followed once."""
         out: dict[str, None] = {}
         for path in paths:
-            dirs = self._dirs.get(path)
-            if dirs is None:
-                dirs = self._dirs[path] = index.preferred_dirs([path], self.memo.realpath)
-            for d in dirs:
+            for d in self._preferred(path):
                 out.setdefault(d, None)
         return tuple(out)
+
+    def _preferred(self, path: str) -> tuple[str, ...]:
+        """One path's chain. A link to an absolute path continues that path's chain, which
+        every test's runfiles link to the same file shares (one link more is followed
+        there, which only a chain the kernel refuses, of 40 links, could tell)."""
+        dirs = self._dirs.get(path)
+        if dirs is None:
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = ""
+            if target.startswith("/"):
+                rest = self._dirs.get("\0" + target)
+                if rest is None:
+                    rest = self._dirs["\0" + target] = index.preferred_dirs(
+                        [target], self.memo.realpath)
+                dirs = tuple(dict.fromkeys((os.path.dirname(target), *rest)))
+            else:
+                dirs = index.preferred_dirs([path], self.memo.realpath)
+            self._dirs[path] = dirs
+        return dirs
 
 
 @dataclass(frozen=True)
@@ -408,7 +553,11 @@ class _Subject:
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None) -> _Subject:
+    def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None, *,
+           from_manifest: bool = True) -> _Subject:
+        """The test's executable and runfiles. The tree is listed from its ``MANIFEST``
+        where that is exactly what a walk finds (:func:`runfiles.tree_listing`), else
+        walked; ``from_manifest=False`` always walks it."""
         memo = memo or Memo()
         try:
             info: elf.ElfInfo | None = memo.read_elf(test.executable)
@@ -419,16 +568,19 @@ class _Subject:
         # the libraries of its runfiles.
         expect = info.header if info is not None else host
         notes: tuple[str, ...] = ()
+        listing = None
         if os.path.isdir(tree):
-            extras, skipped = _runfiles_libraries(tree, expect, memo)
+            if from_manifest:
+                listing = _tree_listing(test.executable, memo)
+            extras, skipped = _runfiles_libraries(tree, expect, memo, listing)
         else:
             # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
             # manifest names what the test stages.
-            extras, skipped, absent = _manifest_libraries(test.executable, expect)
+            extras, skipped, absent = _manifest_libraries(test.executable, expect, memo)
             notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
                           "that did not download it?)" for path in absent)
         return cls(test.label, test.executable, info, tuple(sorted(extras)),
-                   _test_cwd(test, tree), tuple(skipped), notes)
+                   _test_cwd(test, tree, listing), tuple(skipped), notes)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
@@ -483,35 +635,53 @@ class _Subject:
 _PER_FILE_ERRORS = (LdfixError, OSError, ValueError, IndexError, struct.error)
 
 
-def _runfiles_libraries(runfiles: str, expect: elf.ElfHeader, memo: Memo | None = None
+def _tree_listing(executable: str, memo: Memo) -> runfiles.TreeListing | None:
+    """:func:`runfiles.tree_listing`, each symlink target looked at once per command."""
+    targets = memo.remember("runfiles-targets", None, runfiles.Targets)
+    return runfiles.tree_listing(executable, targets=targets, mount_names=memo.mounts().names)
+
+
+def _runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | None = None,
+                        listing: runfiles.TreeListing | None = None
                         ) -> tuple[list[str], list[Skipped]]:
     """Shared objects in a runfiles tree that the loader of ``expect`` would accept, and
-    the files named like libraries that it would not (each with the reason)."""
-    if not os.path.isdir(runfiles):
+    the files named like libraries that it would not (each with the reason).
+
+    The files are those a walk of the tree finds, or those of ``listing`` (the same paths,
+    read from the tree's MANIFEST), taken in sorted order: of two paths to one file, the
+    first is kept.
+    """
+    if not os.path.isdir(runfiles_dir):
         return [], []
+    memo = memo or Memo()
+    if listing is not None:
+        paths = [f"{runfiles_dir}/{path}" for path in listing.files
+                 if ".so" in path and index.looks_like_library(path.rpartition("/")[2])]
+    else:
+        paths = sorted(path for found in index.walk(runfiles_dir, mounts=memo.mounts()).values()
+                       for path in found)
     out: list[str] = []
     skipped: list[Skipped] = []
     seen: set[str] = set()
-    memo = memo or Memo()
-    for paths in index.walk(runfiles, mounts=memo.mounts()).values():
-        for path in paths:
-            real = memo.realpath(path)
-            if real in seen:
-                continue
-            seen.add(real)
-            verdict = failopen.examine(path, expect, memo)
-            if isinstance(verdict, Skipped):
-                skipped.append(verdict)
-            else:
-                out.append(path)
+    for path in paths:
+        real = memo.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        verdict = failopen.examine(path, expect, memo)
+        if isinstance(verdict, Skipped):
+            skipped.append(verdict)
+        else:
+            out.append(path)
     return out, skipped
 
 
-def _manifest_libraries(executable: str, expect: elf.ElfHeader
+def _manifest_libraries(executable: str, expect: elf.ElfHeader, memo: Memo | None = None
                         ) -> tuple[list[str], list[Skipped], list[str]]:
     """Shared objects the runfiles manifest stages that the loader of ``expect`` would
     accept, the staged files it would not (with the reason), and the staged shared objects
     that are not on disk."""
+    memo = memo or Memo()
     entries = runfiles.read_manifest(runfiles.manifest_of(executable))
     out: list[str] = []
     skipped: list[Skipped] = []
@@ -524,11 +694,11 @@ def _manifest_libraries(executable: str, expect: elf.ElfHeader
         if not os.path.exists(target):
             absent.append(target)
             continue
-        real = os.path.realpath(target)
+        real = memo.realpath(target)
         if real in seen:
             continue
         seen.add(real)
-        verdict = failopen.examine(target, expect)
+        verdict = failopen.examine(target, expect, memo)
         if isinstance(verdict, Skipped):
             skipped.append(verdict)
         else:
@@ -539,17 +709,25 @@ def _manifest_libraries(executable: str, expect: elf.ElfHeader
 _SHARED_NAME = re.compile(r"\.so(?:\.[0-9][^/]*)?$")
 
 
-def _test_cwd(test: TestInput, runfiles: str) -> str:
-    """Bazel starts a test in ``<runfiles>/<workspace name>``."""
+def _test_cwd(test: TestInput, runfiles_dir: str,
+              listing: runfiles.TreeListing | None = None) -> str:
+    """Bazel starts a test in ``<runfiles>/<workspace name>``: the first directory of the
+    tree's root that holds the test's own path (from ``listing`` when there is one)."""
     package_path = test.label.split("//", 1)[-1].replace(":", "/").lstrip("/")
+    if listing is not None and all(part not in ("", ".", "..")
+                                   for part in package_path.split("/")):
+        for name in listing.top:
+            if listing.lexists(f"{name}/{package_path}"):
+                return os.path.join(runfiles_dir, name)
+        return runfiles_dir
     try:
-        names = sorted(os.listdir(runfiles))
+        names = sorted(os.listdir(runfiles_dir))
     except OSError:
         return os.path.dirname(test.executable)
     for name in names:
-        if os.path.lexists(os.path.join(runfiles, name, package_path)):
-            return os.path.join(runfiles, name)
-    return runfiles
+        if os.path.lexists(os.path.join(runfiles_dir, name, package_path)):
+            return os.path.join(runfiles_dir, name)
+    return runfiles_dir
 
 
 def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
@@ -581,7 +759,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         raise BadInputError(f"output_base {output_base} does not exist")
     memo = _memo_file(runner, args, client_env) if cache_dir else None
     expected = _read_memo(memo)
-    events, code = bazel.build_tests(runner, args, expected)
+    step = bazel.BuildStep(runner, args, expected)
+    session = Session()
+    host_loader = LoaderFactory(memo=session.memo)
+    try:
+        host_loader.warm()  # while Bazel builds; a failure here is met again, per file
+    except _PER_FILE_ERRORS:
+        pass
+    finally:
+        events, code = step.result()
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
     if not events.complete:
@@ -609,8 +795,6 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                   "disk (a remote cache that did not download it?); not examined"
                   for t in events.tests if not os.path.isfile(t.executable)}
 
-    session = Session()
-    host_loader = LoaderFactory(memo=session.memo)
 
     def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True) -> Repair:
         chosen = bazel.selected(events.tests, rules, events.command_line)

@@ -24,8 +24,6 @@ from bazel_ldfix.repair.plan import VARIABLE, Repair
 # Failures an LD_LIBRARY_PATH entry appended at the end repairs: the loader found no usable
 # file by that name. (A version error or a broken copy needs an entry before the others.)
 _REPAIRABLE = (ErrorKind.CANNOT_OPEN, ErrorKind.WRONG_CLASS)
-# Bazel's exit code for an interrupted command.
-INTERRUPTED = 8
 
 
 @dataclass(frozen=True)
