@@ -20,7 +20,7 @@ from elfbuild import lib
 from bazel_ldfix import userdir
 from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.outputbase import index, indexcache
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair import command as repair
 
 OTHER = 65534
 NAME = "libx.so.1"

@@ -76,10 +76,9 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
-    from bazel_ldfix import report
-
     repair, code = _plan(session, bazel_path, startup, output_base, prepend, no_cache,
                          bazel_args)
+    from bazel_ldfix import report  # after: Bazel starts first
     if repair is None:
         raise _build_failed(code)
     repair = remote_guard(repair, force_local_path)
@@ -254,7 +253,7 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 def _plan(session: Session, bazel_path: str | None, startup: Sequence[str],
           output_base: str | None, prepend: bool, no_cache: bool, bazel_args: Sequence[str]
           ) -> tuple[Repair | None, int]:
-    from bazel_ldfix.repair.plan import repair_tests
+    from bazel_ldfix.repair.command import repair_tests
 
     def cache_dir(base: str) -> str | None:
         del base  # one per-user directory, whatever the output_base

@@ -10,20 +10,16 @@ import dataclasses
 import os
 import re
 import struct
-import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf, pathlist
-from bazel_ldfix.bazel import rulecache, runfiles, testenv
+from bazel_ldfix.bazel import runfiles, testenv
 from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.errors import (
     BadInputError,
-    BazelError,
     LdfixError,
-    NotAWorkspaceError,
-    NoTestsError,
 )
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution, Via
@@ -728,177 +724,3 @@ def _test_cwd(test: TestInput, runfiles_dir: str,
         if os.path.lexists(os.path.join(runfiles_dir, name, package_path)):
             return os.path.join(runfiles_dir, name)
     return runfiles_dir
-
-
-def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
-                 output_base: str | None = None, prepend: bool = False,
-                 cache_dir: Callable[[str], str | None] | None = None,
-                 progress: index.ProgressFn | None = None,
-                 on_error: Callable[[str, OSError], None] | None = None
-                 ) -> tuple[Repair | None, int]:
-    """The repair for ``bazel test ARGS``: (the repair, 0), or (None, Bazel's exit code)
-    when the build step fails. Raises NoTestsError when the patterns select no test.
-
-    Bazel is asked as little as possible: the output_base and each test's tags come from
-    the build step's events (unless given), and the rules' ``env`` (``bazel query``) only
-    when a test misses something (a rule's ``env`` may provide it, and the repair's
-    ``--test_env`` would replace it) or the rule's value may win over the flags, only for
-    the selected tests and only the rules whose ``env`` or ``env_inherit`` mentions the
-    variable. That answer is remembered (:mod:`bazel_ldfix.bazel.rulecache`) and asked
-    again only when a file it was read from, or an option, has changed.
-    ``cache_dir`` maps the output_base to the per-user cache directory (None: no cache: the
-    index of ``external/`` is walked and the rules are queried every time).
-    """
-    from bazel_ldfix.loader.resolve import LoaderFactory
-
-    workspace = bazel.workspace_of(runner.cwd)
-    if workspace is None:
-        raise NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "
-                                 "above the current directory)")
-    if output_base is not None and not os.path.isdir(output_base):
-        raise BadInputError(f"output_base {output_base} does not exist")
-    memo = _memo_file(runner, args, client_env) if cache_dir else None
-    expected = _read_memo(memo)
-    step = bazel.BuildStep(runner, args, expected)
-    session = Session()
-    host_loader = LoaderFactory(memo=session.memo)
-    try:
-        host_loader.warm()  # while Bazel builds; a failure here is met again, per file
-    except _PER_FILE_ERRORS:
-        pass
-    finally:
-        events, code = step.result()
-    if code not in (0, bazel.NO_TESTS_FOUND):
-        return None, code
-    if not events.complete:
-        # Which tests the step built is not known: it is not "no test selected".
-        raise BazelError("the build step's events end before Bazel's last event (the "
-                         "--build_event_json_file was cut short or not written); which tests "
-                         "it built is not known")
-    base = output_base or events.output_base or bazel.output_base(runner)
-    if not os.path.isdir(base):
-        raise BadInputError(f"output_base {base} does not exist")
-    notes: list[str] = []               # about the whole step
-    if any(not os.path.isfile(t.executable) for t in events.tests):
-        # A remote cache with Build without the Bytes: Bazel 7+ does not download a test's
-        # executable in a `bazel test` (RemoteOutputChecker.shouldAddTopLevelTarget, "Do
-        # not download test binary in test/coverage mode"), 4.2.3 with
-        # --remote_download_minimal downloads nothing. A `bazel build` of the same targets
-        # with --remote_download_outputs=toplevel downloads each top-level target's
-        # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
-        # option, so neither this step nor the `bazel test` after it re-analyses.
-        got = bazel.download_outputs(runner, args, expected)
-        if got != 0:
-            notes.append(f"downloading the test executables (`bazel build ... "
-                         f"--remote_download_outputs=toplevel`) failed with exit code {got}")
-    unreadable = {t.label: f"{t.label}: cannot read its executable {t.executable}: not on "
-                  "disk (a remote cache that did not download it?); not examined"
-                  for t in events.tests if not os.path.isfile(t.executable)}
-
-
-    def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True) -> Repair:
-        chosen = bazel.selected(events.tests, rules, events.command_line)
-        if not chosen:
-            patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
-            raise NoTestsError(f"the target patterns and test filters select no test: "
-                               f"{patterns}")
-        tests = [t for t in chosen if t.label not in unreadable]
-        step_notes = (*notes, *(unreadable[t.label] for t in chosen if t.label in unreadable))
-        if not tests:
-            # Nothing to model; the user's `bazel test` still runs, unchanged.
-            return Repair(base, (), "nothing", (), (), (), None, notes=step_notes)
-        labels = [t.label for t in tests]
-        env = test_environment(events.options, client_env,
-                               {k: r.env for k, r in rules.items()}, labels, events.version,
-                               {k: r.env_inherit for k, r in rules.items()})
-        inputs = [TestInput(t.label, t.executable) for t in tests]
-        planned = plan(inputs, env, base, host_loader.make_loader, host_loader.cache_for,
-                       prepend=prepend, on_error=on_error,
-                       cache_dir=cache_dir(base) if cache_dir else None,
-                       progress=progress, search=search, session=session)
-        return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
-
-    # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a
-    # test that loads with the flags' value may not load with its rule's: ask the rules.
-    # (Tags come from the build step's events: a tag filter needs no query.)
-    flags_decide = testenv.order_of(events.version) is testenv.Order.FLAGS_WIN or \
-        test_environment(events.options, client_env, {}, [], events.version).base == ()
-    result = None
-    selected = [t.label for t in bazel.selected(events.tests, {}, events.command_line)]
-    # The rules' answer of an earlier run, while nothing it was read from has changed.
-    remembered = cache_dir(base) if cache_dir and selected else None
-    key = rulecache.key_of(runner, events, events.workspace or workspace)
-    known = rulecache.recall(remembered, key, selected) if remembered else None
-    asked_ns = time.time_ns()
-    # The last run of this command needed a repair: this one most likely does too, so the
-    # rule query runs while the tests are resolved.
-    pending = (bazel.start_query_rules(runner, selected, VARIABLE)
-               if known is None and expected and selected else None)
-    try:
-        if flags_decide and events.tests:
-            # Without the rules' env: if every test loads, that is the answer (nothing to add).
-            first = repair_with({}, search=False)
-            if not any(t.missing_before or t.error for t in first.tests):
-                result = first
-        if result is None:
-            if known is None:
-                if pending is None:
-                    asked_ns = time.time_ns()
-                answer = (pending.result() if pending is not None
-                          else bazel.query_rules(runner, selected, VARIABLE))
-                if remembered:
-                    rulecache.remember(remembered, key, selected, answer, base, asked_ns)
-                known = dict(answer.rules)
-            result = repair_with(known)
-    finally:
-        if pending is not None:
-            pending.close()
-    _write_memo(memo, result.flags)
-    return dataclasses.replace(result, options=events.options,
-                               patterns=events.patterns), 0
-
-
-def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]
-               ) -> str | None:
-    """Where the last repair of ``bazel test ARGS`` in this workspace is remembered (None:
-    no per-user directory can be trusted)."""
-    import hashlib
-
-    from bazel_ldfix import userdir
-
-    root = userdir.cache_root(env)
-    if root is None:
-        return None
-    key = "\0".join([os.path.abspath(runner.cwd), runner.executable, *runner.startup, *args])
-    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return os.path.join(root, "last-flags", digest)
-
-
-# What the tool itself writes there; anything else in the file is not passed to Bazel.
-_MEMO_PREFIX = f"--test_env={VARIABLE}="
-_MEMO_MAX = 1 << 20
-
-
-def _read_memo(path: str | None) -> tuple[str, ...]:
-    """The remembered flags: only the tool's own ``--test_env=LD_LIBRARY_PATH=...`` line,
-    from a file only this user could have written (see :mod:`bazel_ldfix.userdir`)."""
-    from bazel_ldfix import userdir
-
-    if path is None or userdir.private_dir(os.path.dirname(path), create=False) is None:
-        return ()
-    data = userdir.read_private(path, _MEMO_MAX)
-    if data is None:
-        return ()
-    lines = data.decode("utf-8", "surrogateescape").split("\n")
-    return tuple(line for line in lines if line.startswith(_MEMO_PREFIX)
-                 and "\0" not in line)[-1:]
-
-
-def _write_memo(path: str | None, flags: Sequence[str]) -> None:
-    """Best effort: a cache that cannot be written only costs time."""
-    from bazel_ldfix import userdir
-
-    if path is None or userdir.private_dir(os.path.dirname(path)) is None:
-        return
-    text = "".join(f"{flag}\n" for flag in flags if flag.startswith(_MEMO_PREFIX))
-    userdir.write_private(path, text.encode("utf-8", "surrogateescape"))
