@@ -373,16 +373,23 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     result: dict[str, Choice] = {}
     beside: dict[str, list[str]] = {}
     if memo is not None:
-        # One listing per preferred directory, rather than one stat per name and directory.
-        wanted = set(names)
+        # One listing per preferred directory, rather than one stat per name and directory;
+        # the names a listing may hold are found by intersecting sets (``Listing.lacks``:
+        # a name listed under any case, "." and ".."), so a thousand names against a
+        # thousand directories cost what the directories hold, not their product.
+        by_fold: dict[str, list[str]] = {}
+        for n in names:
+            by_fold.setdefault(n.casefold(), []).append(n)
+        always = [n for n in names if n in (".", "..")]
         for d in preferred:
             listing = memo.listing(d)
             if listing.names is None:
                 maybe: Iterable[str] = names
+            elif listing.missing_errno:
+                maybe = ()
             else:
-                maybe = [n for n in names if not listing.lacks(n)] if len(names) < len(
-                    listing.names) else [n for n in wanted & listing.names] + [
-                    n for n in names if n not in listing.names and not listing.lacks(n)]
+                maybe = [*always, *(n for f in by_fold.keys() & listing.folded
+                                    for n in by_fold[f] if n not in always)]
             for name in maybe:
                 beside.setdefault(name, []).append(d)
     for name in names:
