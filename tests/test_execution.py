@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.execution import REMOTE_REFUSAL, Execution, of
-from bazel_ldfix.bazel.runner import Option
 from bazel_ldfix.cli import bazelcmds
 from bazel_ldfix.repair.plan import Repair
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bazel_ldfix.bazel.runner import Option
+from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.repair import plan as repair
 
 LABELS = ["//p:plain", "//p:attr"]

@@ -21,7 +21,8 @@ import pytest
 from elfbuild import cc
 
 from bazel_ldfix.bazel import testenv
-from bazel_ldfix.bazel.runner import Option, parse_rules
+from bazel_ldfix.bazel.bep import Option
+from bazel_ldfix.bazel.runner import parse_rules
 from bazel_ldfix.bazel.testenv import Order, Reach
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import IO, TYPE_CHECKING
 
-from bazel_ldfix.bazel import bep
-from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
+
+    from bazel_ldfix.bazel import bep
+    from bazel_ldfix.bazel.bep import Option
 
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
 WAIT_NOTICE = 1.0  # seconds a captured Bazel command runs before the user is told
@@ -231,6 +232,8 @@ class BuildEvents:
 
     @property
     def output_base(self) -> str | None:
+        from bazel_ldfix.bazel import bep
+
         return bep.output_base_of_exec_root(self.exec_root)
 
 
@@ -240,11 +243,16 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
     A line that is not an event (a cut-short last line when Bazel was interrupted) is
     skipped, and fields of another type than Bazel's schema gives them are ignored.
     """
+    # Imported here: Bazel is started before the event reader is needed.
+    from bazel_ldfix.bazel import bep
+
     return build_events(bep.read(lines))
 
 
 def build_events(events: bep.EventFile) -> BuildEvents:
     """The tests of a build step's events, each with its executable, and its options."""
+    from bazel_ldfix.bazel import bep
+
     is_test: set[str] = set()
     sizes: dict[str, str] = {}
     tags: dict[str, tuple[str, ...]] = {}
@@ -339,6 +347,8 @@ def download_outputs(bazel: Bazel, args: Sequence[str], expected: Sequence[str] 
 
 def _without(options: Sequence[Option], given: Sequence[str]) -> tuple[Option, ...]:
     """``options`` less the last occurrence of each of ``given`` (ours come last)."""
+    from bazel_ldfix.bazel.bep import Option
+
     out = list(options)
     for word in given:
         name, _, value = word.removeprefix("--").partition("=")

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from bazel_ldfix import elf
-
 if TYPE_CHECKING:
+    from bazel_ldfix import elf
     from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.errors import BazelNotFoundError, LdfixError, NotElfError
 
@@ -71,6 +70,8 @@ def examine(path: str, expect: elf.ElfHeader, memo: Memo | None = None
     opened; then the ELF header; then the loader's own checks (``loader.verify``), each
     once per file with a ``memo``.
     """
+    # Here: `test` imports this module before Bazel starts.
+    from bazel_ldfix import elf
     from bazel_ldfix.loader.search import verify
 
     read_header = memo.read_header if memo else elf.read_header
