@@ -173,3 +173,15 @@ def test_bazels_own_trees_share_and_answer_as_alone(tmp_path: Path) -> None:
                and not t.missing_after for t in together.tests)
     # t1 and t2 are t0's twins under both values; t3's data file changes its manifest.
     assert moved == 2 * 2
+
+
+def test_script_twins_share_and_answer_as_alone(tmp_path: Path) -> None:
+    """A test that is a script (sh_test, py_test) runs under this machine's interpreter,
+    which would load each staged object: twins of scripts share that work too."""
+    inputs = _family(tmp_path, 4)
+    for t in inputs:
+        Path(t.executable).write_text("#!/bin/sh\nexit 0\n")
+    together, alone, moved = _shared_and_alone(tmp_path / "ob", inputs)
+    assert together == alone
+    assert all("libdep.so.2" in t.missing_before for t in together.tests)
+    assert moved > 0

@@ -656,6 +656,13 @@ def _runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | N
     else:
         paths = sorted(path for found in index.walk(runfiles_dir, mounts=memo.mounts()).values()
                        for path in found)
+    return _examined(paths, expect, memo)
+
+
+def _examined(paths: Sequence[str], expect: elf.ElfHeader, memo: Memo
+              ) -> tuple[list[str], list[Skipped]]:
+    """Of ``paths``, each file once (by real path, the first path kept), those the loader
+    of ``expect`` would accept, and the others with the reason."""
     out: list[str] = []
     skipped: list[Skipped] = []
     seen: set[str] = set()
@@ -679,26 +686,11 @@ def _manifest_libraries(executable: str, expect: elf.ElfHeader, memo: Memo | Non
     that are not on disk."""
     memo = memo or Memo()
     entries = runfiles.read_manifest(runfiles.manifest_of(executable))
-    out: list[str] = []
-    skipped: list[Skipped] = []
-    absent: list[str] = []
-    seen: set[str] = set()
-    for entry in entries or ():
-        target = entry.target
-        if target is None or not _SHARED_NAME.search(os.path.basename(entry.path)):
-            continue
-        if not os.path.exists(target):
-            absent.append(target)
-            continue
-        real = memo.realpath(target)
-        if real in seen:
-            continue
-        seen.add(real)
-        verdict = failopen.examine(target, expect, memo)
-        if isinstance(verdict, Skipped):
-            skipped.append(verdict)
-        else:
-            out.append(target)
+    staged = [entry.target for entry in entries or ()
+              if entry.target is not None and _SHARED_NAME.search(os.path.basename(entry.path))]
+    absent = [target for target in staged if not os.path.exists(target)]
+    gone = set(absent)
+    out, skipped = _examined([t for t in staged if t not in gone], expect, memo)
     return out, skipped, absent
 
 
