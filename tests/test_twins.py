@@ -8,6 +8,8 @@ twins' trees; and twins are shared when nothing differs but their paths.
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -185,3 +187,31 @@ def test_script_twins_share_and_answer_as_alone(tmp_path: Path) -> None:
     assert together == alone
     assert all("libdep.so.2" in t.missing_before for t in together.tests)
     assert moved > 0
+
+
+def test_a_fifo_for_a_manifest_is_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO planted where a manifest should be (in the tree, or beside the executable
+    when there is no tree) is not opened for reading as a file would be: opening it would
+    wait for a writer forever. Such a tree has no twin."""
+    inputs = _family(tmp_path, 3, manifest=False)
+    os.mkfifo(inputs[0].executable + ".runfiles/MANIFEST")
+    tree = Path(inputs[1].executable + ".runfiles")
+    shutil.rmtree(tree)
+    os.mkfifo(inputs[1].executable + ".runfiles_manifest")
+
+    def stuck(signum: int, frame: object) -> None:
+        raise _Stuck("the plan waited on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(60)
+    try:
+        together, alone, moved = _shared_and_alone(tmp_path / "ob", inputs)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert together == alone
+    assert moved == 0
+
+
+class _Stuck(Exception):
+    """Not an OSError: nothing on the way catches it."""

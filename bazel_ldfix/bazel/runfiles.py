@@ -76,16 +76,10 @@ def read_manifest(path: str) -> list[Entry] | None:
 
 
 def _read_text(path: str) -> str | None:
-    try:
-        with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size > MAX_MANIFEST:
-                return None
-            data = fh.read(MAX_MANIFEST + 1)
-    except OSError:
-        return None
+    read = read_regular(path)
     # Bazel writes the bytes of the paths as they are (ISO-8859-1 of its raw strings): the
     # file system's own decoding gives the names back.
-    return os.fsdecode(data)
+    return None if read is None else os.fsdecode(read[1])
 
 
 def manifest_of(executable: str) -> str:
@@ -162,13 +156,9 @@ def repo_mapping_of(executable: str) -> RepoMapping | None:
     entries = read_manifest(manifest_of(executable)) or []
     candidates += [e.target for e in entries if e.path == "_repo_mapping" and e.target]
     for path in candidates:
-        try:
-            with open(path, "rb") as fh:
-                if os.fstat(fh.fileno()).st_size > MAX_MANIFEST:
-                    continue
-                return parse_repo_mapping(os.fsdecode(fh.read(MAX_MANIFEST)))
-        except OSError:
-            continue
+        text = _read_text(path)
+        if text is not None:
+            return parse_repo_mapping(text)
     return None
 
 
@@ -306,11 +296,14 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
                        tuple(sorted(top)))
 
 
-def _read_own_file(path: str) -> tuple[os.stat_result, str] | None:
-    """The status and text of the regular file ``path`` itself (not a link's target, not
-    a FIFO that would block), read within its size; None otherwise."""
+def read_regular(path: str, *, follow: bool = True) -> tuple[os.stat_result, bytes] | None:
+    """The status and bytes of the regular file ``path``, read within its size (at most
+    :data:`MAX_MANIFEST`); None for anything else, or when it cannot be read. A FIFO or a
+    device is never waited on (``O_NONBLOCK``); ``follow=False`` reads the file itself,
+    not what a link names."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except (OSError, ValueError):
         return None
     try:
@@ -329,7 +322,14 @@ def _read_own_file(path: str) -> tuple[os.stat_result, str] | None:
         return None
     finally:
         os.close(fd)
-    return st, os.fsdecode(b"".join(chunks))
+    return st, b"".join(chunks)
+
+
+def _read_own_file(path: str) -> tuple[os.stat_result, str] | None:
+    """The status and text of the regular file ``path`` itself (not a link's target, not
+    a FIFO that would block), read within its size; None otherwise."""
+    read = read_regular(path, follow=False)
+    return None if read is None else (read[0], os.fsdecode(read[1]))
 
 
 def _odd(wrapped: str) -> bool:

@@ -79,13 +79,10 @@ def _manifest_digest(tree: str, executable: str, memo: Memo) -> bytes | None:
 
     path = os.path.join(tree, "MANIFEST") if os.path.isdir(tree) else \
         runfiles.manifest_of(executable)
-    try:
-        with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size > runfiles.MAX_MANIFEST:
-                return None
-            data = fh.read(runfiles.MAX_MANIFEST + 1)
-    except OSError:
+    read = runfiles.read_regular(path)
+    if read is None:
         return None
+    data = read[1]
     own = {os.fsencode(executable), os.fsencode(memo.realpath(executable))}
     digest = hashlib.blake2b(digest_size=16)
     for line in data.split(b"\n"):
