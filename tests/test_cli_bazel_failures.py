@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
@@ -144,3 +146,24 @@ def test_startup_options_come_before_the_command(tmp_path: Path) -> None:
     calls = log.read_text().splitlines()
     assert [c.split()[:2] for c in calls] == [["--output_user_root=/tmp/our", "test"]] * 2
     assert calls[-1].split()[2:] == ["//t:probe_test"]  # /bin/true needs nothing: no flag
+
+
+def test_bazels_output_is_read_to_its_end_when_our_stderr_is_gone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A closed stderr (a pipe whose reader left) stops the copying, not the reading: a
+    Bazel left writing into a full pipe would never finish."""
+    import io
+
+    from bazel_ldfix.bazel import runner
+
+    class Gone(io.BytesIO):
+        def write(self, data: bytes) -> int:  # type: ignore[override]
+            raise BrokenPipeError(32, "Broken pipe")
+
+    class Stderr:
+        buffer = Gone()
+
+    monkeypatch.setattr(runner.sys, "stderr", Stderr())
+    lines = io.BytesIO(b"".join(b"line %d\n" % i for i in range(10_000)))
+    runner._copy_lines(lines, ())
+    assert lines.read() == b""  # every line was read

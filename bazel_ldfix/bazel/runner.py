@@ -167,11 +167,18 @@ class Streaming:
 
 
 def _copy_lines(stream: IO[bytes], hide: tuple[str, ...]) -> None:
+    """Bazel's lines to our stderr, to its end: when our stderr is gone (a closed pipe),
+    Bazel's output is still read, so that Bazel never waits on a full pipe."""
     hidden = [h.encode() for h in hide]
+    out: IO[bytes] | None = sys.stderr.buffer
     for raw in stream:
-        if not any(h in raw for h in hidden):
-            sys.stderr.buffer.write(raw)
-            sys.stderr.buffer.flush()
+        if out is None or any(h in raw for h in hidden):
+            continue
+        try:
+            out.write(raw)
+            out.flush()
+        except (OSError, ValueError):
+            out = None
 
 
 def _failure(cmd: Sequence[str], returncode: int, stderr: str) -> BazelError:
