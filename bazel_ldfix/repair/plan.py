@@ -368,7 +368,6 @@ class Session:
         self._outcomes: dict[tuple[str, str, str | None, bool], _Outcome] = {}
         self._strings: dict[str, str] = {}
         self._dirs: dict[str, tuple[str, ...]] = {}
-        self._hosts: dict[tuple[str, str], elf.ElfHeader] = {}
         self._shapes: dict[tuple[str, str], twins.Shape | None] = {}
         self._templates: dict[Hashable, _Template] = {}
         self._values: dict[str | None, twins.Mentions] = {}
@@ -379,7 +378,6 @@ class Session:
         found = self._subjects.get((test, host))
         if found is None:
             found = self._subjects[(test, host)] = _Subject.of(test, host, self.memo)
-            self._hosts[(found.label, found.executable)] = host
         return found
 
     def outcome(self, subject: _Subject, library_path: str | None,
@@ -442,7 +440,7 @@ class Session:
     def _shape(self, subject: _Subject) -> twins.Shape | None:
         key = (subject.label, subject.executable)
         if key not in self._shapes:
-            shape = twins.shape(subject.executable, subject.info, self._hosts[key],
+            shape = twins.shape(subject.executable, subject.info, subject.host,
                                 subject.cwd, subject.extras,
                                 [s.path for s in subject.skipped], self.memo)
             if shape is not None:
@@ -547,6 +545,7 @@ class _Subject:
     cwd: str
     skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
+    host: elf.ElfHeader | None = None   # what a script runs as (this machine's programs)
 
     @classmethod
     def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None, *,
@@ -576,7 +575,7 @@ class _Subject:
             notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
                           "that did not download it?)" for path in absent)
         return cls(test.label, test.executable, info, tuple(sorted(extras)),
-                   _test_cwd(test, tree, listing), tuple(skipped), notes)
+                   _test_cwd(test, tree, listing), tuple(skipped), notes, host)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],

@@ -49,7 +49,7 @@ class Shape:
         return os.path.basename(self.executable)
 
 
-def shape(executable: str, info: elf.ElfInfo | None, host: elf.ElfHeader, cwd: str,
+def shape(executable: str, info: elf.ElfInfo | None, host: elf.ElfHeader | None, cwd: str,
           extras: Sequence[str], skipped: Sequence[str], memo: Memo) -> Shape | None:
     """The test's :class:`Shape`; None when its tree has no manifest to compare, or
     holds files the model set aside (rare, and their reasons name them)."""
