@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -77,6 +78,24 @@ def import_repository(name: str, path: Path, library: str) -> str:
              f'cc_import(name = "{library}", shared_library = "lib/lib{library}.so")\n')
     return (f'new_local_repository(name = "{name}", path = "{path}", '
             f"build_file_content = {json.dumps(build)})\n")
+
+
+def logging_bazel(top: Path) -> tuple[Path, Path]:
+    """A ``bazel`` at ``top/bazel`` that appends each command line to ``top/bazel-calls.log``
+    and runs the real one: which Bazel commands a run made, in order."""
+    assert BAZEL
+    log = top / "bazel-calls.log"
+    wrapper = top / "bazel"
+    wrapper.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {shlex.quote(str(log))}\n"
+                       f"exec {shlex.quote(str(BAZEL))} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def logged_commands(log: Path) -> list[str]:
+    """The Bazel commands (``test``, ``query``, ...) ``log`` recorded, in order."""
+    return [line.split(" ", 1)[0] for line in log.read_text().splitlines()] \
+        if log.exists() else []
 
 
 @dataclass

@@ -9,7 +9,6 @@ LD_LIBRARY_PATH is kept either way.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,8 @@ from bazelws import (
     Workspace,
     clean_env,
     import_repository,
+    logged_commands,
+    logging_bazel,
     make_workspace,
     outside_library,
     sdk,
@@ -51,11 +52,7 @@ cc_test(name = "plain", srcs = ["plain.c"])
     }
     env = {**clean_env(), "XDG_CACHE_HOME": str(top / "cache")}
     workspace = make_workspace(top / "ws", files, env=env)
-    log = top / "bazel-calls.log"
-    wrapper = top / "bazel"
-    wrapper.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> {shlex.quote(str(log))}\n"
-                       f"exec {shlex.quote(str(BAZEL))} \"$@\"\n")
-    wrapper.chmod(0o755)
+    wrapper, log = logging_bazel(top)
     workspace.calls = log  # type: ignore[attr-defined]
     workspace.wrapper = wrapper  # type: ignore[attr-defined]
     workspace.zdir = zlib.parent  # type: ignore[attr-defined]
@@ -68,8 +65,7 @@ def _commands(ws: Workspace, *args: str) -> tuple[int, str, list[str]]:
     if log.exists():
         log.unlink()
     result = ws.ldfix("test", "--bazel", str(ws.wrapper), *args)  # type: ignore[attr-defined]
-    calls = log.read_text().splitlines() if log.exists() else []
-    return result.returncode, result.stdout + result.stderr, [c.split(" ", 1)[0] for c in calls]
+    return result.returncode, result.stdout + result.stderr, logged_commands(log)
 
 
 def test_nothing_missing_asks_no_query(ws: Workspace) -> None:

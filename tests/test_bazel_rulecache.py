@@ -6,13 +6,21 @@ An unchanged workspace is not queried again; an edited BUILD file or a loaded ma
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, Workspace, clean_env, import_repository, make_workspace, sdk
+from bazelws import (
+    BAZEL,
+    Workspace,
+    clean_env,
+    import_repository,
+    logged_commands,
+    logging_bazel,
+    make_workspace,
+    sdk,
+)
 
 from bazel_ldfix.bazel import rulecache
 
@@ -34,12 +42,7 @@ class Logged:
 
     def __init__(self, ws: Workspace, top: Path) -> None:
         self.ws = ws
-        self.log = top / "bazel-calls.log"
-        self.wrapper = top / "bazel"
-        self.wrapper.write_text(
-            f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> {shlex.quote(str(self.log))}\n"
-            f"exec {shlex.quote(str(BAZEL))} \"$@\"\n")
-        self.wrapper.chmod(0o755)
+        self.wrapper, self.log = logging_bazel(top)
         self.edited = time.time()
 
     def env(self, *options: str) -> tuple[str, list[str]]:
@@ -47,7 +50,7 @@ class Logged:
         self.log.unlink(missing_ok=True)
         result = self.ws.ldfix("env", "--bazel", str(self.wrapper), *options, "//t:all")
         assert result.returncode == 0, result.stderr
-        return result.stdout, self.log.read_text().split()
+        return result.stdout, logged_commands(self.log)
 
     def edit(self, rel: str, text: str) -> None:
         (self.ws.root / rel).write_text(text)
