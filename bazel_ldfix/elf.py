@@ -137,11 +137,12 @@ class _Reader:
     program's headers, names and version needs all lie there (one read instead of twenty).
     """
 
-    def __init__(self, fd: int, path: str) -> None:
+    def __init__(self, fd: int, path: str, size: int | None = None,
+                 head: bytes | None = None) -> None:
         self.fd = fd
         self.path = path
-        self.size = os.fstat(fd).st_size
-        self._head: bytes | None = None
+        self.size = os.fstat(fd).st_size if size is None else size
+        self._head = head   # given: the file's first min(size, _HEAD) bytes
 
     def head(self) -> bytes:
         if self._head is None:
@@ -169,14 +170,14 @@ class _Reader:
 
     def cstring(self, offset: int, limit: int = _MAX_NAME) -> str:
         """The NUL-terminated string at ``offset``, at most ``limit`` bytes long."""
-        if not 0 <= offset < self.size:
-            raise MalformedElfError(
-                f"{self.path}: string offset {offset:#x} is outside the file")
-        head = self.head()
-        if offset < len(head):
+        head = self._head if self._head is not None else self.head()
+        if 0 <= offset < len(head):     # the head is never longer than the file
             end = head.find(b"\0", offset, offset + limit + 1)
             if end >= 0:
                 return head[offset:end].decode("utf-8", "surrogateescape")
+        if not 0 <= offset < self.size:
+            raise MalformedElfError(
+                f"{self.path}: string offset {offset:#x} is outside the file")
         # Short reads first, growing: most names are a few dozen bytes.
         want = 256
         while True:
@@ -212,17 +213,23 @@ def open_regular(path: str, what: str = "") -> int:
     O_NONBLOCK: opening a FIFO would otherwise wait for a writer; the flag has no effect on
     a regular file. A symlink to a regular file is fine. A directory is reported as one.
     """
+    return open_regular_stat(path, what)[0]
+
+
+def open_regular_stat(path: str, what: str = "") -> tuple[int, os.stat_result]:
+    """:func:`open_regular`, with the status of the file opened."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise BadInputError(f"{what}{path}: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
+    st = os.fstat(fd)
+    mode = st.st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
         kind = "is a directory" if stat.S_ISDIR(mode) else \
             f"is {file_kind(mode) or 'not a regular file'}, not a regular file"
         raise BadInputError(f"{what}{path}: {kind}")
-    return fd
+    return fd, st
 
 
 def open_elf(path: str) -> int:
@@ -262,9 +269,9 @@ def read_header(path: str) -> ElfHeader:
         os.close(fd)
 
 
-def _read_start(fd: int, path: str) -> bytes:
+def _read_start(fd: int, path: str, size: int = 64) -> bytes:
     try:
-        return os.pread(fd, 64, 0)
+        return os.pread(fd, size, 0)
     except OSError as exc:
         # EISDIR: a directory opens fine but cannot be read.
         reason = "is a directory" if exc.errno == errno.EISDIR else exc.strerror
@@ -284,10 +291,16 @@ def read_elf(path: str) -> ElfInfo:
         os.close(fd)
 
 
-def read_elf_fd(fd: int, path: str) -> ElfInfo:
-    """:func:`read_elf` on a descriptor the caller opened (and closes); ``path`` names it."""
-    header = parse_header(_read_start(fd, path), path)
-    return _read_dynamic(_Reader(fd, path), header)
+def read_elf_fd(fd: int, path: str, *, size: int | None = None) -> ElfInfo:
+    """:func:`read_elf` on a descriptor the caller opened (and closes); ``path`` names it.
+    ``size``: the file's size, when the caller has just read its status."""
+    if size is None:
+        size = os.fstat(fd).st_size
+    # One read for the header and the head (the header is its first 64 bytes, which are
+    # read whatever the size says, as a header alone would be).
+    data = _read_start(fd, path, max(64, min(size, _HEAD)))
+    header = parse_header(data[:64], path)
+    return _read_dynamic(_Reader(fd, path, size, data[:min(size, _HEAD)]), header)
 
 
 def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
@@ -298,70 +311,72 @@ def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:
     tags = _tags(header, dynamic)
     last = dict(tags)  # a repeated tag: the loader keeps the last (get-dynamic-info.h)
     strtab = last.get(DT_STRTAB)
-
-    def string(value: int, limit: int = _MAX_NAME) -> str:
-        if strtab is None:
-            raise NotElfError(f"{reader.path}: dynamic section has no DT_STRTAB")
-        return reader.cstring(_file_offset(phdrs, strtab, reader.path) + value, limit)
-
     needed_values = [v for t, v in tags if t == DT_NEEDED]
     if len(needed_values) > _MAX_NEEDED:
         raise MalformedElfError(f"{reader.path}: {len(needed_values)} DT_NEEDED entries "
                                 f"(more than {_MAX_NEEDED}: corrupt)")
-    needed = tuple(string(v) for v in needed_values)
-    soname = string(last[DT_SONAME]) if DT_SONAME in last else None
-    rpath = string(last[DT_RPATH], _MAX_PATH_LIST) if DT_RPATH in last else None
-    runpath = string(last[DT_RUNPATH], _MAX_PATH_LIST) if DT_RUNPATH in last else None
+    base = 0    # the string table's file offset: found where the first string is read
+    if needed_values or DT_SONAME in last or DT_RPATH in last or DT_RUNPATH in last:
+        if strtab is None:
+            raise NotElfError(f"{reader.path}: dynamic section has no DT_STRTAB")
+        base = _file_offset(phdrs, strtab, reader.path)
+    cstring = reader.cstring
+    needed = tuple([cstring(base + v) for v in needed_values])
+    soname = cstring(base + last[DT_SONAME]) if DT_SONAME in last else None
+    rpath = cstring(base + last[DT_RPATH], _MAX_PATH_LIST) if DT_RPATH in last else None
+    runpath = cstring(base + last[DT_RUNPATH], _MAX_PATH_LIST) if DT_RUNPATH in last else None
     needs: tuple[VersionNeed, ...] = ()
     if DT_VERNEED in last and strtab is not None:
         needs = _version_needs(reader, header, _file_offset(phdrs, last[DT_VERNEED], reader.path),
-                               _file_offset(phdrs, strtab, reader.path))
+                               base or _file_offset(phdrs, strtab, reader.path))
     return ElfInfo(reader.path, header, interp, True, needed, soname, rpath, runpath,
                    last.get(DT_FLAGS_1, 0), needs, DT_VERDEF in last, DT_RELR in last,
                    DT_AUDIT in last or DT_DEPAUDIT in last)
 
 
 # Elf32_Verneed and Elf64_Verneed are the same: vn_version, vn_cnt, vn_file, vn_aux, vn_next;
-# Elf*_Vernaux: vna_hash, vna_flags, vna_other, vna_name, vna_next.
+# Elf*_Vernaux: vna_hash, vna_flags, vna_other, vna_name, vna_next. Both 16 bytes.
 _VERNEED = struct.Struct("HHIII")
 _VERNAUX = struct.Struct("IHHII")
+_VERSION_NEED_STRUCTS = {little: (struct.Struct(order + "HHIII"), struct.Struct(order + "IHHII"))
+                         for little, order in ((True, "<"), (False, ">"))}
 
 
 def _version_needs(reader: _Reader, header: ElfHeader, at: int, strtab: int
                    ) -> tuple[VersionNeed, ...]:
     """.gnu.version_r, walked as dl-version.c walks it: by vn_next and vna_next."""
-    verneed = struct.Struct(header.byteorder + _VERNEED.format)
-    vernaux = struct.Struct(header.byteorder + _VERNAUX.format)
+    verneed, vernaux = _VERSION_NEED_STRUCTS[header.data == ELFDATA2LSB]
     out = []
     budget = _MAX_VERSION_ENTRIES  # all entries together: the walk stays linear
-
-    def spend() -> None:
-        nonlocal budget
+    read, cstring = reader.read, reader.cstring
+    while True:
         budget -= 1
         if budget < 0:
-            raise MalformedElfError(f"{reader.path}: more than {_MAX_VERSION_ENTRIES} "
-                                    "symbol-version entries (corrupt)")
-
-    while True:
-        spend()
-        _version, _cnt, file, aux, nxt = verneed.unpack(reader.read(at, verneed.size))
+            raise _too_many_versions(reader.path)
+        _version, _cnt, file, aux, nxt = verneed.unpack(read(at, 16))
         names: list[str] = []
         weak: list[bool] = []
         aux_at = at + aux
         while True:
-            spend()
-            _hash, flags, _other, name, aux_next = vernaux.unpack(
-                reader.read(aux_at, vernaux.size))
-            names.append(reader.cstring(strtab + name))
+            budget -= 1
+            if budget < 0:
+                raise _too_many_versions(reader.path)
+            _hash, flags, _other, name, aux_next = vernaux.unpack(read(aux_at, 16))
+            names.append(cstring(strtab + name))
             weak.append(bool(flags & VER_FLG_WEAK))
             if aux_next == 0:
                 break
             aux_at += aux_next
-        out.append(VersionNeed(reader.cstring(strtab + file), tuple(names), tuple(weak)))
+        out.append(VersionNeed(cstring(strtab + file), tuple(names), tuple(weak)))
         if nxt == 0:
             break
         at += nxt
     return tuple(out)
+
+
+def _too_many_versions(path: str) -> MalformedElfError:
+    return MalformedElfError(f"{path}: more than {_MAX_VERSION_ENTRIES} symbol-version "
+                             "entries (corrupt)")
 
 
 _Phdr = tuple[int, int, int, int, int]  # p_type, p_offset, p_vaddr, p_filesz, p_memsz
@@ -379,17 +394,21 @@ def _segments(reader: _Reader, header: ElfHeader) -> tuple[list[_Phdr], bytes | 
     if header.phnum and header.phentsize < _PHDR_SIZE[header.elf_class]:
         raise NotElfError(f"{reader.path}: ELF file's phentsize not the expected size")
     table = reader.read(header.phoff, header.phentsize * header.phnum) if header.phnum else b""
-    phdrs: list[_Phdr] = []
+    entry = _PHDR_STRUCTS[order, is64]
+    if header.phentsize == entry.size:
+        rows = entry.iter_unpack(table)
+    else:   # larger entries than the standard's: the standard fields come first
+        rows = (entry.unpack_from(table, index * header.phentsize)
+                for index in range(header.phnum))
+    if is64:
+        phdrs: list[_Phdr] = [(p_type, p_offset, p_vaddr, p_filesz, p_memsz) for
+                              p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz
+                              in rows]
+    else:
+        phdrs = [(p_type, p_offset, p_vaddr, p_filesz, p_memsz) for
+                 p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz in rows]
     dynamic_at: tuple[int, int] | None = None
-    for index in range(header.phnum):
-        at = index * header.phentsize
-        if is64:
-            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
-                order + "IIQQQQQ", table, at)
-        else:
-            p_type, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = struct.unpack_from(
-                order + "IIIIII", table, at)
-        phdrs.append((p_type, p_offset, p_vaddr, p_filesz, p_memsz))
+    for p_type, p_offset, _vaddr, p_filesz, _memsz in phdrs:
         if p_type == PT_DYNAMIC:
             if p_filesz > _MAX_DYNAMIC:
                 raise MalformedElfError(
@@ -399,14 +418,21 @@ def _segments(reader: _Reader, header: ElfHeader) -> tuple[list[_Phdr], bytes | 
     return phdrs, dynamic
 
 
+# Elf64_Phdr and Elf32_Phdr (the standard's fields, in the order of each class), and one
+# dynamic entry (d_tag, d_val), by byte order and class.
+_PHDR_STRUCTS = {(order, is64): struct.Struct(order + ("IIQQQQQ" if is64 else "IIIIII"))
+                 for order in "<>" for is64 in (True, False)}
+_DYN_STRUCTS = {(order, is64): struct.Struct(order + ("qQ" if is64 else "iI"))
+                for order in "<>" for is64 in (True, False)}
+
+
 def _tags(header: ElfHeader, dynamic: bytes) -> list[tuple[int, int]]:
     """The dynamic entries up to DT_NULL, as (tag, value)."""
-    entry = struct.Struct(header.byteorder + ("qQ" if header.elf_class == ELFCLASS64 else "iI"))
-    tags: list[tuple[int, int]] = []
-    for tag, value in entry.iter_unpack(dynamic[: len(dynamic) - len(dynamic) % entry.size]):
+    entry = _DYN_STRUCTS[header.byteorder, header.elf_class == ELFCLASS64]
+    tags = list(entry.iter_unpack(dynamic[: len(dynamic) - len(dynamic) % entry.size]))
+    for at, (tag, _value) in enumerate(tags):
         if tag == DT_NULL:
-            break
-        tags.append((tag, value))
+            return tags[:at]
     return tags
 
 
