@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 
 MAX_MANIFEST = 64 << 20     # a manifest larger than this is not read (bytes)
 
@@ -172,6 +173,10 @@ class TreeListing:
     files: tuple[str, ...]      # every symlink and empty file, relative to root, sorted
     paths: frozenset[str]       # the files and every directory ("" for root itself)
     top: tuple[str, ...]        # the names in root, MANIFEST included, sorted
+    # Each file's symlink target, an absolute path ("" for an empty file): what the link
+    # in the tree names, since no directory of the tree changed after it was made.
+    targets: Mapping[str, str] = field(default_factory=dict, hash=False)
+    manifest: bytes = field(default=b"", repr=False)    # the bytes of MANIFEST
 
     def lexists(self, relative: str) -> bool:
         """Whether ``os.path.lexists(root/relative)``, for a path of plain names."""
@@ -197,6 +202,8 @@ class Targets:
         self.plain: set[str] = set()
 
     def none_is_a_directory(self, targets: set[str]) -> bool:
+        if targets <= self.plain:
+            return True
         for target in targets - self.plain:
             if not target.startswith("/") or target_is_dir(target) is not False:
                 return False
@@ -205,7 +212,7 @@ class Targets:
 
 
 def tree_listing(executable: str, *, targets: Targets | None = None,
-                 mount_names: Collection[str] = ()) -> TreeListing | None:
+                 mount_names: AbstractSet[str] = frozenset()) -> TreeListing | None:
     """The runfiles tree ``<executable>.runfiles`` listed from its ``MANIFEST``; None when
     that listing cannot be shown to be what a walk of the tree finds (walk it then).
 
@@ -251,10 +258,11 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
         source = os.stat(manifest_of(executable))
     except (OSError, ValueError):
         return None
-    read = _read_own_file(record)
+    read = read_regular(record, follow=False)
     if read is None or read[0].st_mtime_ns <= source.st_mtime_ns:
         return None
-    made, text = read
+    made, data = read
+    text = os.fsdecode(data)
     if text and not text.endswith("\n"):
         return None     # cut short: build-runfiles ends every line it copies
     lines = _lines(text)
@@ -268,19 +276,22 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
             parent = parent.rpartition("/")[0]
     if not dirs.isdisjoint(files):
         return None     # a file and a directory of the same path
-    if mount_names and any(d.rpartition("/")[2] in mount_names for d in dirs if d):
+    if mount_names and not mount_names.isdisjoint(
+            [d.rpartition("/")[2] for d in dirs if d]):
         return None
     limit = made.st_ctime_ns
     user = os.geteuid()
+    is_dir, status = stat.S_ISDIR, os.stat
     for directory in dirs:
         where = f"{root}/{directory}" if directory else root
         try:
-            st = os.stat(where)
-            if not stat.S_ISDIR(st.st_mode) or st.st_ctime_ns > limit or \
+            st = status(where)
+            mode = st.st_mode
+            if not is_dir(mode) or st.st_ctime_ns > limit or \
                     (not directory and made.st_mtime_ns > st.st_ctime_ns):
                 return None
             # The owner's own bits decide for the owner; anyone else asks the kernel.
-            if (st.st_uid != user or st.st_mode & 0o500 != 0o500) and not os.access(
+            if (st.st_uid != user or mode & 0o500 != 0o500) and not os.access(
                     where, os.R_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS):
                 return None
         except (OSError, ValueError):
@@ -289,11 +300,11 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
     linked.discard("")  # empty files
     if not (targets or Targets()).none_is_a_directory(linked):
         return None
-    top = {path for path in files if "/" not in path}
-    top.update(d for d in dirs if d and "/" not in d)
-    top.add("MANIFEST")
+    top = [path for path in files if "/" not in path]
+    top += [d for d in dirs if d and "/" not in d]   # no file is also a directory
+    top.append("MANIFEST")      # a file, not one of them: no directory was stat'ed there
     return TreeListing(root, tuple(sorted(files)), frozenset(dirs.union(files)),
-                       tuple(sorted(top)))
+                       tuple(sorted(top)), files, data)
 
 
 def read_regular(path: str, *, follow: bool = True) -> tuple[os.stat_result, bytes] | None:
@@ -323,13 +334,6 @@ def read_regular(path: str, *, follow: bool = True) -> tuple[os.stat_result, byt
     finally:
         os.close(fd)
     return st, b"".join(chunks)
-
-
-def _read_own_file(path: str) -> tuple[os.stat_result, str] | None:
-    """The status and text of the regular file ``path`` itself (not a link's target, not
-    a FIFO that would block), read within its size; None otherwise."""
-    read = read_regular(path, follow=False)
-    return None if read is None else (read[0], os.fsdecode(read[1]))
 
 
 def _odd(wrapped: str) -> bool:

@@ -121,8 +121,23 @@ class Memo:
         return value
 
     def read_elf(self, path: str) -> elf.ElfInfo:
-        """``elf.read_elf``, once per file. The result's ``path`` is the first one read."""
-        return self._by_file(self._elf, path, elf.read_elf)
+        """``elf.read_elf``, once per file. The result's ``path`` is the first one read.
+
+        The file is opened first, and known by the status of what was opened (what
+        :meth:`file_key` would find there, without following its path twice)."""
+        # The errors of elf.read_elf, for what is not a regular file.
+        fd, st = elf.open_regular_stat(path)
+        try:
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            found = self._elf.get(key)
+            if found is not None:
+                self.hits += 1
+                return found
+            self.misses += 1
+            value = self._elf[key] = elf.read_elf_fd(fd, path, size=st.st_size)
+            return value
+        finally:
+            os.close(fd)
 
     def read_header(self, path: str) -> elf.ElfHeader:
         return self._by_file(self._headers, path, elf.read_header)
@@ -196,13 +211,33 @@ class Memo:
             self._real[path] = found
         return found
 
+    def link_realpath(self, path: str, target: str) -> str:
+        """:meth:`realpath` of ``path``, a symlink known to name the absolute ``target``
+        (a link of a runfiles tree its ``MANIFEST`` was shown to list): the target's real
+        path, found once for every link to it, without reading the link."""
+        found = self._real.get(path)
+        if found is None:
+            found = self._real.get(target)
+            if found is None:
+                try:
+                    found = self._real[target] = self._resolve(target, 1)
+                except _Loop:
+                    found = os.path.realpath(path)
+            self._real[path] = found
+        return found
+
     def _resolve(self, path: str, depth: int) -> str:
         # A runfiles path is a new chain of directories ending in a symlink to an absolute
         # path, which many tests share: where that symlink points does not depend on how
         # its directories resolve, so one readlink of the whole path replaces one per new
         # directory, and the target's real path is found once.
-        if depth < 40 and os.path.dirname(path) not in self._real and "/." not in path \
-                and "//" not in path:
+        plain = "/." not in path and "//" not in path
+        parent = self._real.get(path.rpartition("/")[0]) if plain else None
+        if parent is not None:
+            # A path in a directory already resolved (a test's executable beside the
+            # others of its package): only its own name is left to resolve.
+            return self._walk(parent, path.rpartition("/")[2], depth)
+        if depth < 40 and plain:
             try:
                 target = os.readlink(path)
             except (OSError, ValueError):
@@ -221,7 +256,7 @@ class Memo:
             if name == "..":
                 real = os.path.dirname(real)
                 continue
-            here = os.path.join(real, name)
+            here = f"{real}/{name}" if real != "/" else "/" + name   # os.path.join
             known = self._real.get(here)
             if known is not None:
                 real = known

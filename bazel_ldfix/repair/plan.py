@@ -375,9 +375,10 @@ class Session:
         self.twins = 0      # outcomes moved from a twin instead of resolved
 
     def subject(self, test: TestInput, host: elf.ElfHeader) -> _Subject:
-        found = self._subjects.get((test, host))
+        key = (test, host)
+        found = self._subjects.get(key)
         if found is None:
-            found = self._subjects[(test, host)] = _Subject.of(test, host, self.memo)
+            found = self._subjects[key] = _Subject.of(test, host, self.memo)
         return found
 
     def outcome(self, subject: _Subject, library_path: str | None,
@@ -440,14 +441,11 @@ class Session:
     def _shape(self, subject: _Subject) -> twins.Shape | None:
         key = (subject.label, subject.executable)
         if key not in self._shapes:
-            shape = twins.shape(subject.executable, subject.info, subject.host,
-                                subject.cwd, subject.extras,
-                                [s.path for s in subject.skipped], self.memo)
-            if shape is not None:
-                # One copy of each twins' key, however many tests share it.
-                shape = dataclasses.replace(shape, key=self._keys.setdefault(shape.key,
-                                                                             shape.key))
-            self._shapes[key] = shape
+            # One copy of each twins' key, however many tests share it.
+            self._shapes[key] = twins.shape(subject.executable, subject.info, subject.host,
+                                            subject.cwd, subject.extras,
+                                            [s.path for s in subject.skipped], self.memo,
+                                            digest=subject.digest, keys=self._keys)
         return self._shapes[key]
 
     def _resolve(self, subject: _Subject, library_path: str | None,
@@ -546,6 +544,9 @@ class _Subject:
     skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
     host: elf.ElfHeader | None = None   # what a script runs as (this machine's programs)
+    # The twins' digest of the tree's MANIFEST (twins.manifest_digest), taken from the
+    # read that listed the tree; None: read it when it is asked for.
+    digest: bytes | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None, *,
@@ -563,11 +564,13 @@ class _Subject:
         # the libraries of its runfiles.
         expect = info.header if info is not None else host
         notes: tuple[str, ...] = ()
-        listing = None
-        if os.path.isdir(tree):
-            if from_manifest:
-                listing = _tree_listing(test.executable, memo)
+        # A listing shows the tree is a directory (its root is one of those it stats).
+        listing = _tree_listing(test.executable, memo) if from_manifest else None
+        digest = None
+        if listing is not None or os.path.isdir(tree):
             extras, skipped = _runfiles_libraries(tree, expect, memo, listing)
+            if listing is not None:
+                digest = twins.manifest_digest(listing.manifest, test.executable, memo)
         else:
             # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
             # manifest names what the test stages.
@@ -575,7 +578,7 @@ class _Subject:
             notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
                           "that did not download it?)" for path in absent)
         return cls(test.label, test.executable, info, tuple(sorted(extras)),
-                   _test_cwd(test, tree, listing), tuple(skipped), notes, host)
+                   _test_cwd(test, tree, listing), tuple(skipped), notes, host, digest)
 
     def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
@@ -646,35 +649,55 @@ def _runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | N
     read from the tree's MANIFEST), taken in sorted order: of two paths to one file, the
     first is kept.
     """
-    if not os.path.isdir(runfiles_dir):
+    if listing is None and not os.path.isdir(runfiles_dir):
         return [], []
     memo = memo or Memo()
     if listing is not None:
-        paths = [f"{runfiles_dir}/{path}" for path in listing.files
+        names = [path for path in listing.files
                  if ".so" in path and index.looks_like_library(path.rpartition("/")[2])]
-    else:
-        paths = sorted(path for found in index.walk(runfiles_dir, mounts=memo.mounts()).values()
-                       for path in found)
+        return _examined([f"{runfiles_dir}/{path}" for path in names], expect, memo,
+                         [listing.targets[path] for path in names])
+    paths = sorted(path for found in index.walk(runfiles_dir, mounts=memo.mounts()).values()
+                   for path in found)
     return _examined(paths, expect, memo)
 
 
-def _examined(paths: Sequence[str], expect: elf.ElfHeader, memo: Memo
-              ) -> tuple[list[str], list[Skipped]]:
+def _examined(paths: Sequence[str], expect: elf.ElfHeader, memo: Memo,
+              targets: Sequence[str] | None = None) -> tuple[list[str], list[Skipped]]:
     """Of ``paths``, each file once (by real path, the first path kept), those the loader
-    of ``expect`` would accept, and the others with the reason."""
+    of ``expect`` would accept, and the others with the reason.
+
+    ``targets``: each path's symlink target, from the ``MANIFEST`` of a tree it was shown
+    to list (:func:`runfiles.tree_listing`; "" for an empty file). A link to an absolute
+    target is then known without reading it: its real path is the target's, and a file
+    the loader of ``expect`` accepted through one link to a target is accepted through
+    every other (what is refused is examined again, through its own path, for its words).
+    """
     out: list[str] = []
     skipped: list[Skipped] = []
     seen: set[str] = set()
-    for path in paths:
-        real = memo.realpath(path)
+    accepted: set[str] | None = memo.remember("accepted-targets", expect, set) \
+        if targets is not None else None
+    for at, path in enumerate(paths):
+        target = targets[at] if targets is not None else ""
+        if target.startswith("/") and path.startswith("/"):
+            real = memo.link_realpath(path, target)
+        else:
+            target = ""
+            real = memo.realpath(path)
         if real in seen:
             continue
         seen.add(real)
+        if target and accepted is not None and target in accepted:
+            out.append(path)
+            continue
         verdict = failopen.examine(path, expect, memo)
         if isinstance(verdict, Skipped):
             skipped.append(verdict)
         else:
             out.append(path)
+            if target and accepted is not None:
+                accepted.add(target)
     return out, skipped
 
 
@@ -703,9 +726,10 @@ def _test_cwd(test: TestInput, runfiles_dir: str,
     package_path = test.label.split("//", 1)[-1].replace(":", "/").lstrip("/")
     if listing is not None and all(part not in ("", ".", "..")
                                    for part in package_path.split("/")):
+        paths = listing.paths
         for name in listing.top:
-            if listing.lexists(f"{name}/{package_path}"):
-                return os.path.join(runfiles_dir, name)
+            if f"{name}/{package_path}" in paths:   # listing.lexists
+                return f"{runfiles_dir}/{name}"     # a plain name, as os.path.join gives
         return runfiles_dir
     try:
         names = sorted(os.listdir(runfiles_dir))

@@ -50,47 +50,85 @@ class Shape:
 
 
 def shape(executable: str, info: elf.ElfInfo | None, host: elf.ElfHeader | None, cwd: str,
-          extras: Sequence[str], skipped: Sequence[str], memo: Memo) -> Shape | None:
+          extras: Sequence[str], skipped: Sequence[str], memo: Memo, *,
+          digest: bytes | None = None, keys: dict[Hashable, Hashable] | None = None
+          ) -> Shape | None:
     """The test's :class:`Shape`; None when its tree has no manifest to compare, or
-    holds files the model set aside (rare, and their reasons name them)."""
+    holds files the model set aside (rare, and their reasons name them).
+
+    ``digest``: the :func:`manifest_digest` of the tree's ``MANIFEST`` when it was read
+    already (else it is read here); ``keys``: the keys of the shapes made so far, so that
+    twins share one copy of theirs."""
     if skipped:
         return None
     tree = executable + ".runfiles"
     root = tree + "/"
-    digest = _manifest_digest(tree, executable, memo)
     if digest is None:
-        return None
-    facts = dataclasses.replace(info, path="") if info is not None else None
+        digest = _manifest_digest(tree, executable, memo)
+        if digest is None:
+            return None
+    facts = _facts(info) if info is not None else None
 
     def rel(path: str) -> str:
         return "\0" + path[len(root):] if path.startswith(root) else path
 
     origin = os.path.dirname(memo.realpath(executable))
-    key = (facts, host, origin, digest, rel(cwd) if cwd != tree else "\0",
-           tuple(rel(p) for p in extras))
+    key: Hashable = (facts, host, origin, digest, rel(cwd) if cwd != tree else "\0",
+                     tuple(rel(p) for p in extras))
+    if keys is not None:
+        key = keys.setdefault(key, key)
     return Shape(key, root, executable, tuple(extras))
 
 
-def _manifest_digest(tree: str, executable: str, memo: Memo) -> bytes | None:
-    """A digest of the manifest the tree was made from (the copy Bazel leaves in it, else
-    the one beside the executable when there is no tree), the lines naming the executable
-    itself reduced to their directory."""
-    import hashlib  # here: the commands that never compare trees do not pay for it
+# Every field of an object's ELF facts but its path.
+_FACTS = tuple(f.name for f in dataclasses.fields(elf.ElfInfo) if f.name != "path")
 
+
+def _facts(info: elf.ElfInfo) -> tuple[object, ...]:
+    """What the loader reads of an object, its path aside."""
+    return tuple([getattr(info, name) for name in _FACTS])
+
+
+def _manifest_digest(tree: str, executable: str, memo: Memo) -> bytes | None:
+    """:func:`manifest_digest` of the manifest the tree was made from (the copy Bazel
+    leaves in it, else the one beside the executable when there is no tree)."""
     path = os.path.join(tree, "MANIFEST") if os.path.isdir(tree) else \
         runfiles.manifest_of(executable)
     read = runfiles.read_regular(path)
     if read is None:
         return None
-    data = read[1]
-    own = {os.fsencode(executable), os.fsencode(memo.realpath(executable))}
+    return manifest_digest(read[1], executable, memo)
+
+
+def manifest_digest(data: bytes, executable: str, memo: Memo) -> bytes:
+    """A digest of the bytes of a runfiles manifest, the lines naming the executable
+    itself reduced to their directory."""
+    import hashlib  # here: the commands that never compare trees do not pay for it
+
     digest = hashlib.blake2b(digest_size=16)
-    for line in data.split(b"\n"):
-        staged, sep, target = line.rpartition(b" ")
-        if sep and target in own:
-            line = b"\0self " + staged.rpartition(b"/")[0]
+    # The lines whose target (after their last space) is the executable: found by
+    # searching for " <executable>" at a line's end, which is where the last space is
+    # when the name holds none (a name with a space or a newline is no line's target).
+    own: dict[int, tuple[int, bytes]] = {}  # line start -> (line end, line instead)
+    for name in {os.fsencode(executable), os.fsencode(memo.realpath(executable))}:
+        if b" " in name or b"\n" in name:
+            continue
+        needle = b" " + name
+        at = data.find(needle)
+        while at >= 0:
+            end = at + len(needle)
+            if end == len(data) or data[end] == 0x0A:
+                start = data.rfind(b"\n", 0, at) + 1
+                own[start] = (end, b"\0self " + data[start:at].rpartition(b"/")[0])
+            at = data.find(needle, at + 1)
+    done = 0
+    for start in sorted(own):
+        end, line = own[start]
+        digest.update(data[done:start])
         digest.update(line)
-        digest.update(b"\n")
+        done = end
+    digest.update(data[done:])
+    digest.update(b"\n")
     return digest.digest()
 
 
