@@ -138,11 +138,14 @@ class _Reader:
     """
 
     def __init__(self, fd: int, path: str, size: int | None = None,
-                 head: bytes | None = None) -> None:
+                 head: bytes | None = None, *, record: bool = False) -> None:
         self.fd = fd
         self.path = path
         self.size = os.fstat(fd).st_size if size is None else size
         self._head = head   # given: the file's first min(size, _HEAD) bytes
+        # With ``record``: the (start, end) of every range of the head that was read, a
+        # string with its NUL; None once something was read past the head (see Layouts).
+        self.ranges: list[tuple[int, int]] | None = [] if record else None
 
     def head(self) -> bytes:
         if self._head is None:
@@ -156,7 +159,10 @@ class _Reader:
             raise NotElfError(f"{self.path}: file too short")
         head = self.head()
         if offset + size <= len(head):
+            if self.ranges is not None:
+                self.ranges.append((offset, offset + size))
             return head[offset:offset + size]
+        self.ranges = None
         data = self._pread(size, offset)
         if len(data) < size:
             raise NotElfError(f"{self.path}: file too short")
@@ -174,7 +180,10 @@ class _Reader:
         if 0 <= offset < len(head):     # the head is never longer than the file
             end = head.find(b"\0", offset, offset + limit + 1)
             if end >= 0:
+                if self.ranges is not None:
+                    self.ranges.append((offset, end + 1))
                 return head[offset:end].decode("utf-8", "surrogateescape")
+        self.ranges = None
         if not 0 <= offset < self.size:
             raise MalformedElfError(
                 f"{self.path}: string offset {offset:#x} is outside the file")
@@ -291,16 +300,83 @@ def read_elf(path: str) -> ElfInfo:
         os.close(fd)
 
 
-def read_elf_fd(fd: int, path: str, *, size: int | None = None) -> ElfInfo:
+def read_elf_fd(fd: int, path: str, *, size: int | None = None,
+                layouts: Layouts | None = None) -> ElfInfo:
     """:func:`read_elf` on a descriptor the caller opened (and closes); ``path`` names it.
-    ``size``: the file's size, when the caller has just read its status."""
+    ``size``: the file's size, when the caller has just read its status; ``layouts``: the
+    files read before, whose facts another file shares when it holds the same bytes
+    wherever they were read from (:class:`Layouts`)."""
     if size is None:
         size = os.fstat(fd).st_size
     # One read for the header and the head (the header is its first 64 bytes, which are
     # read whatever the size says, as a header alone would be).
     data = _read_start(fd, path, max(64, min(size, _HEAD)))
     header = parse_header(data[:64], path)
-    return _read_dynamic(_Reader(fd, path, size, data[:min(size, _HEAD)]), header)
+    head = data[:min(size, _HEAD)]
+    if layouts is None:
+        return _read_dynamic(_Reader(fd, path, size, head), header)
+    info = layouts.find(header, head, path)
+    if info is None:
+        reader = _Reader(fd, path, size, head, record=True)
+        info = _read_dynamic(reader, header)
+        if reader.ranges is not None:
+            layouts.add(header, head, reader.ranges, info)
+    return info
+
+
+class Layouts:
+    """The dynamic facts of files read before, with the bytes they were read from.
+
+    :func:`_read_dynamic` reads only where the header and what it read before point, and
+    its result is a function of those bytes alone. So a file with an equal header and the
+    same bytes at every place another file's reading looked (all within the first
+    :data:`_HEAD` bytes of both) has the same facts but its path: the executables of tests
+    that link the same libraries differ in their code, not in their dynamic sections. Only
+    a reading that succeeded within the head is kept; a file that matches none is read.
+    """
+
+    _PER_HEADER = 16        # layouts kept for one header
+    _MAX = 1024             # layouts kept in all
+    _GAP = 64               # ranges this close are compared as one
+
+    def __init__(self) -> None:
+        self._known: dict[ElfHeader, list[tuple[tuple[tuple[int, int, bytes], ...],
+                                                ElfInfo]]] = {}
+        self._count = 0
+
+    def find(self, header: ElfHeader, head: bytes, path: str) -> ElfInfo | None:
+        """The facts of the file at ``path`` (header ``header``, first bytes ``head``)
+        when a file read before holds the same bytes where it was read; else None."""
+        size = len(head)
+        for ranges, info in self._known.get(header, ()):
+            for start, end, chunk in ranges:
+                if end > size or head[start:end] != chunk:
+                    break
+            else:
+                return _with_path(info, path)
+        return None
+
+    def add(self, header: ElfHeader, head: bytes, ranges: list[tuple[int, int]],
+            info: ElfInfo) -> None:
+        known = self._known.setdefault(header, [])
+        if len(known) >= self._PER_HEADER or self._count >= self._MAX:
+            return
+        merged: list[list[int]] = []
+        for start, end in sorted(ranges):
+            if merged and start <= merged[-1][1] + self._GAP:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        # Comparing the bytes between two ranges too asks more of a twin, never less.
+        known.append((tuple((start, end, head[start:end]) for start, end in merged), info))
+        self._count += 1
+
+
+def _with_path(info: ElfInfo, path: str) -> ElfInfo:
+    """``info`` of the file at ``path`` (``dataclasses.replace`` without its cost)."""
+    return ElfInfo(path, info.header, info.interp, info.has_dynamic, info.needed, info.soname,
+                   info.rpath, info.runpath, info.flags_1, info.version_needs,
+                   info.has_verdef, info.has_relr, info.has_audit)
 
 
 def _read_dynamic(reader: _Reader, header: ElfHeader) -> ElfInfo:

@@ -78,6 +78,7 @@ class Memo:
 
     def __init__(self) -> None:
         self._elf: dict[FileKey, elf.ElfInfo] = {}
+        self._layouts = elf.Layouts()   # the executables of twin tests are read as one
         self._headers: dict[FileKey, elf.ElfHeader] = {}
         self._versions: dict[FileKey, tuple[str, ...]] = {}
         self._verdicts: dict[tuple[FileKey, int, int, int], Verdict] = {}
@@ -134,7 +135,8 @@ class Memo:
                 self.hits += 1
                 return found
             self.misses += 1
-            value = self._elf[key] = elf.read_elf_fd(fd, path, size=st.st_size)
+            value = self._elf[key] = elf.read_elf_fd(fd, path, size=st.st_size,
+                                                     layouts=self._layouts)
             return value
         finally:
             os.close(fd)

@@ -565,7 +565,8 @@ class _Subject:
         expect = info.header if info is not None else host
         notes: tuple[str, ...] = ()
         # A listing shows the tree is a directory (its root is one of those it stats).
-        listing = _tree_listing(test.executable, memo) if from_manifest else None
+        listing = _tree_listing(test.executable, memo, read=info is not None) \
+            if from_manifest else None
         digest = None
         if listing is not None or os.path.isdir(tree):
             extras, skipped = _runfiles_libraries(tree, expect, memo, listing)
@@ -633,9 +634,14 @@ class _Subject:
 _PER_FILE_ERRORS = (LdfixError, OSError, ValueError, IndexError, struct.error)
 
 
-def _tree_listing(executable: str, memo: Memo) -> runfiles.TreeListing | None:
-    """:func:`runfiles.tree_listing`, each symlink target looked at once per command."""
+def _tree_listing(executable: str, memo: Memo, *, read: bool = False
+                  ) -> runfiles.TreeListing | None:
+    """:func:`runfiles.tree_listing`, each symlink target looked at once per command.
+    ``read``: the executable was just opened as a regular file (the target of the tree's
+    link to it, when that link names it by this path, is then known to be no directory)."""
     targets = memo.remember("runfiles-targets", None, runfiles.Targets)
+    if read and executable.startswith("/"):
+        targets.plain.add(executable)
     return runfiles.tree_listing(executable, targets=targets, mount_names=memo.mounts().names)
 
 
