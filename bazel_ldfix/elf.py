@@ -347,10 +347,10 @@ class Layouts:
     def find(self, header: ElfHeader, head: bytes, path: str) -> ElfInfo | None:
         """The facts of the file at ``path`` (header ``header``, first bytes ``head``)
         when a file read before holds the same bytes where it was read; else None."""
-        size = len(head)
         for ranges, info in self._known.get(header, ()):
             for start, end, chunk in ranges:
-                if end > size or head[start:end] != chunk:
+                # A range past the end of this head slices short, and differs.
+                if head[start:end] != chunk:
                     break
             else:
                 return _with_path(info, path)
