@@ -83,6 +83,7 @@ class Memo:
         self._versions: dict[FileKey, tuple[str, ...]] = {}
         self._verdicts: dict[tuple[FileKey, int, int, int], Verdict] = {}
         self._listings: dict[str, Listing] = {}
+        self._parents: dict[str, str] = {}   # a directory -> its real parent ("": none)
         self._mounts: Mounts | None = None
         self._tables: dict[str, dict[Hashable, Any]] = {}
         self._real: dict[str, str] = {}
@@ -204,9 +205,13 @@ class Memo:
         repository name the same few directories: each is listed once.
         """
         head, sep, rest = directory.rpartition("/../")
-        if not sep or not head.startswith("/") or not self.listing(head).is_dir:
+        if not sep or not head.startswith("/"):
             return None
-        return os.path.join(os.path.dirname(self.realpath(head)), rest)
+        parent = self._parents.get(head)
+        if parent is None:
+            parent = self._parents[head] = \
+                os.path.dirname(self.realpath(head)) if _is_dir(head) else ""
+        return os.path.join(parent, rest) if parent else None
 
     def relative(self, dirs: tuple[str, ...]) -> bool:
         """Whether a search list names a directory relative to the working directory
