@@ -6,6 +6,7 @@ ever added (after the base, or before it with ``prepend``), never dropped or rep
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -407,6 +408,15 @@ class Session:
         if found is None:
             found = self._subjects[(test, host)] = _Subject.of(test, host, self.memo)
         return found
+
+    def read_ahead(self, test: TestInput, host: elf.ElfHeader) -> None:
+        """Read a test before it is planned (while Bazel builds the others): its
+        executable, runfiles and twins' shape, kept for :meth:`subject`. A test that
+        cannot be read now is left to the plan, which reads it again and says why."""
+        with contextlib.suppress(Exception):
+            subject = self.subject(test, host)
+            if self.share:
+                self._shape(subject)
 
     def outcome(self, subject: _Subject, library_path: str | None,
                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
