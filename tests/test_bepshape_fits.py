@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bazel_ldfix.bazel import bepshape
@@ -30,8 +30,17 @@ def full_clean(event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return {"id": ident, **body}, changed[0]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(ident=st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=3), body=EVENTS)
+# One of each kind of misfit, wherever the random ones miss it.
+@example(ident={}, body={"finished": {"exitCode": {"code": True}}})
+@example(ident={"namedSet": {"id": 3}}, body={})
+@example(ident={"targetCompleted": {}}, body={})
+@example(ident={}, body={"completed": {"outputGroup": [{"fileSets": [{"name": "x"}]}]}})
+@example(ident={}, body={"completed": {"importantOutput": ["file"]}})
+@example(ident={}, body={"configured": {"tag": ["a", 1]}})
+@example(ident={}, body={"started": {"workspaceDirectory": ["/ws"]}})
+@example(ident={}, body={"started": "today"})
 def test_sanitize_is_the_full_clean(ident: dict[str, Any], body: dict[str, Any]) -> None:
     event = {**body, "id": ident}
     got, changed = bepshape.sanitize(event)
