@@ -108,7 +108,7 @@ def test_the_build_step_tells_each_test_once_as_bazel_builds_it(ws: Workspace) -
     assert BAZEL
     told: list[bazel.TestTarget] = []
     step = bazel.BuildStep(bazel.Bazel(BAZEL, str(ws.root), ws.env), ["//t:all"])
-    events, code = step.result(told.append)
+    events, code = step.result(lambda test, _head: told.append(test))
     assert code in (0, bazel.NO_TESTS_FOUND) and events.complete
     assert len(events.tests) == 4
     assert sorted(told, key=lambda t: t.label) == list(events.tests)

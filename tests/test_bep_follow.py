@@ -40,7 +40,7 @@ def follow(path: Path, data: bytes, cuts: list[int]) -> tuple[bazel.BuildEvents,
                                                                list[bazel.TestTarget]]:
     """Write ``data`` to ``path`` in pieces (at ``cuts``), reading between the writes."""
     told: list[bazel.TestTarget] = []
-    follower = bazel.EventFollower(str(path), told.append)
+    follower = bazel.EventFollower(str(path), lambda test, _head: told.append(test))
     assert not follower.step()      # not there yet
     at = 0
     with open(path, "wb") as out:
@@ -86,7 +86,7 @@ def test_each_test_is_told_when_its_completion_is_in(tmp_path: Path) -> None:
     ok_done = next(i for i, line in enumerate(lines)
                    if line.startswith(b'{"id":{"targetCompleted":{"label":"//t:ok_test"'))
     told: list[bazel.TestTarget] = []
-    follower = bazel.EventFollower(str(path), told.append)
+    follower = bazel.EventFollower(str(path), lambda test, _head: told.append(test))
     with open(path, "wb") as out:
         out.write(b"".join(lines[:ok_done]))
         out.flush()
@@ -137,3 +137,21 @@ def test_a_file_cut_while_followed_is_read_again_whole(tmp_path: Path) -> None:
 def test_no_file_at_all(tmp_path: Path) -> None:
     events = bazel.EventFollower(str(tmp_path / "never.json"), None).finish()
     assert events.tests == () and not events.complete
+
+
+def test_each_test_comes_with_the_steps_head(tmp_path: Path) -> None:
+    # The options and version told with each test are the whole file's, less the options
+    # the caller added to the step.
+    data = events_with_executables(tmp_path)
+    path = tmp_path / "events.json"
+    added = "--test_env=LD_LIBRARY_PATH=/x/lib"
+    heads: list[bazel.StepHead] = []
+    follower = bazel.EventFollower(str(path), lambda _test, head: heads.append(head),
+                                   [added])
+    path.write_bytes(data)
+    read = follower.finish()
+    assert len(heads) == 2 and heads[0] is heads[1]
+    assert heads[0].version == read.version
+    assert heads[0].options == tuple(o for o in read.options
+                                     if f"--{o.name}={o.value}" != added)
+    assert len(heads[0].options) == len(read.options) - 1

@@ -255,6 +255,15 @@ class BuildEvents:
         return bep.output_base_of_exec_root(self.exec_root)
 
 
+@dataclass(frozen=True)
+class StepHead:
+    """What a build step's first events say, before any target's: its canonical options
+    (less the ones the caller added) and Bazel's version."""
+
+    options: tuple[Option, ...]
+    version: str | None
+
+
 def parse_bep(lines: Iterable[str]) -> BuildEvents:
     """Read a ``--build_event_json_file``: test targets, their executables, the options.
 
@@ -337,14 +346,14 @@ class BuildStep:
             self._tmp.cleanup()
             raise
 
-    def result(self, on_test: Callable[[TestTarget], None] | None = None
+    def result(self, on_test: Callable[[TestTarget, StepHead], None] | None = None
                ) -> tuple[BuildEvents, int]:
         """Bazel's events and exit code, once it ends. The events are read while Bazel
         writes them; ``on_test`` is told of each test as soon as it is built (its
         executable on disk, with this build's outputs done), which lets the caller read
         it while Bazel goes on. What is returned is the whole file's reading."""
         try:
-            follower = EventFollower(self._bep, on_test)
+            follower = EventFollower(self._bep, on_test, self.expected)
             try:
                 while self._running.running():
                     if not follower.step():
@@ -370,11 +379,15 @@ class EventFollower:
     with undecodable bytes replaced). If the file was replaced or cut while it was
     followed, the whole file is read again at the end."""
 
-    def __init__(self, path: str, on_test: Callable[[TestTarget], None] | None) -> None:
+    def __init__(self, path: str,
+                 on_test: Callable[[TestTarget, StepHead], None] | None,
+                 expected: Sequence[str] = ()) -> None:
         from bazel_ldfix.bazel import bep
 
         self.path = path
         self.on_test = on_test
+        self.expected = tuple(expected)
+        self._head: StepHead | None = None
         self.reader = bep.Reader()
         self._fh: IO[bytes] | None = None
         self._pending = b""
@@ -447,7 +460,16 @@ class EventFollower:
             test = _test_target(target, completed.outputs, reader.exec_root)
             if test is not None and os.path.isfile(test.executable):
                 assert self.on_test is not None
-                self.on_test(test)
+                self.on_test(test, self._head_now())
+
+    def _head_now(self) -> StepHead:
+        """The step's head, as read when its first test is told (Bazel writes its command
+        line and its started event first)."""
+        if self._head is None:
+            reader = self.reader
+            self._head = StepHead(_without(reader.options, self.expected),
+                                  reader.started.version if reader.started else None)
+        return self._head
 
 
 def _same_file(fh: IO[bytes], path: str) -> bool:

@@ -55,7 +55,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     memo = _memo_file(runner, args, client_env) if cache_dir else None
     expected = _read_memo(memo)
     step = bazel.BuildStep(runner, args, expected)
-    read_ahead: Callable[[bazel.TestTarget], None] | None = None
+    read_ahead: Callable[[bazel.TestTarget, bazel.StepHead], None] | None = None
     try:
         # While Bazel builds: the model, and what the host's loader says first; then each
         # test as soon as Bazel has built it.
@@ -70,8 +70,21 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         with contextlib.suppress(Exception):
             host_loader.warm()
 
-        def read_ahead(test: bazel.TestTarget) -> None:
-            session.read_ahead(planning.TestInput(test.label, test.executable), host)
+        values: dict[bazel.StepHead, str | None] = {}
+
+        def read_ahead(test: bazel.TestTarget, head: bazel.StepHead) -> None:
+            # Read, and resolved in the value the flags give it: what the first plan asks
+            # of most tests (a rule's own env may give another; that is resolved then).
+            subject = session.read_ahead(planning.TestInput(test.label, test.executable),
+                                         host)
+            if subject is None:
+                return
+            if head not in values:
+                values[head] = planning.test_environment(
+                    head.options, client_env, {}, [test.label], head.version
+                ).current[test.label]
+            session.resolve_ahead(subject, values[head], host_loader.make_loader,
+                                  host_loader.cache_for)
     finally:
         events, code = step.result(read_ahead)
     if code not in (0, bazel.NO_TESTS_FOUND):

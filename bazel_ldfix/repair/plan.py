@@ -409,14 +409,27 @@ class Session:
             found = self._subjects[(test, host)] = _Subject.of(test, host, self.memo)
         return found
 
-    def read_ahead(self, test: TestInput, host: elf.ElfHeader) -> None:
+    def read_ahead(self, test: TestInput, host: elf.ElfHeader) -> _Subject | None:
         """Read a test before it is planned (while Bazel builds the others): its
         executable, runfiles and twins' shape, kept for :meth:`subject`. A test that
-        cannot be read now is left to the plan, which reads it again and says why."""
-        with contextlib.suppress(Exception):
+        cannot be read now (None) is left to the plan, which reads it again and says why."""
+        try:
             subject = self.subject(test, host)
             if self.share:
                 self._shape(subject)
+        except Exception:   # met again, and handled, by the plan
+            return None
+        return subject
+
+    def resolve_ahead(self, subject: _Subject, library_path: str | None,
+                      make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                      cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None]
+                      ) -> None:
+        """:meth:`outcome` with the runfiles' objects, asked before the plan asks it (a
+        failure is met again, and handled, by the plan)."""
+        with contextlib.suppress(Exception):
+            self.outcomes([subject], {subject.label: library_path}, make_loader, cache_for,
+                          extras=True)
 
     def outcome(self, subject: _Subject, library_path: str | None,
                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
