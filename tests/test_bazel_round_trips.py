@@ -98,3 +98,17 @@ def test_a_rules_own_value_is_kept_on_the_first_run_and_the_next(ws: Workspace) 
         assert f"--test_env=LD_LIBRARY_PATH={zdir}:" in out or f":{zdir}" in out
         assert "//t:with_env" in out and "PASSED" in out
     assert os.listdir(Path(ws.env["XDG_CACHE_HOME"]) / "bazel-ldfix" / "last-flags")
+
+
+def test_the_build_step_tells_each_test_once_as_bazel_builds_it(ws: Workspace) -> None:
+    # The events are read while Bazel writes them: each test is told once, as the whole
+    # file's reading at the end has it (so that it can be read while Bazel goes on).
+    from bazel_ldfix.bazel import runner as bazel
+
+    assert BAZEL
+    told: list[bazel.TestTarget] = []
+    step = bazel.BuildStep(bazel.Bazel(BAZEL, str(ws.root), ws.env), ["//t:all"])
+    events, code = step.result(lambda test, _head: told.append(test))
+    assert code in (0, bazel.NO_TESTS_FOUND) and events.complete
+    assert len(events.tests) == 4
+    assert sorted(told, key=lambda t: t.label) == list(events.tests)

@@ -183,13 +183,15 @@ def test_env(options: Sequence[Option], variable: str) -> tuple[bool, str | None
 
 def read(lines: Iterable[str]) -> EventFile:
     """Read the lines of a ``--build_event_json_file``; never raises on what they say."""
-    reader = _Reader()
+    reader = Reader()
     for number, line in enumerate(lines, 1):
         reader.line(number, line)
     return reader.result()
 
 
-class _Reader:
+class Reader:
+    """:func:`read`, a line at a time: for a file read while Bazel writes it."""
+
     def __init__(self) -> None:
         self.events = 0
         self.last_line = 0
@@ -275,6 +277,16 @@ class _Reader:
                 tuple(_files(result.get("testActionOutput", []))),
                 result.get("testAttemptStartMillisEpoch"),
                 result.get("testAttemptDurationMillis")))
+
+    def configured_since(self, start: int) -> Sequence[ConfiguredTarget]:
+        """The targets configured from the ``start``-th on (0-based), as read so far."""
+        return self.configured[start:]
+
+    def completed_since(self, start: int) -> list[CompletedTarget]:
+        """The targets completed from the ``start``-th on (0-based), as read so far, with
+        the named sets announced so far (Bazel announces a set before naming it)."""
+        return [CompletedTarget(label, success, (*files, *_expand(sets, self.sets)))
+                for label, success, files, sets in self.completed[start:]]
 
     def result(self) -> EventFile:
         completed = tuple(CompletedTarget(label, success, (*files, *_expand(sets, self.sets)))

@@ -36,6 +36,8 @@ def sanitize(event: object) -> tuple[dict[str, Any] | None, bool]:
     when it is not an event at all (not an object, or an ``id`` that is not an object)."""
     if not isinstance(event, dict) or not isinstance(event.get("id"), dict):
         return None, True
+    if _fits(event["id"], top=False) and _fits(event, top=True):
+        return event, False     # the common case: nothing to drop, nothing copied
     changed = [False]
     ident = _clean(event["id"], changed, top=False)
     body = _clean({k: v for k, v in event.items() if k != "id"}, changed, top=True)
@@ -77,3 +79,37 @@ def _clean(obj: dict[str, Any], changed: list[bool], *, top: bool) -> dict[str, 
         else:
             changed[0] = True
     return out
+
+
+def _fits(obj: dict[str, Any], *, top: bool) -> bool:
+    """Whether :func:`_clean` would keep ``obj`` whole (the event's own ``id`` at the top
+    is checked apart)."""
+    for key, value in obj.items():
+        if key == "id":
+            if top:
+                continue
+            if not isinstance(value, str):
+                return False
+        elif key in _OBJECTS:
+            if not isinstance(value, dict) or not _fits(value, top=False):
+                return False
+            need = _REQUIRED.get(key)
+            if need is not None and need not in value:
+                return False
+        elif key in _OBJECT_LISTS:
+            if not isinstance(value, list):
+                return False
+            need = _REQUIRED.get(key)
+            for item in value:
+                if not isinstance(item, dict) or not _fits(item, top=False) or \
+                        (need is not None and need not in item):
+                    return False
+        elif key in _STRING_LISTS:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                return False
+        elif key in _STRINGS:
+            if not isinstance(value, str):
+                return False
+        elif key in _NUMBERS and (not isinstance(value, int) or isinstance(value, bool)):
+            return False
+    return True

@@ -10,6 +10,7 @@ came from rc files, which decides the environment the tests get.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -144,6 +145,16 @@ class Streaming:
         for sig, handler in self._old.items():
             signal.signal(sig, handler)
 
+    def running(self) -> bool:
+        assert self.child is not None
+        return self.child.poll() is None
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if Bazel ends first."""
+        assert self.child is not None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.child.wait(timeout=seconds)
+
     def wait(self) -> int:
         """Bazel's exit code (128 + N when a signal killed it, as a shell says)."""
         assert self.child is not None
@@ -244,6 +255,15 @@ class BuildEvents:
         return bep.output_base_of_exec_root(self.exec_root)
 
 
+@dataclass(frozen=True)
+class StepHead:
+    """What a build step's first events say, before any target's: its canonical options
+    (less the ones the caller added) and Bazel's version."""
+
+    options: tuple[Option, ...]
+    version: str | None
+
+
 def parse_bep(lines: Iterable[str]) -> BuildEvents:
     """Read a ``--build_event_json_file``: test targets, their executables, the options.
 
@@ -260,26 +280,30 @@ def build_events(events: bep.EventFile) -> BuildEvents:
     """The tests of a build step's events, each with its executable, and its options."""
     from bazel_ldfix.bazel import bep
 
-    is_test: set[str] = set()
-    sizes: dict[str, str] = {}
-    tags: dict[str, tuple[str, ...]] = {}
-    for target in events.configured:
-        if target.is_test:
-            is_test.add(target.label)
-            sizes[target.label] = target.size.lower()
-            tags[target.label] = target.tags
+    configured = {target.label: target for target in events.configured if target.is_test}
     outputs = {done.label: done.outputs for done in events.completed if done.success}
     tests = []
-    for label in sorted(is_test):
-        paths = (bep.file_path(f, events.exec_root) for f in outputs.get(label, ()))
-        executable = _executable(label, list(dict.fromkeys(p for p in paths if p is not None)))
-        if executable:
-            tests.append(TestTarget(label, executable, sizes.get(label, ""),
-                                    tags.get(label, ())))
+    for label in sorted(configured):
+        test = _test_target(configured[label], outputs.get(label, ()), events.exec_root)
+        if test is not None:
+            tests.append(test)
     started = events.started or bep.Started(None, None)
     return BuildEvents(tuple(tests), events.options, started.version, started.workspace,
                        events.exit_code, events.command_line, events.exec_root,
                        events.patterns, events.complete)
+
+
+def _test_target(target: bep.ConfiguredTarget, outputs: Sequence[bep.File],
+                 exec_root: str | None) -> TestTarget | None:
+    """A test configured and built, with its executable (None: none among its outputs)."""
+    from bazel_ldfix.bazel import bep
+
+    paths = (bep.file_path(f, exec_root) for f in outputs)
+    executable = _executable(target.label,
+                             list(dict.fromkeys(p for p in paths if p is not None)))
+    if not executable:
+        return None
+    return TestTarget(target.label, executable, target.size.lower(), target.tags)
 
 
 def _executable(label: str, files: Sequence[str]) -> str | None:
@@ -322,20 +346,141 @@ class BuildStep:
             self._tmp.cleanup()
             raise
 
-    def result(self) -> tuple[BuildEvents, int]:
+    def result(self, on_test: Callable[[TestTarget, StepHead], None] | None = None
+               ) -> tuple[BuildEvents, int]:
+        """Bazel's events and exit code, once it ends. The events are read while Bazel
+        writes them; ``on_test`` is told of each test as soon as it is built (its
+        executable on disk, with this build's outputs done), which lets the caller read
+        it while Bazel goes on. What is returned is the whole file's reading."""
         try:
-            code = self._running.wait()
+            follower = EventFollower(self._bep, on_test, self.expected)
             try:
-                with open(self._bep, encoding="utf-8", errors="replace") as fh:
-                    events = parse_bep(fh)
-            except FileNotFoundError:
-                events = BuildEvents((), (), None, None, None, complete=False)
+                while self._running.running():
+                    if not follower.step():
+                        self._running.pause(_POLL)
+            finally:
+                code = self._running.wait()
+            events = follower.finish()
         finally:
             self._tmp.cleanup()
         if self.expected:
             events = dataclasses.replace(events,
                                          options=_without(events.options, self.expected))
         return events, code
+
+
+_POLL = 0.005       # seconds between two looks at a build event file that has not grown
+_CHUNK = 1 << 20
+
+
+class EventFollower:
+    """A ``--build_event_json_file`` read as Bazel writes it: its complete lines, as
+    :func:`parse_bep` would read the whole file (text lines, universal newlines, UTF-8
+    with undecodable bytes replaced). If the file was replaced or cut while it was
+    followed, the whole file is read again at the end."""
+
+    def __init__(self, path: str,
+                 on_test: Callable[[TestTarget, StepHead], None] | None,
+                 expected: Sequence[str] = ()) -> None:
+        from bazel_ldfix.bazel import bep
+
+        self.path = path
+        self.on_test = on_test
+        self.expected = tuple(expected)
+        self._head: StepHead | None = None
+        self.reader = bep.Reader()
+        self._fh: IO[bytes] | None = None
+        self._pending = b""
+        self._number = 0
+        self._configured: dict[str, bep.ConfiguredTarget] = {}
+        self._seen_configured = 0
+        self._seen_completed = 0
+
+    def step(self) -> bool:
+        """Read what Bazel has written since; whether there was anything."""
+        if self._fh is None:
+            try:
+                self._fh = open(self.path, "rb")  # noqa: SIM115 (closed by finish)
+            except FileNotFoundError:
+                return False
+        chunk = self._fh.read(_CHUNK)
+        if not chunk:
+            return False
+        self._pending += chunk
+        end = self._pending.rfind(b"\n")
+        if end >= 0:
+            self._lines(self._pending[:end + 1])
+            self._pending = self._pending[end + 1:]
+        return True
+
+    def finish(self) -> BuildEvents:
+        """The events of the whole file, once Bazel has ended."""
+        if self._fh is None:
+            try:
+                self._fh = open(self.path, "rb")  # noqa: SIM115
+            except FileNotFoundError:
+                return BuildEvents((), (), None, None, None, complete=False)
+        with self._fh:
+            while self.step():
+                pass
+            same = _same_file(self._fh, self.path)
+        if not same:
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                return parse_bep(fh)
+        if self._pending:
+            self._lines(self._pending)
+        return build_events(self.reader.result())
+
+    def _lines(self, data: bytes) -> None:
+        text = data.decode("utf-8", "replace")
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        for line in lines:
+            self._number += 1
+            self.reader.line(self._number, line)
+        if self.on_test is not None:
+            self._tell()
+
+    def _tell(self) -> None:
+        reader = self.reader
+        fresh = reader.configured_since(self._seen_configured)
+        self._seen_configured += len(fresh)
+        for configured in fresh:
+            if configured.is_test:
+                self._configured[configured.label] = configured
+        done = reader.completed_since(self._seen_completed)
+        self._seen_completed += len(done)
+        for completed in done:
+            target = self._configured.get(completed.label)
+            if target is None or not completed.success:
+                continue
+            test = _test_target(target, completed.outputs, reader.exec_root)
+            if test is not None and os.path.isfile(test.executable):
+                assert self.on_test is not None
+                self.on_test(test, self._head_now())
+
+    def _head_now(self) -> StepHead:
+        """The step's head, as read when its first test is told (Bazel writes its command
+        line and its started event first)."""
+        if self._head is None:
+            reader = self.reader
+            self._head = StepHead(_without(reader.options, self.expected),
+                                  reader.started.version if reader.started else None)
+        return self._head
+
+
+def _same_file(fh: IO[bytes], path: str) -> bool:
+    """Whether ``path`` is still the file ``fh`` read, read to its end."""
+    try:
+        now = os.stat(path)
+        mine = os.fstat(fh.fileno())
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino) and \
+        now.st_size == fh.tell()
 
 
 def download_outputs(bazel: Bazel, args: Sequence[str], expected: Sequence[str] = ()) -> int:

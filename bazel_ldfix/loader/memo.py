@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.outputbase.index import Mounts
 
 FileKey = tuple[int, int, int, int]   # st_dev, st_ino, st_size, st_mtime_ns
+_PARENTS = 4   # how far up a listing already known can tell that a directory is absent
 _T = TypeVar("_T")
 
 
@@ -83,6 +84,7 @@ class Memo:
         self._versions: dict[FileKey, tuple[str, ...]] = {}
         self._verdicts: dict[tuple[FileKey, int, int, int], Verdict] = {}
         self._listings: dict[str, Listing] = {}
+        self._parents: dict[str, str] = {}   # a directory -> its real parent ("": none)
         self._mounts: Mounts | None = None
         self._tables: dict[str, dict[Hashable, Any]] = {}
         self._real: dict[str, str] = {}
@@ -173,6 +175,15 @@ class Memo:
         found = self._listings.get(directory)
         if found is not None:
             return found
+        same = self._without_dotdot(directory)
+        if same is not None:
+            listing = self._listings[directory] = self.listing(same)
+            return listing
+        absent = self._absent_below(directory)
+        if absent:
+            listing = self._listings[directory] = Listing(False, frozenset(), frozenset(),
+                                                          absent)
+            return listing
         try:
             names = os.listdir(directory)
             listing = Listing(True, frozenset(names), frozenset(n.casefold() for n in names))
@@ -183,6 +194,41 @@ class Memo:
             listing = Listing(_is_dir(directory), None)
         self._listings[directory] = listing
         return listing
+
+    def _absent_below(self, directory: str) -> int:
+        """The errno of a walk to ``directory`` that a listing already known of one of its
+        nearest parents decides (0: none does): below a directory that is not there the
+        walk fails as it does there, and a name a directory lacks is not there (ENOENT)."""
+        path = directory.rstrip("/")
+        for _ in range(_PARENTS):
+            path, _, name = path.rpartition("/")
+            if not path or name in ("", ".", ".."):
+                return 0
+            known = self._listings.get(path) or self._listings.get(path + "/")
+            if known is not None:
+                if known.missing_errno:
+                    return known.missing_errno
+                return errno.ENOENT if known.lacks(name) else 0
+        return 0
+
+    def _without_dotdot(self, directory: str) -> str | None:
+        """The same directory as ``directory`` without its last ``..``, or None.
+
+        ``HEAD/../REST`` names what ``REST`` names in the parent of the directory ``HEAD``
+        leads to: the kernel takes ``..`` from the directory it reached, after following
+        the links. When ``HEAD`` is a directory, that parent is the one of its real path;
+        otherwise the walk fails there (or takes another turn) and only opening tells.
+        The search paths made from ``$ORIGIN/../`` in the programs of every package of a
+        repository name the same few directories: each is listed once.
+        """
+        head, sep, rest = directory.rpartition("/../")
+        if not sep or not head.startswith("/"):
+            return None
+        parent = self._parents.get(head)
+        if parent is None:
+            parent = self._parents[head] = \
+                os.path.dirname(self.realpath(head)) if _is_dir(head) else ""
+        return os.path.join(parent, rest) if parent else None
 
     def relative(self, dirs: tuple[str, ...]) -> bool:
         """Whether a search list names a directory relative to the working directory

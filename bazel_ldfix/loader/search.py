@@ -332,8 +332,6 @@ def _absent(code: int) -> Verdict:
 
 
 _ABSENT: dict[int, Verdict] = {}
-# A search list longer than this is searched through an index of its listings.
-_INDEXED = 8
 
 
 def _fatal(reason: str) -> Verdict:
@@ -816,40 +814,46 @@ class Loader:
         def search() -> tuple[_Found | None, tuple[PassedOver, ...]]:
             here: list[PassedOver] = []
             where = dirs
-            if len(dirs) > _INDEXED and name not in (".", ".."):
-                # Only the directories whose listings have the name (or cannot be listed):
-                # in the others every subdirectory ends in ENOENT, which ends nothing.
-                names, opaque = self._directory_index(dirs, relative)
-                at = {*names.get(name, ()), *names.get(name.casefold(), ()), *opaque}
-                where = tuple(dirs[i] for i in sorted(at))
+            if name not in (".", ".."):
+                # Only the directories where one subdirectory lists the name (or cannot be
+                # listed): in the others every subdirectory ends in ENOENT or ENOTDIR, which
+                # ends nothing.
+                folded = name.casefold()
+                where = tuple(d for d in dirs if self._may_hold(d, name, folded))
             return self._open_path_now(name, where, via, here), tuple(here)
 
         found, passed = memo.remember("search", key, search)
         rejected += passed
         return found
 
-    def _directory_index(self, dirs: tuple[str, ...], relative: bool
-                         ) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
-        """Which of ``dirs`` list each name in one of their subdirectories (names also
-        case-folded), and which cannot be listed."""
+    def _may_hold(self, directory: str, name: str, folded: str) -> bool:
+        """Whether a subdirectory of ``directory`` lists ``name`` (or its case-folded
+        form), or cannot be listed."""
+        names, opaque = self._directory_names(directory)
+        return opaque or name in names or folded in names
+
+    def _directory_names(self, directory: str) -> tuple[frozenset[str], bool]:
+        """The names listed in the subdirectories of ``directory`` (also case-folded), and
+        whether one of them cannot be listed."""
         assert self.memo is not None
         memo = self.memo
 
-        def build() -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
-            names: dict[str, dict[int, None]] = {}
-            opaque: list[int] = []
-            for at, directory in enumerate(dirs):
-                for sub in self.host.subdirs:
-                    listing = memo.listing(self._host_path(_join(directory, sub)))
-                    if listing.names is None:
-                        opaque.append(at)
-                        continue
-                    for listed in (*listing.names, *listing.folded):
-                        names.setdefault(listed, {})[at] = None
-            return {n: tuple(ats) for n, ats in names.items()}, tuple(dict.fromkeys(opaque))
+        def build() -> tuple[frozenset[str], bool]:
+            names: set[str] = set()
+            opaque = False
+            # Parents first: a subdirectory its parent's listing lacks is not listed.
+            for sub in sorted(self.host.subdirs, key=lambda s: s.count("/") + (s != "")):
+                listing = memo.listing(self._host_path(_join(directory, sub)))
+                if listing.names is None:
+                    opaque = True
+                else:
+                    names |= listing.names
+                    names |= listing.folded
+            return frozenset(names), opaque
 
-        key = (dirs, self.host.subdirs, self.env.cwd if relative else None)
-        return memo.remember("directory_index", key, build)
+        key = (directory, self.host.subdirs,
+               None if directory.startswith("/") else self.env.cwd)
+        return memo.remember("directory_names", key, build)
 
     def _open_path_now(self, name: str, dirs: Sequence[str], via: Via,
                        rejected: list[PassedOver]) -> _Found | None:

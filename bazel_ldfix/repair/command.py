@@ -55,19 +55,38 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     memo = _memo_file(runner, args, client_env) if cache_dir else None
     expected = _read_memo(memo)
     step = bazel.BuildStep(runner, args, expected)
+    read_ahead: Callable[[bazel.TestTarget, bazel.StepHead], None] | None = None
     try:
-        # While Bazel builds: the model, and what the host's loader says first.
+        # While Bazel builds: the model, and what the host's loader says first; then each
+        # test as soon as Bazel has built it.
         from bazel_ldfix.bazel import rulecache, testenv
-        from bazel_ldfix.loader.resolve import LoaderFactory
+        from bazel_ldfix.loader.resolve import LoaderFactory, host_header
         from bazel_ldfix.repair import plan as planning
 
         session = planning.Session()
         host_loader = LoaderFactory(memo=session.memo)
+        host = host_header()
         # A failure here is met again, and handled, where each file is modelled.
         with contextlib.suppress(Exception):
             host_loader.warm()
+
+        values: dict[bazel.StepHead, str | None] = {}
+
+        def read_ahead(test: bazel.TestTarget, head: bazel.StepHead) -> None:
+            # Read, and resolved in the value the flags give it: what the first plan asks
+            # of most tests (a rule's own env may give another; that is resolved then).
+            subject = session.read_ahead(planning.TestInput(test.label, test.executable),
+                                         host)
+            if subject is None:
+                return
+            if head not in values:
+                values[head] = planning.test_environment(
+                    head.options, client_env, {}, [test.label], head.version
+                ).current[test.label]
+            session.resolve_ahead(subject, values[head], host_loader.make_loader,
+                                  host_loader.cache_for)
     finally:
-        events, code = step.result()
+        events, code = step.result(read_ahead)
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
     if not events.complete:
@@ -116,7 +135,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         planned = planning.plan(inputs, env, base, host_loader.make_loader, host_loader.cache_for,
                        prepend=prepend, on_error=on_error,
                        cache_dir=cache_dir(base) if cache_dir else None,
-                       progress=progress, search=search, session=session)
+                       progress=progress, search=search, host=host, session=session)
         return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
 
     # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a

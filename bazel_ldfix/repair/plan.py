@@ -6,7 +6,9 @@ ever added (after the base, or before it with ``prepend``), never dropped or rep
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import os
 import re
 import struct
@@ -168,9 +170,9 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     subjects = [session.subject(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]
     scan = _Scan(subjects, make_loader, cache_for, session)
-    # A separate scan, so that "needed by" comes from the rounds below (closures first).
+    # Not recorded, so that "needed by" comes from the rounds below (closures first).
     before = {s.label: missing for s, missing, _ in
-              _Scan(subjects, make_loader, cache_for, session).run(env.current, extras=True)}
+              scan.run(env.current, extras=True, record=False)}
     choices: dict[str, index.Choice] = {}
     added: list[str] = []
 
@@ -259,15 +261,22 @@ class _Scan:
         self.linked: dict[str, None] = {}
         self.expect: elf.ElfHeader | None = None
         self.skipped: dict[str, Skipped] = {}
+        self._absorbed: dict[int, _Outcome] = {}
 
-    def run(self, values: Mapping[str, str | None], *, extras: bool
+    def run(self, values: Mapping[str, str | None], *, extras: bool, record: bool = True
             ) -> list[tuple[_Subject, tuple[str, ...], str | None]]:
+        """Each test's missing names and error; with ``record``, what it found and who
+        needs what it missed are added to the scan's (each outcome once: adding one again
+        would change nothing, as every table keeps its first entries in order)."""
         out = []
-        needed_by, linked = self.needed_by, self.linked
-        for subject in self.subjects:
-            missing: dict[str, None] = {}
-            outcome = self.session.outcome(subject, values.get(subject.label),
-                                           self.make_loader, self.cache_for, extras=extras)
+        needed_by, linked, absorbed = self.needed_by, self.linked, self._absorbed
+        outcomes = self.session.outcomes(self.subjects, values, self.make_loader,
+                                         self.cache_for, extras=extras)
+        for subject, outcome in zip(self.subjects, outcomes, strict=True):
+            out.append((subject, outcome.missing, outcome.error))
+            if not record or id(outcome) in absorbed:
+                continue
+            absorbed[id(outcome)] = outcome   # kept: its id stays its own
             for skip in outcome.skipped:
                 self.skipped.setdefault(skip.path, skip)
             self.expect = self.expect or outcome.header
@@ -275,11 +284,9 @@ class _Scan:
                 if path is not None:
                     linked.setdefault(path, None)
                 else:
-                    missing.setdefault(name, None)
                     bucket = needed_by.setdefault(name, {})
                     for requester in requesters:
                         bucket.setdefault(requester, None)
-            out.append((subject, tuple(missing), outcome.error))
         return out
 
 
@@ -298,6 +305,11 @@ class _Outcome:
     # entries[:program] are the executable's own closure, which is what a resolution
     # without the runfiles' objects lists; None: not known (resolve without them).
     program: int | None = None
+
+    @functools.cached_property
+    def missing(self) -> tuple[str, ...]:
+        """The names not found, each once, in listing order."""
+        return tuple(dict.fromkeys(name for path, name, _ in self.entries if path is None))
 
 
 # How a found object's path came from the test's own paths (its tree, its working
@@ -336,6 +348,19 @@ class _Template:
     shape: twins.Shape
     clues: _Clues
 
+    @functools.cached_property
+    def _moving(self) -> tuple[int, ...]:
+        """Which entries name the test's own paths (the others are the same for a twin)."""
+        source = self.shape
+        root, executable = source.root, source.executable
+
+        def own(path: str) -> bool:
+            return path.startswith(root) or path == executable
+
+        return tuple(at for at, (path, name, requesters) in enumerate(self.outcome.entries)
+                     if (path is not None and own(path)) or own(name)
+                     or any(own(r) for r in requesters))
+
     def moved_to(self, shape: twins.Shape, memo: Memo) -> _Outcome | None:
         """The outcome for the twin of ``shape``; None when it cannot be moved there."""
         if not self.clues.movable(shape):
@@ -343,14 +368,16 @@ class _Template:
         mover = twins.Mover(self.shape, shape)
         move = mover.path
         outcome = self.outcome
-        entries = tuple(
-            (mover.found_path(path) if path is not None else None, move(name),
-             tuple(move(r) for r in requesters))
-            for path, name, requesters in outcome.entries)
+        entries = list(outcome.entries)
+        for at in self._moving:
+            path, name, requesters = entries[at]
+            entries[at] = (mover.found_path(path) if path is not None else None, move(name),
+                           tuple(move(r) for r in requesters))
         skipped = tuple(dataclasses.replace(s, path=move(s.path)) for s in outcome.skipped)
         if not mover.same_files(memo):
             return None
-        return _Outcome(outcome.header, entries, outcome.error, skipped, outcome.program)
+        return _Outcome(outcome.header, tuple(entries), outcome.error, skipped,
+                        outcome.program)
 
 
 class Session:
@@ -365,7 +392,9 @@ class Session:
         self.memo = memo or Memo()
         self.share = share  # False: every test resolved on its own, twins or not
         self._subjects: dict[tuple[TestInput, elf.ElfHeader], _Subject] = {}
-        self._outcomes: dict[tuple[str, str, str | None, bool], _Outcome] = {}
+        # (value, with the runfiles' objects) -> (label, executable) -> outcome
+        self._outcomes: dict[tuple[str | None, bool],
+                             dict[tuple[str, str], _Outcome]] = {}
         self._strings: dict[str, str] = {}
         self._dirs: dict[str, tuple[str, ...]] = {}
         self._shapes: dict[tuple[str, str], twins.Shape | None] = {}
@@ -381,6 +410,28 @@ class Session:
             found = self._subjects[key] = _Subject.of(test, host, self.memo)
         return found
 
+    def read_ahead(self, test: TestInput, host: elf.ElfHeader) -> _Subject | None:
+        """Read a test before it is planned (while Bazel builds the others): its
+        executable, runfiles and twins' shape, kept for :meth:`subject`. A test that
+        cannot be read now (None) is left to the plan, which reads it again and says why."""
+        try:
+            subject = self.subject(test, host)
+            if self.share:
+                self._shape(subject)
+        except Exception:   # met again, and handled, by the plan
+            return None
+        return subject
+
+    def resolve_ahead(self, subject: _Subject, library_path: str | None,
+                      make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                      cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None]
+                      ) -> None:
+        """:meth:`outcome` with the runfiles' objects, asked before the plan asks it (a
+        failure is met again, and handled, by the plan)."""
+        with contextlib.suppress(Exception):
+            self.outcomes([subject], {subject.label: library_path}, make_loader, cache_for,
+                          extras=True)
+
     def outcome(self, subject: _Subject, library_path: str | None,
                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
@@ -388,21 +439,44 @@ class Session:
         """The test resolved in one environment, with the runfiles' objects or without:
         once per value for every scan. Without them, the first part of the resolution with
         them is taken when that resolution went through whole."""
-        with_extras = (subject.label, subject.executable, library_path, True)
-        full = self._outcomes.get(with_extras)
-        if full is None:
-            full = self._outcomes[with_extras] = self._resolve_alike(
-                subject, library_path, make_loader, cache_for, extras=True)
+        return self.outcomes([subject], {subject.label: library_path}, make_loader,
+                             cache_for, extras=extras)[0]
+
+    def outcomes(self, subjects: Sequence[_Subject], values: Mapping[str, str | None],
+                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 *, extras: bool) -> list[_Outcome]:
+        """:meth:`outcome` of each of ``subjects``, in the value ``values`` gives its label
+        (the same object each time it is asked again)."""
+        tables = self._outcomes
+        out = []
+        get = values.get
+        for subject in subjects:
+            library_path = get(subject.label)
+            table = tables.get((library_path, extras))
+            if table is None:
+                table = tables[(library_path, extras)] = {}
+            key = (subject.label, subject.executable)
+            found = table.get(key)
+            if found is None:
+                found = table[key] = self._outcome(subject, library_path, make_loader,
+                                                   cache_for, extras=extras)
+            out.append(found)
+        return out
+
+    def _outcome(self, subject: _Subject, library_path: str | None,
+                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
+                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 *, extras: bool) -> _Outcome:
         if extras:
-            return full
+            return self._resolve_alike(subject, library_path, make_loader, cache_for,
+                                       extras=True)
+        full = self.outcomes([subject], {subject.label: library_path}, make_loader,
+                             cache_for, extras=True)[0]
         if full.program is not None:
             return _Outcome(full.header, full.entries[:full.program], full.error, full.skipped)
-        without = (subject.label, subject.executable, library_path, False)
-        alone = self._outcomes.get(without)
-        if alone is None:
-            alone = self._outcomes[without] = self._resolve_alike(
-                subject, library_path, make_loader, cache_for, extras=False)
-        return alone
+        return self._resolve_alike(subject, library_path, make_loader, cache_for,
+                                   extras=False)
 
     def _resolve_alike(self, subject: _Subject, library_path: str | None,
                        make_loader: Callable[[elf.ElfInfo, Environment], Loader],

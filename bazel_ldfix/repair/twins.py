@@ -183,7 +183,8 @@ class Mover:
         """Whether each object the first test took in its tree, and each object staged
         there, is the same file in the twin's (a tree changed by hand after Bazel made it
         is caught here)."""
-        pairs = [*self.found, *zip(self.source.staged, self.target.staged, strict=True)]
+        pairs = dict.fromkeys([*self.found, *zip(self.source.staged, self.target.staged,
+                                                 strict=True)])
         for path, moved in pairs:
             real = memo.realpath(path)
             if memo.realpath(moved) == real:

@@ -1,0 +1,102 @@
+"""One command's plans share what they learn: the answer is the one a plan alone gives.
+
+``bazel-ldfix env`` plans twice in one session (first without searching, then with the
+rules' env); every scan of a plan records each outcome once. Whatever was asked before,
+the plan equals, whole, the plan of a fresh session, and the plan with every test resolved
+on its own (``Session(share=False)``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from elfbuild import lib, program
+from test_twins import _family
+
+from bazel_ldfix import elf
+from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
+from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.repair import plan as repair
+
+
+def _plan(output_base: Path, inputs: list[repair.TestInput], session: repair.Session,
+          *, search: bool = True) -> repair.Repair:
+    env = repair.TestEnvironment((), "nothing", {t.label: None for t in inputs})
+
+    def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
+        return Loader(host_of(interp_for(info)), loader_env, session.memo)
+
+    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
+        return cache_lookup(info, Options())
+
+    return repair.plan(inputs, env, str(output_base), make_loader, cache_for,
+                       search=search, session=session)
+
+
+def _two_packages(top: Path) -> list[repair.TestInput]:
+    """Twins of one package, and programs of two more whose ``$ORIGIN/../lib`` are two
+    directories: each needs a library found only in the output_base, whose own
+    dependency is missing from the other package's copy."""
+    inputs = _family(top, 3)
+    ext = top / "ob" / "external"
+    for pkg in ("q", "r"):
+        deep = lib(ext / f"deep_{pkg}" / "libdeep.so.4")
+        os.symlink(deep.name, deep.parent / "libdeep.so")
+        mid = lib(ext / f"mid_{pkg}" / "libmid.so.1", needs=[deep])
+        os.symlink(mid.name, mid.parent / "libmid.so")
+        own = lib(top / "ob" / "bin" / pkg / "lib" / "libown.so.1",
+                  needs=[deep] if pkg == "q" else [])
+        for i in range(2):
+            exe = program(top / "ob" / "bin" / pkg / "app" / f"t{i}", needs=[mid, own],
+                          runpath="$ORIGIN/../lib")
+            inputs.append(repair.TestInput(f"//{pkg}:t{i}", str(exe)))
+    return inputs
+
+
+def test_a_plan_after_another_in_the_same_session_is_the_plan_alone(tmp_path: Path) -> None:
+    inputs = _two_packages(tmp_path)
+    ob = tmp_path / "ob"
+    session = repair.Session()
+    first = _plan(ob, inputs, session, search=False)
+    second = _plan(ob, inputs, session)
+    fresh = _plan(ob, inputs, repair.Session())
+    alone = _plan(ob, inputs, repair.Session(share=False))
+    assert repr(second) == repr(fresh) == repr(alone)
+    assert repr(first) == repr(_plan(ob, inputs, repair.Session(), search=False))
+    assert session.twins > 0
+    # What the plan found, and who needs it: the closures first, in listing order.
+    assert {m.soname for m in second.missing} == {"libsdk.so.11", "libmid.so.1",
+                                                  "libdeep.so.4"}
+    needers = {m.soname: m.needed_by for m in second.missing}
+    assert needers["libmid.so.1"] == tuple(str(tmp_path / "ob" / "bin" / p / "app" / f"t{i}")
+                                           for p in ("q", "r") for i in range(2))
+    # The loader's own spelling of the path it took, through $ORIGIN/../lib.
+    assert needers["libdeep.so.4"][0] == f"{tmp_path}/ob/bin/q/app/../lib/libown.so.1"
+    assert not any(t.missing_after for t in second.tests)
+    assert [t.missing_before for t in second.tests] == [t.missing_before for t in first.tests]
+
+
+def test_an_outcome_asked_again_is_the_same_answer(tmp_path: Path) -> None:
+    inputs = _family(tmp_path, 2)
+    session = repair.Session()
+    subjects = [session.subject(t, elf.read_header(t.executable)) for t in inputs]
+
+    def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
+        return Loader(host_of(interp_for(info)), loader_env, session.memo)
+
+    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
+        return cache_lookup(info, Options())
+
+    values = {s.label: None for s in subjects}
+    for extras in (False, True):
+        once = session.outcomes(subjects, values, make_loader, cache_for, extras=extras)
+        again = session.outcomes(subjects, values, make_loader, cache_for, extras=extras)
+        assert all(a is b for a, b in zip(once, again, strict=True))
+        single = [session.outcome(s, None, make_loader, cache_for, extras=extras)
+                  for s in subjects]
+        assert all(a is b for a, b in zip(once, single, strict=True))
+        # The staged libsdk.so, dlopen()ed, needs libdep.so.2, which nothing stages.
+        expected = ("libsdk.so.11", "libdep.so.2") if extras else ("libsdk.so.11",)
+        assert [o.missing for o in once] == [expected] * 2
