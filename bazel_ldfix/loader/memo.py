@@ -89,6 +89,9 @@ class Memo:
         self._tables: dict[str, dict[Hashable, Any]] = {}
         self._real: dict[str, str] = {}
         self._relative: dict[int, tuple[tuple[str, ...], bool]] = {}
+        # While another process may be changing what is read (see watch): each fact read.
+        self._watched: dict[tuple[str, str], object] | None = None
+        self._moved = False     # a fact read twice while watched, differently
         self.hits = 0
         self.misses = 0
 
@@ -108,7 +111,45 @@ class Memo:
     def file_key(self, path: str) -> FileKey | None:
         """:func:`file_key`, through the real path: a runfiles path is a chain of
         symlinks that ``stat`` would follow anew each time."""
-        return file_key(self.realpath(path))
+        real = self.realpath(path)
+        key = file_key(real)
+        if self._watched is not None:
+            self._keep("key", real, key)
+        return key
+
+    def watch(self) -> None:
+        """From now on, keep each fact this memo reads of the file system and remembers
+        (a directory's names, a link's target, whether a path is a directory, which file
+        a path names), for :meth:`still_true`: while Bazel builds, a directory it writes
+        into later may be read before it has everything."""
+        self._watched = {}
+        self._moved = False
+
+    def _keep(self, kind: str, path: str, value: object) -> None:
+        assert self._watched is not None
+        if self._watched.setdefault((kind, path), value) != value:
+            self._moved = True
+
+    def still_true(self) -> bool:
+        """Whether each fact kept since :meth:`watch` still holds (then everything this
+        memo remembers does); stops keeping them."""
+        watched, self._watched = self._watched or {}, None
+        if self._moved:
+            return False
+        for (kind, path), value in watched.items():
+            if kind == "list":
+                now: object = _list(path)
+            elif kind == "link":
+                now = _readlink(path)
+            elif kind == "dir":
+                now = _is_dir(path)
+            elif kind == "real":
+                now = os.path.realpath(path)
+            else:
+                now = file_key(path)
+            if now != value:
+                return False
+        return True
 
     def _by_file(self, table: dict[FileKey, _T], path: str, read: Callable[[str], _T]) -> _T:
         key = self.file_key(path)
@@ -132,6 +173,8 @@ class Memo:
         fd, st = elf.open_regular_stat(path)
         try:
             key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if self._watched is not None:
+                self._keep("key", path, key)
             found = self._elf.get(key)
             if found is not None:
                 self.hits += 1
@@ -184,15 +227,9 @@ class Memo:
             listing = self._listings[directory] = Listing(False, frozenset(), frozenset(),
                                                           absent)
             return listing
-        try:
-            names = os.listdir(directory)
-            listing = Listing(True, frozenset(names), frozenset(n.casefold() for n in names))
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            listing = Listing(False, frozenset(), frozenset(), exc.errno or errno.ENOENT)
-        except (OSError, ValueError):
-            # Unreadable (EACCES), a loop, ...: a name may still open; only trying tells.
-            listing = Listing(_is_dir(directory), None)
-        self._listings[directory] = listing
+        listing = self._listings[directory] = _list(directory)
+        if self._watched is not None:
+            self._keep("list", directory, listing)
         return listing
 
     def _absent_below(self, directory: str) -> int:
@@ -226,8 +263,11 @@ class Memo:
             return None
         parent = self._parents.get(head)
         if parent is None:
+            is_dir = _is_dir(head)
+            if self._watched is not None:
+                self._keep("dir", head, is_dir)
             parent = self._parents[head] = \
-                os.path.dirname(self.realpath(head)) if _is_dir(head) else ""
+                os.path.dirname(self.realpath(head)) if is_dir else ""
         return os.path.join(parent, rest) if parent else None
 
     def relative(self, dirs: tuple[str, ...]) -> bool:
@@ -256,6 +296,8 @@ class Memo:
                 found = self._resolve(path, 0)
             except _Loop:
                 found = os.path.realpath(path)   # realpath says where it stops
+                if self._watched is not None:
+                    self._keep("real", path, found)
             self._real[path] = found
         return found
 
@@ -271,6 +313,8 @@ class Memo:
                     found = self._real[target] = self._resolve(target, 1)
                 except _Loop:
                     found = os.path.realpath(path)
+                    if self._watched is not None:
+                        self._keep("real", path, found)
             self._real[path] = found
         return found
 
@@ -286,10 +330,7 @@ class Memo:
             # others of its package): only its own name is left to resolve.
             return self._walk(parent, path.rpartition("/")[2], depth)
         if depth < 40 and plain:
-            try:
-                target = os.readlink(path)
-            except (OSError, ValueError):
-                target = ""
+            target = self._readlink(path) or ""
             if target.startswith("/"):
                 found = self._real.get(target)
                 if found is None:
@@ -309,9 +350,8 @@ class Memo:
             if known is not None:
                 real = known
                 continue
-            try:
-                target = os.readlink(here)
-            except (OSError, ValueError):
+            target = self._readlink(here)
+            if target is None:
                 self._real[here] = real = here   # not a link, or not there
                 continue
             if depth >= 40:
@@ -319,6 +359,12 @@ class Memo:
             resolved = self._walk("/" if target.startswith("/") else real, target, depth + 1)
             self._real[here] = real = resolved
         return real
+
+    def _readlink(self, path: str) -> str | None:
+        target = _readlink(path)
+        if self._watched is not None:
+            self._keep("link", path, target)
+        return target
 
     def mounts(self) -> Mounts:
         """The mount table, read once (for walks of runfiles trees)."""
@@ -338,3 +384,23 @@ def _is_dir(path: str) -> bool:
         return stat.S_ISDIR(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def _list(directory: str) -> Listing:
+    """The names in ``directory`` as read now."""
+    try:
+        names = os.listdir(directory)
+        return Listing(True, frozenset(names), frozenset(n.casefold() for n in names))
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        return Listing(False, frozenset(), frozenset(), exc.errno or errno.ENOENT)
+    except (OSError, ValueError):
+        # Unreadable (EACCES), a loop, ...: a name may still open; only trying tells.
+        return Listing(_is_dir(directory), None)
+
+
+def _readlink(path: str) -> str | None:
+    """Where the link ``path`` points; None: not a link, or not there."""
+    try:
+        return os.readlink(path)
+    except (OSError, ValueError):
+        return None

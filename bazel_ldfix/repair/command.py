@@ -69,7 +69,9 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         # A failure here is met again, and handled, where each file is modelled.
         with contextlib.suppress(Exception):
             host_loader.warm()
-
+        # What is read from here on while Bazel builds is checked once it has ended: a
+        # directory read early may get more from Bazel later (another test's outputs).
+        session.memo.watch()
         values: dict[bazel.StepHead, str | None] = {}
 
         def read_ahead(test: bazel.TestTarget, head: bazel.StepHead) -> None:
@@ -89,6 +91,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         events, code = step.result(read_ahead)
     if code not in (0, bazel.NO_TESTS_FOUND):
         return None, code
+    if not session.memo.still_true():
+        # Bazel changed something that was read while it built: read everything anew.
+        session = planning.Session()
+        host_loader = LoaderFactory(memo=session.memo)
     if not events.complete:
         # Which tests the step built is not known: it is not "no test selected".
         raise BazelError("the build step's events end before Bazel's last event (the "
