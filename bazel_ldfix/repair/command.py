@@ -81,12 +81,13 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                                          host)
             if subject is None:
                 return
-            if head not in values:
-                values[head] = planning.test_environment(
-                    head.options, client_env, {}, [test.label], head.version
-                ).current[test.label]
-            session.resolve_ahead(subject, values[head], host_loader.make_loader,
-                                  host_loader.cache_for)
+            with contextlib.suppress(Exception):   # met again, and handled, by the plan
+                if head not in values:
+                    values[head] = planning.test_environment(
+                        head.options, client_env, {}, [test.label], head.version
+                    ).current[test.label]
+                session.resolve_ahead(subject, values[head], host_loader.make_loader,
+                                      host_loader.cache_for)
     finally:
         events, code = step.result(read_ahead)
     if code not in (0, bazel.NO_TESTS_FOUND):
