@@ -16,30 +16,18 @@ from pathlib import Path
 
 import pytest
 from elfbuild import lib, program
+from modelhelp import resolver
 
 from bazel_ldfix import elf
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.resolve import Options, cache_lookup, host_header, host_of, interp_for
-from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.resolve import host_header
 from bazel_ldfix.repair import plan as repair
-
-
-def _resolver(session: repair.Session) -> tuple[
-        Callable[[elf.ElfInfo, Environment], Loader],
-        Callable[[elf.ElfInfo], Callable[[str], str | None] | None]]:
-    def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info)), loader_env, session.memo)
-
-    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
-        return cache_lookup(info, Options())
-
-    return make_loader, cache_for
 
 
 def _missing(session: repair.Session, test: repair.TestInput) -> tuple[str, ...]:
     subject = session.read_ahead(test, host_header())
     assert subject is not None
-    make_loader, cache_for = _resolver(session)
+    make_loader, cache_for = resolver(session)
     outcome = session.outcome(subject, None, make_loader, cache_for, extras=True)
     return tuple(name for path, name, _ in outcome.entries if path is None)
 

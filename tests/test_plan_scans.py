@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from elfbuild import lib, program
+from modelhelp import plan_of
 from test_twins import _family
 
 from bazel_ldfix import elf
@@ -23,16 +24,7 @@ from bazel_ldfix.repair import plan as repair
 
 def _plan(output_base: Path, inputs: list[repair.TestInput], session: repair.Session,
           *, search: bool = True) -> repair.Repair:
-    env = repair.TestEnvironment((), "nothing", {t.label: None for t in inputs})
-
-    def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info)), loader_env, session.memo)
-
-    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
-        return cache_lookup(info, Options())
-
-    return repair.plan(inputs, env, str(output_base), make_loader, cache_for,
-                       search=search, session=session)
+    return plan_of(output_base, inputs, session, search=search)
 
 
 def _two_packages(top: Path) -> list[repair.TestInput]:

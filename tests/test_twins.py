@@ -10,16 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from bazelws import BAZEL, clean_env, import_repository, make_workspace, sdk
 from elfbuild import lib, program
+from modelhelp import plan_of
 
-from bazel_ldfix import elf
-from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
-from bazel_ldfix.loader.search import Environment, Loader
 from bazel_ldfix.repair import plan as repair
 
 
@@ -59,16 +56,7 @@ def _family(top: Path, count: int, *, manifest: bool = True) -> list[repair.Test
 
 def _plan(output_base: Path, inputs: list[repair.TestInput], session: repair.Session,
           value: str | None = None) -> repair.Repair:
-    env = repair.TestEnvironment((), "nothing", {t.label: value for t in inputs})
-
-    def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info)), loader_env, session.memo)
-
-    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
-        return cache_lookup(info, Options())
-
-    return repair.plan(inputs, env, str(output_base), make_loader, cache_for,
-                       session=session)
+    return plan_of(output_base, inputs, session, value)
 
 
 def _shared_and_alone(output_base: Path, inputs: list[repair.TestInput],

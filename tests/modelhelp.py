@@ -1,0 +1,33 @@
+"""The loader model of this machine as a plan's session uses it, for the tests of plans."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from bazel_ldfix import elf
+from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
+from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.repair import plan as repair
+
+
+def resolver(session: repair.Session) -> tuple[
+        Callable[[elf.ElfInfo, Environment], Loader],
+        Callable[[elf.ElfInfo], Callable[[str], str | None] | None]]:
+    """``make_loader`` and ``cache_for`` of this machine's loader, over the session's memo."""
+    def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
+        return Loader(host_of(interp_for(info)), loader_env, session.memo)
+
+    def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
+        return cache_lookup(info, Options())
+
+    return make_loader, cache_for
+
+
+def plan_of(output_base: Path, inputs: list[repair.TestInput], session: repair.Session,
+            value: str | None = None, *, search: bool = True) -> repair.Repair:
+    """The plan of ``inputs``, each test's LD_LIBRARY_PATH being ``value``."""
+    env = repair.TestEnvironment((), "nothing", {t.label: value for t in inputs})
+    make_loader, cache_for = resolver(session)
+    return repair.plan(inputs, env, str(output_base), make_loader, cache_for,
+                       search=search, session=session)
