@@ -72,7 +72,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         # What is read from here on while Bazel builds is checked once it has ended: a
         # directory read early may get more from Bazel later (another test's outputs).
         session.memo.watch()
-        values: dict[bazel.StepHead, str | None] = {}
+        values: dict[int, tuple[bazel.StepHead, str | None]] = {}   # by the head's id
 
         def read_ahead(test: bazel.TestTarget, head: bazel.StepHead) -> None:
             # Read, and resolved in the value the flags give it: what the first plan asks
@@ -82,11 +82,12 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
             if subject is None:
                 return
             with contextlib.suppress(Exception):   # met again, and handled, by the plan
-                if head not in values:
-                    values[head] = planning.test_environment(
+                known = values.get(id(head))
+                if known is None or known[0] is not head:
+                    known = values[id(head)] = (head, planning.test_environment(
                         head.options, client_env, {}, [test.label], head.version
-                    ).current[test.label]
-                session.resolve_ahead(subject, values[head], host_loader.make_loader,
+                    ).current[test.label])
+                session.resolve_ahead(subject, known[1], host_loader.make_loader,
                                       host_loader.cache_for)
     finally:
         events, code = step.result(read_ahead)
@@ -105,7 +106,8 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     if not os.path.isdir(base):
         raise BadInputError(f"output_base {base} does not exist")
     notes: list[str] = []               # about the whole step
-    if any(not os.path.isfile(t.executable) for t in events.tests):
+    absent = [t for t in events.tests if not os.path.isfile(t.executable)]
+    if absent:
         # A remote cache with Build without the Bytes: Bazel 7+ does not download a test's
         # executable in a `bazel test` (RemoteOutputChecker.shouldAddTopLevelTarget, "Do
         # not download test binary in test/coverage mode"), 4.2.3 with
@@ -117,9 +119,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         if got != 0:
             notes.append(f"downloading the test executables (`bazel build ... "
                          f"--remote_download_outputs=toplevel`) failed with exit code {got}")
+        absent = [t for t in absent if not os.path.isfile(t.executable)]
     unreadable = {t.label: f"{t.label}: cannot read its executable {t.executable}: not on "
                   "disk (a remote cache that did not download it?); not examined"
-                  for t in events.tests if not os.path.isfile(t.executable)}
+                  for t in absent}
 
 
     def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True
