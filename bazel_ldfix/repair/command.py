@@ -73,6 +73,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         # directory read early may get more from Bazel later (another test's outputs).
         session.memo.watch()
         values: dict[int, tuple[bazel.StepHead, str | None]] = {}   # by the head's id
+        last_value = expected[-1][len(_MEMO_PREFIX):] if expected else None
 
         def read_ahead(test: bazel.TestTarget, head: bazel.StepHead) -> None:
             # Read, and resolved in the value the flags give it: what the first plan asks
@@ -89,6 +90,11 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                     ).current[test.label])
                 session.resolve_ahead(subject, known[1], host_loader.make_loader,
                                       host_loader.cache_for)
+                if last_value is not None and last_value != known[1]:
+                    # The value the last repair of this command gave: most likely this
+                    # one's too, whose check the plan then finds made.
+                    session.resolve_ahead(subject, last_value, host_loader.make_loader,
+                                          host_loader.cache_for)
     finally:
         events, code = step.result(read_ahead)
     if code not in (0, bazel.NO_TESTS_FOUND):
