@@ -243,6 +243,11 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
     * **Readable as the walk reads it.** Every directory can be listed and searched
       (``access``), and none is a mount point (``mount_names``, from the mount table):
       a mount does not change the directory it covers.
+    * **Written by this user alone.** ``MANIFEST`` and every directory belong to the user
+      running this (root's trees to root), and no one else can write them (not writable
+      by others, nor by a group other than the user's own). Anyone who can write a tree
+      can also write a ``MANIFEST`` last that names other targets than its links do; such
+      a tree is walked, which reads the links themselves.
     * **No symlink to a directory.** The walk follows one and lists what is under it,
       which no manifest names: every target must be absolute, as build-runfiles requires
       without ``--allow_relative``, and not a directory (``targets`` remembers those seen
@@ -262,6 +267,9 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
     if read is None or read[0].st_mtime_ns <= source.st_mtime_ns:
         return None
     made, data = read
+    user, group = os.geteuid(), os.getegid()
+    if not _own(made, user, group):
+        return None
     text = os.fsdecode(data)
     if text and not text.endswith("\n"):
         return None     # cut short: build-runfiles ends every line it copies
@@ -280,7 +288,6 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
             [d.rpartition("/")[2] for d in dirs if d]):
         return None
     limit = made.st_ctime_ns
-    user = os.geteuid()
     is_dir, status = stat.S_ISDIR, os.stat
     for directory in dirs:
         where = f"{root}/{directory}" if directory else root
@@ -288,10 +295,11 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
             st = status(where)
             mode = st.st_mode
             if not is_dir(mode) or st.st_ctime_ns > limit or \
-                    (not directory and made.st_mtime_ns > st.st_ctime_ns):
+                    (not directory and made.st_mtime_ns > st.st_ctime_ns) or \
+                    not _own(st, user, group):
                 return None
-            # The owner's own bits decide for the owner; anyone else asks the kernel.
-            if (st.st_uid != user or mode & 0o500 != 0o500) and not os.access(
+            # The owner's own bits decide, unless the kernel lets root past them.
+            if mode & 0o500 != 0o500 and not os.access(
                     where, os.R_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS):
                 return None
         except (OSError, ValueError):
@@ -305,6 +313,13 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
     top.append("MANIFEST")      # a file, not one of them: no directory was stat'ed there
     return TreeListing(root, tuple(sorted(files)), frozenset(dirs.union(files)),
                        tuple(sorted(top)), files, data)
+
+
+def _own(st: os.stat_result, user: int, group: int) -> bool:
+    """Whether only ``user`` (and its own group) can change the file or directory."""
+    mode = st.st_mode
+    return st.st_uid == user and not mode & stat.S_IWOTH and \
+        (not mode & stat.S_IWGRP or st.st_gid == group)
 
 
 def read_regular(path: str, *, follow: bool = True) -> tuple[os.stat_result, bytes] | None:
