@@ -11,6 +11,7 @@ test's resolution.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +19,6 @@ import pytest
 from elfbuild import lib, program
 from modelhelp import resolver
 
-from bazel_ldfix import elf
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.resolve import host_header
 from bazel_ldfix.repair import plan as repair
@@ -168,18 +168,21 @@ def test_the_repair_reads_anew_what_bazel_changed_after_it_was_read(
             '"lastMessage":true}\n')
     (tmp_path / "a.json").write_text(head + events("a_test"))
     (tmp_path / "b.json").write_text(events("b_test") + last)
-    made = tmp_path / "made"
+    making = tmp_path / "making"    # touched just before the second test's directory
+    q = {name: shlex.quote(str(path)) for name, path in (
+        ("a", tmp_path / "a.json"), ("b", tmp_path / "b.json"), ("making", making),
+        ("dir", shared / "_U_b_test"), ("lib", libb))}
     script = tmp_path / "bazel"
     script.write_text(f"""#!/bin/sh
 case "$1" in query) echo '<?xml version="1.1" encoding="UTF-8"?><query version="2"/>'; exit 0;; esac
 for arg in "$@"; do
   case "$arg" in --build_event_json_file=*)
     out="${{arg#*=}}"
-    cat {tmp_path}/a.json > "$out"
+    cat {q["a"]} > "$out"
     sleep 2
-    mkdir {shared}/_U_b_test && ln -s {libb} {shared}/_U_b_test/libb.so
-    touch {made}
-    cat {tmp_path}/b.json >> "$out"
+    touch {q["making"]}
+    mkdir {q["dir"]} && ln -s {q["lib"]} {q["dir"]}/libb.so
+    cat {q["b"]} >> "$out"
     exit 4;;
   esac
 done
@@ -187,26 +190,27 @@ exit 0
 """)
     script.chmod(0o755)
 
-    read_at: dict[str, bool] = {}
+    # Whether the directory was being made when each test's early resolution ended.
+    late: dict[str, bool] = {}
     verdicts: list[bool] = []
-    original_read, original_check = repair.Session.read_ahead, Memo.still_true
+    original_resolve, original_check = repair.Session.resolve_ahead, Memo.still_true
 
-    def read_ahead(self: repair.Session, test: repair.TestInput,
-                   host: elf.ElfHeader) -> object:
-        read_at[test.label] = made.exists()
-        return original_read(self, test, host)
+    def resolve_ahead(self: repair.Session, subject: repair._Subject,
+                      *args: object) -> None:
+        original_resolve(self, subject, *args)
+        late.setdefault(subject.label, making.exists())
 
     def still_true(self: Memo) -> bool:
         verdicts.append(original_check(self))
         return verdicts[-1]
 
-    monkeypatch.setattr(repair.Session, "read_ahead", read_ahead)
+    monkeypatch.setattr(repair.Session, "resolve_ahead", resolve_ahead)
     monkeypatch.setattr(Memo, "still_true", still_true)
     runner = bazel.Bazel(str(script), str(ws), dict(os.environ))
     result, code = command.repair_tests(runner, ["//pkg:all"], {})
     assert code == 0 and result is not None
     assert {t.label: t.missing_before for t in result.tests} == {
         "//pkg:a_test": (), "//pkg:b_test": ()}
-    if read_at.get("//pkg:a_test") is False:
-        # The first test was read before the second's directory was made: caught.
+    if late.get("//pkg:a_test") is False:
+        # The first test was resolved before the second's directory was made: caught.
         assert verdicts == [False]
