@@ -52,6 +52,10 @@ def offline_rc() -> str:
     return "\n".join(lines) + "\n"
 
 
+# A cc_test's source that passes when the xdemo library of ``sdk(..., "xdemo", "11")`` loads.
+LOADS_X = "int xdemo_value(void);\nint main(void) { return xdemo_value() == 11 ? 0 : 1; }\n"
+
+
 def sdk(root: Path, name: str, soversion: str, *, needs: Sequence[Path] = (),
         src: str | None = None) -> Path:
     """``root/lib/lib<name>.so.<soversion>`` plus the unversioned dev symlink and a BUILD."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from bazelws import (
     BAZEL,
+    LOADS_X,
     Workspace,
     clean_env,
     import_repository,
@@ -29,7 +30,6 @@ from bazelws import (
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
-LOADS_X = "int xdemo_value(void);\nint main(void) { return xdemo_value() == 11 ? 0 : 1; }\n"
 LOADS_XZ = ("int xdemo_value(void); int zdemo_value(void);\n"
             "int main(void) { return xdemo_value() + zdemo_value() == 14 ? 0 : 1; }\n")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from bazelws import (
     BAZEL,
+    LOADS_X,
     Workspace,
     clean_env,
     import_repository,
@@ -27,7 +28,6 @@ from bazel_ldfix.bazel import rulecache
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
-LOADS_X = "int xdemo_value(void);\nint main(void) { return xdemo_value() == 11 ? 0 : 1; }\n"
 BUILD = """load(":macro.bzl", "with_env_test")
 cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@xsdk//:xdemo"])
 with_env_test(name = "macro_x", srcs = ["x.c"], deps = ["@xsdk//:xdemo"])

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, Workspace, clean_env, make_workspace, sdk
+from bazelws import BAZEL, LOADS_X, Workspace, clean_env, make_workspace, sdk
 from elfbuild import cc, truncated
 from foreign import aarch64_lib, i386_lib, linker_script, text_file
 
@@ -38,7 +38,6 @@ SDK_BUILD = """package(default_visibility = ["//visibility:public"])
 cc_import(name = "xdemo", shared_library = "lib/libxdemo.so")
 filegroup(name = "odd", srcs = glob(["odd/**"]))
 """
-LOADS_X = "int xdemo_value(void);\nint main(void) { return xdemo_value() == 11 ? 0 : 1; }\n"
 PY_DLOPEN = ("import ctypes\n"
              "assert ctypes.CDLL('libpdemo.so.3').pdemo_value() == 3\n")
 DANGLING_RULE = """
