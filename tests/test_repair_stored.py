@@ -72,7 +72,8 @@ FIELDS[Result] = {"label": TEXT, "executable": TEXT, "missing_before": texts(),
 FIELDS[Repair] = {"output_base": TEXT, "base": texts(), "base_source": TEXT,
                   "tests": tuples(Result), "missing": tuples(Missing), "added": texts(),
                   "ld_library_path": OPTIONAL, "options": tuples(Option), "notes": texts(),
-                  "skipped": tuples(Skipped), "patterns": texts()}
+                  "skipped": tuples(Skipped), "patterns": texts(),
+                  "given_again": st.booleans()}
 REPAIRS = builds(Repair)
 
 
@@ -161,7 +162,7 @@ def test_a_repair_from_a_real_plan_is_read_back_whole(tmp_path: Path) -> None:
 def test_a_paths_bytes_that_are_not_utf8_are_written_as_they_were() -> None:
     r = Repair(os.fsdecode(b"/ob/\xff\xc3"), (), "", (), (), (), None)
     data = stored.encode(r)
-    assert data.endswith(b'["/ob/\xff\xc3",[],"",[],[],[],null,[],[],[],[]]')
+    assert data.endswith(b'["/ob/\xff\xc3",[],"",[],[],[],null,[],[],[],[],false]')
     assert stored.decode(data) == r
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -201,18 +201,26 @@ class Targets:
     def __init__(self) -> None:
         self.plain: set[str] = set()
 
-    def none_is_a_directory(self, targets: set[str]) -> bool:
+    def none_is_a_directory(self, targets: set[str],
+                            seen: Callable[[str, str, os.stat_result | None], None]
+                            | None = None) -> bool:
         if targets <= self.plain:
             return True
         for target in targets - self.plain:
-            if not target.startswith("/") or target_is_dir(target) is not False:
+            if not target.startswith("/"):
+                return False
+            if seen is not None:
+                seen("stat", target, None)
+            if target_is_dir(target) is not False:
                 return False
             self.plain.add(target)
         return True
 
 
 def tree_listing(executable: str, *, targets: Targets | None = None,
-                 mount_names: AbstractSet[str] = frozenset()) -> TreeListing | None:
+                 mount_names: AbstractSet[str] = frozenset(),
+                 seen: Callable[[str, str, os.stat_result | None], None] | None = None
+                 ) -> TreeListing | None:
     """The runfiles tree ``<executable>.runfiles`` listed from its ``MANIFEST``; None when
     that listing cannot be shown to be what a walk of the tree finds (walk it then).
 
@@ -256,6 +264,9 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
     What timestamps cannot show is a change within the same clock tick as Bazel's last
     write to ``MANIFEST`` (a few milliseconds, before any test of it runs) or after the
     system clock was set back, and a mount made after ``mount_names`` was read.
+
+    ``seen`` is told each status read: ("stat" or "lstat", path, the status), and each
+    ``access`` asked: ("access", path, None).
     """
     root = executable + ".runfiles"
     record = root + "/MANIFEST"
@@ -266,6 +277,9 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
     read = read_regular(record, follow=False)
     if read is None or read[0].st_mtime_ns <= source.st_mtime_ns:
         return None
+    if seen is not None:
+        seen("stat", manifest_of(executable), source)
+        seen("lstat", record, read[0])
     made, data = read
     user, group = os.geteuid(), os.getegid()
     if not _own(made, user, group):
@@ -293,20 +307,24 @@ def tree_listing(executable: str, *, targets: Targets | None = None,
         where = f"{root}/{directory}" if directory else root
         try:
             st = status(where)
+            if seen is not None:
+                seen("stat", where, st)
             mode = st.st_mode
             if not is_dir(mode) or st.st_ctime_ns > limit or \
                     (not directory and made.st_mtime_ns > st.st_ctime_ns) or \
                     not _own(st, user, group):
                 return None
             # The owner's own bits decide, unless the kernel lets root past them.
-            if mode & 0o500 != 0o500 and not os.access(
-                    where, os.R_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS):
-                return None
+            if mode & 0o500 != 0o500:
+                if seen is not None:
+                    seen("access", where, None)
+                if not os.access(where, os.R_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS):
+                    return None
         except (OSError, ValueError):
             return None
     linked = set(files.values())
     linked.discard("")  # empty files
-    if not (targets or Targets()).none_is_a_directory(linked):
+    if not (targets or Targets()).none_is_a_directory(linked, seen):
         return None
     top = [path for path in files if "/" not in path]
     top += [d for d in dirs if d and "/" not in d]   # no file is also a directory

@@ -26,7 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -90,8 +90,9 @@ class Memo:
         self._real: dict[str, str] = {}
         self._relative: dict[int, tuple[tuple[str, ...], bool]] = {}
         # While another process may be changing what is read (see watch): each fact read.
-        self._watched: dict[tuple[str, str], object] | None = None
+        self._watched: dict[tuple[str, str], str] | None = None
         self._moved = False     # a fact read twice while watched, differently
+        self._opaque = False    # something was read that is not kept as a fact
         self.hits = 0
         self.misses = 0
 
@@ -120,36 +121,79 @@ class Memo:
     def watch(self) -> None:
         """From now on, keep each fact this memo reads of the file system and remembers
         (a directory's names, a link's target, whether a path is a directory, which file
-        a path names), for :meth:`still_true`: while Bazel builds, a directory it writes
-        into later may be read before it has everything."""
+        a path names, ...), for :meth:`still_true` and :meth:`facts`: while Bazel builds,
+        a directory it writes into later may be read before it has everything; and a
+        repair is only given again while everything it read is as it was."""
         self._watched = {}
         self._moved = False
 
     def _keep(self, kind: str, path: str, value: object) -> None:
         assert self._watched is not None
-        if self._watched.setdefault((kind, path), value) != value:
+        fact = _fact(kind, value)
+        if self._watched.setdefault((kind, path), fact) != fact:
             self._moved = True
+
+    def keep(self, kind: str, path: str) -> None:
+        """Keep a fact the caller read itself (one of :data:`PROBES`), as it is now."""
+        if self._watched is not None and (kind, path) not in self._watched:
+            self._watched[(kind, path)] = PROBES[kind](path)
+
+    def keep_status(self, kind: str, path: str, st: os.stat_result) -> None:
+        """Keep the status the caller read (kind "stat", or "lstat" for a link itself)."""
+        if self._watched is not None:
+            self._keep(kind, path, _formatted(st))
+
+    def saw(self, kind: str, path: str, st: os.stat_result | None) -> None:
+        """What a reader that reads for itself tells (:func:`runfiles.tree_listing`): a
+        status it read (None: read it again here), or a fact of another kind."""
+        if self._watched is None:
+            return
+        if st is None:
+            self.keep(kind, path)
+        else:
+            self.keep_status(kind, path, st)
+
+    @property
+    def watching(self) -> bool:
+        return self._watched is not None
+
+    def stat(self, path: str) -> os.stat_result:
+        """``os.stat``, its status kept (its error is raised, and kept too)."""
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            self.keep("stat", path)
+            raise
+        self.keep_status("stat", path, st)
+        return st
+
+    def isfile(self, path: str) -> bool:
+        found = os.path.isfile(path)
+        if self._watched is not None:
+            self._keep("isfile", path, found)
+        return found
+
+    def readlink(self, path: str) -> str | None:
+        """Where the link ``path`` points; None: not a link, or not there."""
+        return self._readlink(path)
 
     def still_true(self) -> bool:
         """Whether each fact kept since :meth:`watch` still holds (then everything this
-        memo remembers does); stops keeping them."""
-        watched, self._watched = self._watched or {}, None
-        if self._moved:
-            return False
-        for (kind, path), value in watched.items():
-            if kind == "list":
-                now: object = _list(path)
-            elif kind == "link":
-                now = _readlink(path)
-            elif kind == "dir":
-                now = _is_dir(path)
-            elif kind == "real":
-                now = os.path.realpath(path)
-            else:
-                now = file_key(path)
-            if now != value:
-                return False
-        return True
+        memo remembers does); they are kept on."""
+        return not self._moved and holds(self._watched or {})
+
+    def facts(self) -> dict[tuple[str, str], str] | None:
+        """Every fact kept since :meth:`watch`, each as it was first read; None when one
+        was read twice, differently, or something was read that is not kept as a fact
+        (see :meth:`opaque`), or none are kept."""
+        if self._moved or self._opaque or self._watched is None:
+            return None
+        return dict(self._watched)
+
+    def opaque(self) -> None:
+        """Say that what is being read is not kept as facts (a walk of a directory tree, a
+        manifest read whole): :meth:`facts` can no longer tell all that was read."""
+        self._opaque = True
 
     def _by_file(self, table: dict[FileKey, _T], path: str, read: Callable[[str], _T]) -> _T:
         key = self.file_key(path)
@@ -372,7 +416,18 @@ class Memo:
 
         if self._mounts is None:
             self._mounts = Mounts.read()
+            if self._watched is not None:
+                self._keep("mounts", "", "\0".join(sorted(self._mounts.names)))
         return self._mounts
+
+
+def holds(facts: Mapping[tuple[str, str], str]) -> bool:
+    """Whether each fact, as :meth:`Memo.facts` gives them, still holds."""
+    for (kind, path), value in facts.items():
+        probe = PROBES.get(kind)
+        if probe is None or probe(path) != value:
+            return False
+    return True
 
 
 class _Loop(Exception):
@@ -404,3 +459,94 @@ def _readlink(path: str) -> str | None:
         return os.readlink(path)
     except (OSError, ValueError):
         return None
+
+
+def _fact(kind: str, value: object) -> str:
+    """A fact as kept: a string, whatever its kind (kept facts are written to disk)."""
+    if kind == "list":
+        assert isinstance(value, Listing)
+        return _listed(value)
+    if kind == "key":
+        return "" if value is None else ":".join(map(str, value))  # type: ignore[call-overload]
+    if kind in ("dir", "isfile"):
+        return "1" if value else "0"
+    if kind == "link":
+        return "\0" if value is None else str(value)
+    return str(value)
+
+
+def _listed(listing: Listing) -> str:
+    import hashlib
+
+    names = "" if listing.names is None else "\0".join(sorted(listing.names))
+    digest = hashlib.blake2b(os.fsencode(names), digest_size=16).hexdigest()
+    return f"{int(listing.is_dir)}:{listing.missing_errno}:{listing.names is not None}:{digest}"
+
+
+def _status(path: str, follow: bool = True) -> str:
+    try:
+        st = os.stat(path, follow_symlinks=follow)
+    except (OSError, ValueError) as exc:
+        return f"!{getattr(exc, 'errno', 0)}"
+    return _formatted(st)
+
+
+def _formatted(st: os.stat_result) -> str:
+    return (f"{st.st_dev}:{st.st_ino}:{st.st_mode}:{st.st_uid}:{st.st_gid}:{st.st_size}:"
+            f"{st.st_mtime_ns}:{st.st_ctime_ns}")
+
+
+def _mount_names(_: str) -> str:
+    from bazel_ldfix.outputbase.index import Mounts
+
+    return "\0".join(sorted(Mounts.read().names))
+
+
+def _index_state(root: str) -> str:
+    import hashlib
+
+    from bazel_ldfix.outputbase import indexcache
+
+    return hashlib.blake2b(indexcache.state(root).key, digest_size=16).hexdigest()
+
+
+def _loader_answers(interp: str) -> str:
+    import hashlib
+
+    from bazel_ldfix.loader import resolve
+
+    answers = repr((resolve.host_of(interp), resolve.profile_of(interp)))
+    return hashlib.blake2b(answers.encode("utf-8", "surrogateescape"),
+                           digest_size=16).hexdigest()
+
+
+def _trusted(question: str) -> str:
+    from bazel_ldfix.errors import LdfixError
+    from bazel_ldfix.loader import host
+
+    interp, elf_class, machine, loader = question.split("\0")
+    try:
+        return repr(host.trusted_for(interp or None, int(elf_class), int(machine),
+                                     loader or None))
+    except (LdfixError, OSError, ValueError) as exc:
+        return f"!{exc}"
+
+
+#: How each kind of fact is read now (a path in, a string out, as :func:`_fact` keeps it).
+PROBES: dict[str, Callable[[str], str]] = {
+    "list": lambda path: _listed(_list(path)),
+    "link": lambda path: _fact("link", _readlink(path)),
+    "dir": lambda path: _fact("dir", _is_dir(path)),
+    "real": os.path.realpath,
+    "key": lambda path: _fact("key", file_key(path)),
+    "stat": _status,
+    "lstat": lambda path: _status(path, follow=False),
+    "isfile": lambda path: _fact("dir", os.path.isfile(path)),
+    "lexists": lambda path: _fact("dir", os.path.lexists(path)),
+    "mounts": _mount_names,
+    "index": _index_state,
+    "loader": _loader_answers,
+    "trusted": _trusted,
+    "access": lambda path: _fact("dir", os.access(
+        path, os.R_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)),
+}

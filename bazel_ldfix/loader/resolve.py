@@ -116,9 +116,17 @@ class LoaderFactory:
     memo: Memo | None = None            # what the command learns of files, shared
 
     def make_loader(self, info: elf.ElfInfo, env: Environment) -> Loader:
-        return Loader(host_of(interp_for(info, self.loader)), env, self.memo)
+        interp = interp_for(info, self.loader)
+        if self.memo is not None and self.memo.watching:
+            # What the host's loader said, and which loader a file gets, are facts too.
+            self.memo.keep("trusted", "\0".join([info.interp or "", str(info.elf_class),
+                                                 str(info.machine), self.loader or ""]))
+            self.memo.keep("loader", interp)
+        return Loader(host_of(interp), env, self.memo)
 
     def cache_for(self, info: elf.ElfInfo) -> CacheLookup | None:
+        if self.memo is not None and self.memo.watching:
+            self.memo.keep("key", "/etc/ld.so.cache")
         return cache_lookup(info, Options(loader=self.loader))
 
     def warm(self) -> None:

@@ -285,8 +285,9 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     good.sort(key=lambda p: (rank(p), p.count("/"), p))
     kept: list[str] = []
     files: dict[tuple[int, int], str] = {}
+    status = memo.stat if memo else os.stat
     for path in good:  # the same file through two paths counts once, where it ranks best
-        st = os.stat(path)
+        st = status(path)
         file_id = (st.st_dev, st.st_ino)
         if file_id in files:
             passed.append(PassedOver(path, PassReason.SAME_FILE,
@@ -317,7 +318,8 @@ def _ranks(preferred: Sequence[str], realpath: Callable[[str], str]
 
 def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str | None = None,
                on_error: OnError | None = None, progress: ProgressFn | None = None,
-               mounts: Mounts | None = None) -> dict[str, list[str]]:
+               mounts: Mounts | None = None, memo: Memo | None = None
+               ) -> dict[str, list[str]]:
     """Every file named like one of ``sonames`` under ``roots``, as name -> sorted paths.
 
     Without ``cache_dir``, one walk per root collects only these names. With it, the index
@@ -330,6 +332,12 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str |
     if not names:
         return out
     for root in roots:
+        if memo is not None:
+            # Kept as the root's index state (indexcache.state): the same names are found
+            # while it holds, short of a change deep inside a repository that Bazel did
+            # not make (what the cached index cannot see either).
+            memo.keep("dir", root)
+            memo.keep("index", root)
         if not os.path.isdir(root):
             continue
         found: Mapping[str, list[str]]
@@ -393,8 +401,9 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
             for name in maybe:
                 beside.setdefault(name, []).append(d)
     for name in names:
+        isfile = memo.isfile if memo else os.path.isfile
         near = [os.path.join(d, name) for d in (beside.get(name, ()) if memo else preferred)
-                if os.path.isfile(os.path.join(d, name))]
+                if isfile(os.path.join(d, name))]
         if near:
             choice = choose(name, near, expect, preferred, memo)
             if choice.dir is not None:
@@ -402,14 +411,22 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     rest = [n for n in names if n not in result]
     if rest:
         found = candidates(rest, roots, cache_dir=cache_dir, on_error=on_error,
-                           progress=progress)
+                           progress=progress, memo=memo)
         for name in sorted(rest):
             result[name] = choose(name, found[name], expect, preferred, memo)
     return {n: result[n] for n in names}
 
 
+def _readlink(path: str) -> str | None:
+    try:
+        return os.readlink(path)
+    except (OSError, ValueError):
+        return None
+
+
 def preferred_dirs(paths: Iterable[str],
-                   realpath: Callable[[str], str] = os.path.realpath) -> tuple[str, ...]:
+                   realpath: Callable[[str], str] = os.path.realpath,
+                   readlink: Callable[[str], str | None] | None = None) -> tuple[str, ...]:
     """The directories to look in first for what the libraries at ``paths`` need.
 
     Each library's symlink chain is followed a link at a time, and each directory is kept
@@ -422,9 +439,8 @@ def preferred_dirs(paths: Iterable[str],
     for path in paths:
         hop = path
         for _ in range(40):  # the kernel gives up (ELOOP) after 40 links in a chain
-            try:
-                target = os.readlink(hop)
-            except OSError:
+            target = (readlink or _readlink)(hop)
+            if target is None:
                 break  # not a link (or gone): the chain ends here
             hop = os.path.join(os.path.dirname(hop), target)
             out.setdefault(os.path.dirname(hop), None)

@@ -77,7 +77,7 @@ def examine(path: str, expect: elf.ElfHeader, memo: Memo | None = None
     read_header = memo.read_header if memo else elf.read_header
 
     try:
-        st = os.stat(path)
+        st = memo.stat(path) if memo else os.stat(path)
     except OSError as exc:
         return _os_skip(path, exc)
     if not stat.S_ISREG(st.st_mode):

@@ -119,6 +119,9 @@ class Repair:
     notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
     skipped: tuple[Skipped, ...] = ()   # files left out of the model, once each
     patterns: tuple[str, ...] = ()      # the command's target patterns, as Bazel read them
+    # Kept from the last run of the same command, nothing it read having changed since
+    # (repair/replay.py).
+    given_again: bool = False
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -229,9 +232,9 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     skipped: dict[str, Skipped] = {}
     for s in subjects:
         for skip in s.skipped:
-            skipped.setdefault(os.path.realpath(skip.path), skip)
+            skipped.setdefault(session.memo.realpath(skip.path), skip)
     for skip in scan.skipped.values():
-        skipped.setdefault(os.path.realpath(skip.path), skip)
+        skipped.setdefault(session.memo.realpath(skip.path), skip)
     return Repair(output_base, env.base, env.source, results_out, missing_out, tuple(added),
                   merged, notes=notes, skipped=tuple(skipped.values()))
 
@@ -590,18 +593,15 @@ class Session:
         there, which only a chain the kernel refuses, of 40 links, could tell)."""
         dirs = self._dirs.get(path)
         if dirs is None:
-            try:
-                target = os.readlink(path)
-            except OSError:
-                target = ""
+            target = self.memo.readlink(path) or ""
             if target.startswith("/"):
                 rest = self._dirs.get("\0" + target)
                 if rest is None:
                     rest = self._dirs["\0" + target] = index.preferred_dirs(
-                        [target], self.memo.realpath)
+                        [target], self.memo.realpath, self.memo.readlink)
                 dirs = tuple(dict.fromkeys((os.path.dirname(target), *rest)))
             else:
-                dirs = index.preferred_dirs([path], self.memo.realpath)
+                dirs = index.preferred_dirs([path], self.memo.realpath, self.memo.readlink)
             self._dirs[path] = dirs
         return dirs
 
@@ -641,6 +641,10 @@ class _Subject:
         # A listing shows the tree is a directory (its root is one of those it stats).
         listing = _tree_listing(test.executable, memo, read=info is not None) \
             if from_manifest else None
+        if listing is None or info is None:
+            # A walk of the tree, a manifest read whole, a script's runfiles read one by one:
+            # not kept as facts (see Memo.facts).
+            memo.opaque()
         digest = None
         if listing is not None or os.path.isdir(tree):
             extras, skipped = _runfiles_libraries(tree, expect, memo, listing)
@@ -716,7 +720,8 @@ def _tree_listing(executable: str, memo: Memo, *, read: bool = False
     targets = memo.remember("runfiles-targets", None, runfiles.Targets)
     if read and executable.startswith("/"):
         targets.plain.add(executable)
-    return runfiles.tree_listing(executable, targets=targets, mount_names=memo.mounts().names)
+    return runfiles.tree_listing(executable, targets=targets, mount_names=memo.mounts().names,
+                                 seen=memo.saw if memo.watching else None)
 
 
 def _runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | None = None,

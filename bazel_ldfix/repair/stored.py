@@ -21,8 +21,8 @@ to spell a character together), every surrogate of the document is written as a 
 before a low one, which JSON reads as one character (:func:`encode` raises ValueError).
 
 The fields are not listed here: each class's come from :func:`dataclasses.fields`, and how
-a field is stored from its type (``str``, a string-valued enum, a dataclass, ``tuple[X,
-...]``, ``X | None``). A class that gains a field of a type without a stored form makes
+a field is stored from its type (``str``, ``bool``, a string-valued enum, a dataclass,
+``tuple[X, ...]``, ``X | None``). A class that gains a field of a type without a stored form makes
 this module fail to import, so no field is ever silently dropped.
 
 :func:`decode` refuses rather than guesses: anything that is not exactly what
@@ -162,11 +162,27 @@ def _dataclass_kind(cls: type[Any]) -> _Kind:
     return _Kind(dump, load, f"{cls.__name__}({shape})")
 
 
+def _bool_kind(where: str) -> _Kind:
+    def dump(value: Any) -> Any:
+        if type(value) is not bool:
+            raise TypeError(f"{where}: {type(value).__name__} where a bool is stored")
+        return value
+
+    def load(value: Any) -> Any:
+        if type(value) is not bool:
+            raise _Refused
+        return value
+
+    return _Kind(dump, load, "bool")
+
+
 def _kind(tp: Any, where: str) -> _Kind:
     """How a field of type ``tp`` is stored; TypeError for a type without a stored form."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is str:
         return _str_kind(where)
+    if tp is bool:
+        return _bool_kind(where)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_kind(tp, where)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):

@@ -92,6 +92,7 @@ def _facts(info: elf.ElfInfo) -> tuple[object, ...]:
 def _manifest_digest(tree: str, executable: str, memo: Memo) -> bytes | None:
     """:func:`manifest_digest` of the manifest the tree was made from (the copy Bazel
     leaves in it, else the one beside the executable when there is no tree)."""
+    memo.opaque()   # a read not kept as a fact (see Memo.facts)
     path = os.path.join(tree, "MANIFEST") if os.path.isdir(tree) else \
         runfiles.manifest_of(executable)
     read = runfiles.read_regular(path)
