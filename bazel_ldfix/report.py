@@ -173,6 +173,9 @@ def repair_summary(repair: Repair) -> str:
             lines.append(f"{test.label} will still miss {', '.join(test.missing_after)}")
         lines += _reach_lines(test)
     lines += [f"note: {note}" for note in repair.notes]
+    if repair.given_again:
+        lines.append("note: nothing this repair read has changed since the last run of the "
+                     "same command: its repair is given again (--no-cache makes it anew)")
     if repair.ld_library_path is not None:
         lines.append(f"adding --test_env={VARIABLE}={repair.ld_library_path}")
         if repair.base:

@@ -13,7 +13,9 @@ Bazel server, round after round (the first is a warm-up), it times:
 ``env //...`` and ``env ONE`` give different values, and ``--test_env`` is a build option:
 switching between them would make Bazel discard its analysis cache each time. So each
 timed ``env`` run follows an untimed run of the same command, as when a user runs the same
-command again. Then one ``bazel-ldfix test //...`` runs through a ``bazel`` that logs
+command again: the last repair is then kept, and given again (``repair/replay.py``). The
+same pair is also timed with the kept repairs removed before each timed run (made anew,
+every other cache as it was). Then one ``bazel-ldfix test //...`` runs through a ``bazel`` that logs
 each call, to show each Bazel round trip. Prints Markdown.
 """
 
@@ -32,6 +34,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
+
+from bazel_ldfix import userdir  # noqa: E402
 
 
 def flags_of(ws: str, target: str) -> list[str]:
@@ -62,10 +66,22 @@ def main(argv: list[str] | None = None) -> int:
         bench.run(argv, cwd=ws)   # the same command before: the server's state is its own
         return bench.run(argv, cwd=ws)
 
+    kept = os.path.join(userdir.cache_root(os.environ) or "/nonexistent", "last-repair")
+
+    def anew(argv: list[str]) -> bench.Run:
+        bench.run(argv, cwd=ws)
+        shutil.rmtree(kept, ignore_errors=True)   # no repair to give again: made anew
+        return bench.run(argv, cwd=ws)
+
     print("env //... against env of one test", file=sys.stderr)
     env_samples = bench.alternate({
         "bazel-ldfix env //...": lambda: again([bench.LDFIX, "env", "//..."]),
         f"bazel-ldfix env {args.one}": lambda: again([bench.LDFIX, "env", args.one]),
+    }, args.runs)
+    anew_samples = bench.alternate({
+        "bazel-ldfix env //... (made anew)": lambda: anew([bench.LDFIX, "env", "//..."]),
+        f"bazel-ldfix env {args.one} (made anew)": lambda: anew(
+            [bench.LDFIX, "env", args.one]),
     }, args.runs)
     print("test against bazel test", file=sys.stderr)
     test_samples = bench.alternate({
@@ -82,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     calls = bazel_calls(ws, every, max(3, args.runs))
     load_after = bench.loadavg()
 
-    samples = {**env_samples, **test_samples, **one_samples}
+    samples = {**env_samples, **test_samples, **one_samples, **anew_samples}
     names = list(samples)
     print(f"Workspace `{ws}`; {args.runs} counted rounds after a warm-up; load average "
           f"(1, 5, 15 min) before: {load_before}, after: {load_after}.\n")
@@ -95,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     e_all, e_one = (samples[n].median for n in names[:2])
     t_all, b_all = (samples[n].median for n in names[2:4])
     t_one, b_one = (samples[n].median for n in names[4:6])
+    n_all, n_one = (samples[n].median for n in names[6:8])
     print()
-    print(f"- `env //...` / `env {args.one}`: {e_all / e_one:.2f}x")
+    print(f"- `env //...` / `env {args.one}`: {e_all / e_one:.2f}x (the last repair given "
+          f"again); {n_all / n_one:.2f}x (made anew)")
     print(f"- `bazel-ldfix test //...` - `bazel test //...`: {(t_all - b_all) * 1000:+.0f} ms")
     print(f"- `bazel-ldfix test {args.one}` - `bazel test {args.one}`: "
           f"{(t_one - b_one) * 1000:+.0f} ms")

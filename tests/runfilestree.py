@@ -34,6 +34,11 @@ def lay_out(exe: Path, lines: list[str]) -> Path:
     """``exe``, its input manifest and a runfiles tree as build-runfiles makes it: the
     directories, symlinks and empty files, then MANIFEST (stamped after the input)."""
     program(exe)
+    return tree_of(exe, lines)
+
+
+def tree_of(exe: Path, lines: list[str]) -> Path:
+    """The input manifest and runfiles tree of the executable ``exe`` (see lay_out)."""
     text = "".join(f"{line}\n" for line in lines)
     source = Path(f"{exe}.runfiles_manifest")
     source.write_text(text)

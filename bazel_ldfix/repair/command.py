@@ -56,13 +56,19 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     expected = _read_memo(memo)
     step = bazel.BuildStep(runner, args, expected)
     read_ahead: Callable[[bazel.TestTarget, bazel.StepHead], None] | None = None
+    kept_at: str | None = None
+    kept = None
     try:
         # While Bazel builds: the model, and what the host's loader says first; then each
         # test as soon as Bazel has built it.
         from bazel_ldfix.bazel import rulecache, testenv
         from bazel_ldfix.loader.resolve import LoaderFactory, host_header
         from bazel_ldfix.repair import plan as planning
+        from bazel_ldfix.repair import replay
 
+        # The last repair of this command, to be given again if nothing it read changed.
+        kept_at = replay.file_for(memo)
+        kept = replay.load(kept_at)
         session = planning.Session()
         host_loader = LoaderFactory(memo=session.memo)
         host = host_header()
@@ -75,7 +81,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         values: dict[int, tuple[bazel.StepHead, str | None]] = {}   # by the head's id
         last_value = expected[-1][len(_MEMO_PREFIX):] if expected else None
 
-        def read_ahead(test: bazel.TestTarget, head: bazel.StepHead) -> None:
+        def read_tests(test: bazel.TestTarget, head: bazel.StepHead) -> None:
             # Read, and resolved in the value the flags give it: what the first plan asks
             # of most tests (a rule's own env may give another; that is resolved then).
             subject = session.read_ahead(planning.TestInput(test.label, test.executable),
@@ -95,6 +101,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                     # one's too, whose check the plan then finds made.
                     session.resolve_ahead(subject, last_value, host_loader.make_loader,
                                           host_loader.cache_for)
+
+        if kept is None:
+            # (With a repair kept, most likely given again, Bazel is left the machine.)
+            read_ahead = read_tests
     finally:
         events, code = step.result(read_ahead)
     if code not in (0, bazel.NO_TESTS_FOUND):
@@ -103,6 +113,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         # Bazel changed something that was read while it built: read everything anew.
         session = planning.Session()
         host_loader = LoaderFactory(memo=session.memo)
+        session.memo.watch()
     if not events.complete:
         # Which tests the step built is not known: it is not "no test selected".
         raise BazelError("the build step's events end before Bazel's last event (the "
@@ -130,6 +141,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                   "disk (a remote cache that did not download it?); not examined"
                   for t in absent}
 
+    def noted(path: str, exc: OSError) -> None:
+        session.memo.opaque()   # a walk's error is not a fact kept: never given again
+        if on_error is not None:
+            on_error(path, exc)
 
     def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True
                     ) -> planning.Repair:
@@ -149,7 +164,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                                {k: r.env_inherit for k, r in rules.items()})
         inputs = [planning.TestInput(t.label, t.executable) for t in tests]
         planned = planning.plan(inputs, env, base, host_loader.make_loader, host_loader.cache_for,
-                       prepend=prepend, on_error=on_error,
+                       prepend=prepend, on_error=noted,
                        cache_dir=cache_dir(base) if cache_dir else None,
                        progress=progress, search=search, host=host, session=session)
         return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
@@ -165,6 +180,17 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     remembered = cache_dir(base) if cache_dir and selected else None
     key = rulecache.key_of(runner, events, events.workspace or workspace)
     known = rulecache.recall(remembered, key, selected) if remembered else None
+    # The same command again, with nothing it read changed: the same repair.
+    inputs = replay.inputs_of(events, client_env, base, prepend) \
+        if kept_at and not absent else None
+    if kept is not None and inputs is not None:
+        again = replay.given_again(kept, inputs,
+                                   replay.rules_of(known) if known is not None else None)
+        if again is not None:
+            _write_memo(memo, again.flags)
+            return dataclasses.replace(again, options=events.options,
+                                       patterns=events.patterns, given_again=True), 0
+    used: Mapping[str, bazel.RuleInfo] | None = None   # the rules' answer the repair used
     asked_ns = time.time_ns()
     # The last run of this command needed a repair: this one most likely does too, so the
     # rule query runs while the tests are resolved.
@@ -186,12 +212,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                     rulecache.remember(remembered, key, selected, answer, base, asked_ns)
                 known = dict(answer.rules)
             result = repair_with(known)
+            used = known
     finally:
         if pending is not None:
             pending.close()
     _write_memo(memo, result.flags)
-    return dataclasses.replace(result, options=events.options,
-                               patterns=events.patterns), 0
+    result = dataclasses.replace(result, options=events.options, patterns=events.patterns)
+    if inputs is not None:
+        replay.save(kept_at, inputs, replay.rules_of(used), session.memo.facts(), result)
+    return result, 0
 
 
 def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]

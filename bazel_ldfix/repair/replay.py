@@ -1,0 +1,229 @@
+"""The last repair of a command, given again while everything it was made from is as it was.
+
+Running the same ``bazel-ldfix test //...`` again, with nothing changed, makes the same
+repair: the model is a function of what it reads. So each repair is kept (per command, in
+the per-user directory, :mod:`bazel_ldfix.userdir`) with
+
+* **its inputs**, as one digest: the build step's events (the tests, their executables,
+  the options, Bazel's version), the client's environment, the user and group, the
+  output_base, how the flag is merged, and this tool's own files;
+* **every fact it read** of the file system (:meth:`Memo.facts
+  <bazel_ldfix.loader.memo.Memo.facts>`): each directory's names, each link's target, each
+  file's identity (device, inode, size, modification time), each runfiles directory's
+  status, the index state of ``external/``, what the host's loader said;
+* **the rules' answer** it used, if it asked for one.
+
+It is given again when the inputs are the same, the rules' remembered answer is the same,
+and every fact still holds, which costs one ``stat``, ``readlink`` or listing per fact,
+against reading every test again. Anything else, and the repair is made anew.
+
+Two limits, the ones the caches it rests on have: a file rewritten in place within the same
+clock tick as the first reading, with the same size, looks unchanged (so a repair is kept
+only when every timestamp it read is older than :data:`SETTLE_NS`, as the index of
+``external/`` is); and a change deep inside an external repository that Bazel did not make
+(an edited ``local_repository``) is not seen by the index state. ``--no-cache`` makes every
+repair anew.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bazel_ldfix import userdir
+
+if TYPE_CHECKING:
+    from bazel_ldfix.bazel.runner import BuildEvents, RuleInfo
+    from bazel_ldfix.repair.plan import Repair
+
+MAGIC = b"bazel-ldfix replay 1\n"
+MAX_SIZE = 1 << 27          # 10,000 tests' facts and repair are some 10 MB
+#: How old every timestamp a repair read must be before it is kept (see the docstring).
+SETTLE_NS = 2_000_000_000
+#: How many commands' repairs are kept (the most recently made).
+KEPT = 32
+_STATUS_KINDS = ("stat", "lstat")
+# Options of a build step's events that differ from one run to the next: the Bazel
+# client's timings (its startup, the wait for the server, extracting its data) and the
+# step's own events file.
+_PER_RUN = frozenset({"startup_time", "command_wait_time", "extract_data_time",
+                      "build_event_json_file"})
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A repair as it was kept, before any of it is checked."""
+
+    inputs: str
+    rules: str
+    facts: dict[tuple[str, str], str]
+    repair: Repair
+
+
+def inputs_of(events: BuildEvents, client_env: Mapping[str, str], output_base: str,
+              prepend: bool) -> str:
+    """The digest of everything a repair depends on besides the file system's facts."""
+    from bazel_ldfix.loader.resolve import host_header
+
+    digest = hashlib.blake2b(digest_size=20)
+    # Less what differs from one run to the next and changes nothing in a repair: the
+    # client's timings, and where the step's events were written.
+    options = tuple(o for o in events.options if o.name not in _PER_RUN)
+    command_line = tuple(a for a in events.command_line
+                         if not a.startswith("--build_event_json_file="))
+    steady = dataclasses.replace(events, options=options, command_line=command_line)
+    for part in (repr(steady), repr(sorted(client_env.items())), output_base,
+                 repr((prepend, os.geteuid(), os.getegid())), repr(host_header()),
+                 _own_files()):
+        digest.update(part.encode("utf-8", "surrogateescape"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def rules_of(rules: Mapping[str, RuleInfo] | None) -> str:
+    """The digest of the rules' answer a repair used ("" for none)."""
+    if rules is None:
+        return ""
+    text = repr(sorted(rules.items()))
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
+
+
+def load(path: str | None) -> Kept | None:
+    """The repair kept at ``path``; None for a file that is missing, not this user's
+    alone, cut short, or not exactly what :func:`save` writes."""
+    from bazel_ldfix.repair import stored
+
+    if path is None or userdir.private_dir(os.path.dirname(path), create=False) is None:
+        return None
+    data = userdir.read_private(path, MAX_SIZE)
+    body = userdir.unseal(data) if data is not None else None
+    if body is None or not body.startswith(MAGIC):
+        return None
+    head, sep, rest = body[len(MAGIC):].partition(b"\n")
+    if not sep:
+        return None
+    try:
+        fields = json.loads(head.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        return None
+    facts = _facts_of(fields)
+    repair = stored.decode(rest)
+    if facts is None or repair is None:
+        return None
+    return Kept(fields["inputs"], fields["rules"], facts, repair)
+
+
+def _facts_of(fields: object) -> dict[tuple[str, str], str] | None:
+    if not isinstance(fields, dict) or set(fields) != {"inputs", "rules", "facts"} or \
+            not isinstance(fields["inputs"], str) or not isinstance(fields["rules"], str) or \
+            not isinstance(fields["facts"], list):
+        return None
+    out: dict[tuple[str, str], str] = {}
+    for fact in fields["facts"]:
+        if not isinstance(fact, list) or len(fact) != 3 or \
+                not all(isinstance(part, str) for part in fact):
+            return None
+        out[(fact[0], fact[1])] = fact[2]
+    return out
+
+
+def given_again(kept: Kept | None, inputs: str, rules: str | None) -> Repair | None:
+    """The kept repair, if it was made from these inputs and rules (None: the rules'
+    answer is not known without asking) and every fact it read still holds."""
+    from bazel_ldfix.loader.memo import holds
+
+    if kept is None or kept.inputs != inputs:
+        return None
+    if kept.rules and kept.rules != rules:
+        return None
+    return kept.repair if holds(kept.facts) else None
+
+
+def save(path: str | None, inputs: str, rules: str,
+         facts: Mapping[tuple[str, str], str] | None, repair: Repair,
+         now_ns: int | None = None) -> bool:
+    """Keep ``repair`` (best effort: a repair not kept is only made again); False when it
+    is not kept: no facts (something was read that is not kept as one), or a timestamp
+    too recent (see :data:`SETTLE_NS`)."""
+    from bazel_ldfix.repair import stored
+
+    if path is None or facts is None or not settled(facts, now_ns):
+        return False
+    if userdir.private_dir(os.path.dirname(path)) is None:
+        return False
+    head = json.dumps({"inputs": inputs, "rules": rules,
+                       "facts": [[kind, where, value] for (kind, where), value in facts.items()]},
+                      ensure_ascii=False, separators=(",", ":"))
+    try:
+        body = MAGIC + head.encode("utf-8", "surrogateescape") + b"\n" + \
+            stored.encode(repair)
+    except (TypeError, ValueError):   # a text JSON cannot hold: the repair is made again
+        return False
+    if not userdir.write_private(path, userdir.seal(body)):
+        return False
+    _prune(os.path.dirname(path))
+    return True
+
+
+def _prune(directory: str, keep: int | None = None) -> None:
+    """Remove all but the :data:`KEPT` most recently written repairs (one per command, a
+    few megabytes for a thousand tests): a workspace's commands come and go."""
+    keep = KEPT if keep is None else keep
+    try:
+        with os.scandir(directory) as entries:
+            found = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.path)
+                     for entry in entries if entry.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    for _, old in sorted(found, reverse=True)[keep:]:
+        with contextlib.suppress(OSError):
+            os.unlink(old)
+
+
+def settled(facts: Mapping[tuple[str, str], str], now_ns: int | None = None) -> bool:
+    """Whether every timestamp among the facts is older than :data:`SETTLE_NS`."""
+    limit = (time.time_ns() if now_ns is None else now_ns) - SETTLE_NS
+    for (kind, _), value in facts.items():
+        if kind in _STATUS_KINDS and not value.startswith("!"):
+            *_, mtime, ctime = value.split(":")
+            if int(mtime) > limit or int(ctime) > limit:
+                return False
+        elif kind == "key" and value and int(value.rpartition(":")[2]) > limit:
+            return False
+    return True
+
+
+def file_for(memo_file: str | None) -> str | None:
+    """Where the repair of the command whose flags are kept at ``memo_file`` is kept."""
+    if memo_file is None:
+        return None
+    flags_dir, name = os.path.split(memo_file)
+    return os.path.join(os.path.dirname(flags_dir), "last-repair", name)
+
+
+_OWN: list[str] = []
+
+
+def _own_files() -> str:
+    """This tool's own files (path, size, modification time): a repair made by other code
+    is made anew."""
+    if not _OWN:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        parts: list[str] = []
+        for directory, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(directory, name))
+                    parts.append(f"{directory}/{name}:{st.st_size}:{st.st_mtime_ns}")
+        _OWN.append(hashlib.blake2b("\n".join(parts).encode("utf-8", "surrogateescape"),
+                                    digest_size=20).hexdigest())
+    return _OWN[0]
+

@@ -1,0 +1,264 @@
+"""A repair is given again only while everything it was made from is as it was.
+
+A plan's memo keeps every fact it reads of the file system (Memo.watch, Memo.facts). The
+first test runs a whole plan under a recorder of Python's own file-system calls and checks
+that each call is covered by a kept fact: a read the facts do not cover would let a
+change go unseen. The others change, one at a time, each kind of thing a repair depends on,
+and check that the kept facts no longer hold; and that the kept file is believed only
+whole, only from this user, and only for the same inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import fsaccess
+import pytest
+from elfbuild import lib, program
+from runfilestree import past_manifest, tree_of
+
+from bazel_ldfix.loader.memo import PROBES, Memo, holds
+from bazel_ldfix.loader.resolve import LoaderFactory, host_header
+from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair import replay
+
+_LATER = time.time_ns() + 10**12     # a "now" by which every timestamp has settled
+
+
+def _workspace(top: Path, count: int = 3) -> tuple[Path, list[repair.TestInput]]:
+    """``count`` cc_tests laid out as Bazel lays them out: each links the SDK's unversioned
+    file (SONAME libsdk.so.11, which only output_base/external holds) through its
+    ``_solib_k8`` link, and stages the link in a runfiles tree with a MANIFEST."""
+    ob = top / "ob"
+    ext = ob / "external" / "sdk" / "lib"
+    dep = lib(ob / "external" / "deps" / "lib" / "libdep.so.2")   # found by the index
+    real = lib(ext / "libsdk.so.11", needs=[dep])
+    os.symlink(real.name, ext / "libsdk.so")
+    bin_dir = ob / "execroot" / "ws" / "bazel-out" / "k8-fastbuild" / "bin"
+    solib = bin_dir / "_solib_k8" / "_U@sdk_S_S_Clib"
+    solib.mkdir(parents=True)
+    os.symlink(ext / "libsdk.so", solib / "libsdk.so")
+    inputs = []
+    for i in range(count):
+        exe = program(bin_dir / "p" / f"t{i}", needs=[real],
+                      runpath="$ORIGIN/../_solib_k8/_U@sdk_S_S_Clib")
+        tree_of(exe, [f"ws/_solib_k8/_U@sdk_S_S_Clib/libsdk.so {solib}/libsdk.so",
+                      f"ws/p/t{i} {exe}"])
+        inputs.append(repair.TestInput(f"//p:t{i}", str(exe)))
+    return ob, inputs
+
+
+def _planned(ob: Path, inputs: list[repair.TestInput], cache: Path
+             ) -> tuple[repair.Repair, dict[tuple[str, str], str] | None]:
+    session = repair.Session()
+    factory = LoaderFactory(memo=session.memo)
+    factory.warm()      # as a command does while Bazel builds
+    session.memo.watch()
+    env = repair.TestEnvironment((), "nothing", {t.label: None for t in inputs})
+    planned = repair.plan(inputs, env, str(ob), factory.make_loader, factory.cache_for,
+                          session=session, cache_dir=str(cache), host=host_header())
+    return planned, session.memo.facts()
+
+
+# Which kinds of kept fact decide what each call says (a file's identity decides its bytes).
+_COVERS = {
+    "open": {"key", "stat", "lstat"},
+    "stat": {"key", "stat", "dir", "isfile"},
+    "lstat": {"lstat", "link"},
+    "readlink": {"link"},
+    "listdir": {"list"},
+    "scandir": {"list"},
+    "access": {"access"},
+}
+
+
+def _covered(call: str, path: str, facts: dict[tuple[str, str], str], ob: Path,
+             cache: Path, rechecked: set[tuple[str, str]]) -> bool:
+    if any((kind, path) in facts for kind in _COVERS[call]) or (call, path) in rechecked:
+        return True
+    if call in ("open", "stat") and ("key", os.path.realpath(path)) in facts:
+        return True   # the file a path names (memo.realpath keeps each link it follows)
+    if path == "/proc/self/mountinfo":
+        return ("mounts", "") in facts
+    external = str(ob / "external")
+    if path.startswith((str(cache) + "/", external + "/", "<dir_fd>/")) or \
+            path in (str(cache), external):
+        return ("index", external) in facts   # the index of external/, by its state
+    return False
+
+
+def test_every_file_system_read_of_a_plan_is_a_kept_fact(tmp_path: Path) -> None:
+    ob, inputs = _workspace(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    _planned(ob, inputs, cache)     # what this process asks once (the host's loader)
+    with fsaccess.recording() as calls:
+        planned, facts = _planned(ob, inputs, cache)
+    # A real search: beside the link each test stages, then in the index of external/.
+    assert planned.added == (str(ob / "external" / "sdk" / "lib"),
+                             str(ob / "external" / "deps" / "lib"))
+    assert facts is not None
+    assert calls, "the recorder saw nothing"
+    # What the host's loader said, and which loader each file gets: checking those facts
+    # asks again, and reads what was read to answer them.
+    with fsaccess.recording() as again:
+        assert all(PROBES[kind](path) == value for (kind, path), value in facts.items()
+                   if kind in ("trusted", "loader", "mounts", "index"))
+    uncovered = sorted({(call, path) for call, path in calls
+                        if not _covered(call, path, facts, ob, cache, set(again))})
+    assert uncovered == []
+    assert holds(facts)
+
+
+def _retarget_solib(ob: Path) -> None:
+    solib = next((ob / "execroot").rglob("_U@sdk_S_S_Clib"))
+    os.unlink(solib / "libsdk.so")
+    os.symlink(ob / "external" / "sdk" / "lib" / "libsdk.so.11", solib / "libsdk.so")
+
+
+def _replace_library(ob: Path) -> None:
+    path = ob / "external" / "deps" / "lib" / "libdep.so.2"
+    data = path.read_bytes()
+    path.unlink()
+    path.write_bytes(data)      # the same bytes, another file
+
+
+def _add_library(ob: Path) -> None:
+    lib(ob / "external" / "sdk" / "lib" / "libnew.so.1")
+
+
+def _rebuild_test(ob: Path) -> None:
+    exe = next((ob / "execroot").rglob("t0"))
+    data = exe.read_bytes()
+    exe.unlink()
+    exe.write_bytes(data)
+    exe.chmod(0o755)
+
+
+def _touch_tree(ob: Path) -> None:
+    tree = next((ob / "execroot").rglob("t1.runfiles"))
+    past_manifest(tree)
+    (tree / "ws" / "extra").mkdir()
+
+
+def _rewrite_manifest(ob: Path) -> None:
+    manifest = next((ob / "execroot").rglob("t2.runfiles")) / "MANIFEST"
+    text = manifest.read_text()
+    manifest.unlink()
+    manifest.write_text(text)
+
+
+def _new_repository(ob: Path) -> None:
+    (ob / "external" / "other").mkdir()
+
+
+@pytest.mark.parametrize("change", [_retarget_solib, _replace_library, _add_library,
+                                    _rebuild_test, _touch_tree, _rewrite_manifest,
+                                    _new_repository])
+def test_each_change_to_what_a_repair_read_is_seen(tmp_path: Path,
+                                                    change: Callable[[Path], None]) -> None:
+    ob, inputs = _workspace(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    _, facts = _planned(ob, inputs, cache)
+    assert facts is not None and holds(facts)
+    change(ob)
+    assert not holds(facts)
+
+
+def test_a_walked_tree_keeps_no_facts(tmp_path: Path) -> None:
+    ob, inputs = _workspace(tmp_path, 1)
+    os.unlink(f"{inputs[0].executable}.runfiles_manifest")   # no listing from MANIFEST
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    _, facts = _planned(ob, inputs, cache)
+    assert facts is None
+
+
+def _kept(tmp_path: Path) -> tuple[Path, repair.Repair, dict[tuple[str, str], str]]:
+    ob, inputs = _workspace(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    planned, facts = _planned(ob, inputs, cache)
+    assert facts is not None
+    where = cache / "last-repair" / "cmd"
+    assert replay.save(str(where), "inputs", "", facts, planned, now_ns=_LATER)
+    return where, planned, facts
+
+
+def test_a_kept_repair_is_given_again_for_the_same_inputs_only(tmp_path: Path) -> None:
+    where, planned, facts = _kept(tmp_path)
+    kept = replay.load(str(where))
+    assert kept is not None
+    assert kept.facts == facts
+    assert replay.given_again(kept, "inputs", None) == planned
+    assert replay.given_again(kept, "other inputs", None) is None
+    rules = replay.Kept(kept.inputs, "some rules", kept.facts, kept.repair)
+    assert replay.given_again(rules, "inputs", None) is None   # not known without asking
+    assert replay.given_again(rules, "inputs", "other rules") is None
+    assert replay.given_again(rules, "inputs", "some rules") == planned
+
+
+def test_a_kept_repair_is_not_given_again_once_a_fact_changed(tmp_path: Path) -> None:
+    where, _, _ = _kept(tmp_path)
+    _add_library(tmp_path / "ob")
+    assert replay.given_again(replay.load(str(where)), "inputs", None) is None
+
+
+def test_a_kept_file_is_believed_only_whole_and_only_from_this_user(tmp_path: Path) -> None:
+    where, _, _ = _kept(tmp_path)
+    data = where.read_bytes()
+    where.write_bytes(data[:-10])
+    assert replay.load(str(where)) is None      # cut short
+    where.write_bytes(data)
+    assert replay.load(str(where)) is not None
+    where.chmod(0o664)
+    assert replay.load(str(where)) is None      # another user could have written it
+    where.chmod(0o600)
+    where.parent.chmod(0o775)
+    assert replay.load(str(where)) is None      # in a directory others can write
+    where.parent.chmod(0o700)
+    where.write_bytes(data.replace(b"bazel-ldfix replay 1", b"bazel-ldfix replay 9"))
+    assert replay.load(str(where)) is None      # another format
+
+
+def test_a_repair_that_read_recent_files_is_not_kept(tmp_path: Path) -> None:
+    ob, inputs = _workspace(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    planned, facts = _planned(ob, inputs, cache)
+    assert facts is not None
+    assert not replay.settled(facts)        # the files were written a moment ago
+    assert not replay.save(str(cache / "last-repair" / "cmd"), "inputs", "", facts, planned)
+    assert not (cache / "last-repair" / "cmd").exists()
+    assert replay.settled(facts, _LATER)
+
+
+def test_facts_read_twice_differently_are_not_kept(tmp_path: Path) -> None:
+    directory = tmp_path / "d"
+    directory.mkdir()
+    memo = Memo()
+    memo.watch()
+    memo.keep("list", str(directory))
+    memo.saw("stat", str(directory), os.stat(directory))
+    (directory / "x").touch()
+    memo.saw("stat", str(directory), os.stat(directory))
+    assert memo.facts() is None
+    assert not memo.still_true()
+
+
+def test_only_the_most_recent_repairs_are_kept(tmp_path: Path) -> None:
+    where, planned, facts = _kept(tmp_path)
+    os.utime(where, ns=(10**18, 10**18))
+    for i in range(replay.KEPT + 3):
+        assert replay.save(str(where.parent / f"cmd{i}"), "inputs", "", facts, planned,
+                           now_ns=_LATER)
+        # Each written after the one before (a clock tick can hold many writes).
+        stamp = 10**18 + i + 1
+        os.utime(where.parent / f"cmd{i}", ns=(stamp, stamp))
+    names = {p.name for p in where.parent.iterdir()}
+    assert len(names) == replay.KEPT
+    assert f"cmd{replay.KEPT + 2}" in names and "cmd" not in names
