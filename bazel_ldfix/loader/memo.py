@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from bazel_ldfix.outputbase.index import Mounts
 
 FileKey = tuple[int, int, int, int]   # st_dev, st_ino, st_size, st_mtime_ns
+#: What a memo kept of the file system (kind -> path -> the fact, see PROBES).
+Facts = dict[str, dict[str, str]]
 _PARENTS = 4   # how far up a listing already known can tell that a directory is absent
 _T = TypeVar("_T")
 
@@ -90,7 +92,7 @@ class Memo:
         self._real: dict[str, str] = {}
         self._relative: dict[int, tuple[tuple[str, ...], bool]] = {}
         # While another process may be changing what is read (see watch): each fact read.
-        self._watched: dict[tuple[str, str], str] | None = None
+        self._watched: Facts | None = None
         self._moved = False     # a fact read twice while watched, differently
         self._opaque = False    # something was read that is not kept as a fact
         self.hits = 0
@@ -113,10 +115,15 @@ class Memo:
         """:func:`file_key`, through the real path: a runfiles path is a chain of
         symlinks that ``stat`` would follow anew each time."""
         real = self.realpath(path)
-        key = file_key(real)
+        try:
+            st: os.stat_result | None = os.stat(real)
+        except (OSError, ValueError):
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            st = None
         if self._watched is not None:
-            self._keep("key", real, key)
-        return key
+            self._keep_fact("key", real, _identity(st))
+        return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def watch(self) -> None:
         """From now on, keep each fact this memo reads of the file system and remembers
@@ -128,15 +135,20 @@ class Memo:
         self._moved = False
 
     def _keep(self, kind: str, path: str, value: object) -> None:
+        self._keep_fact(kind, path, _fact(kind, value))
+
+    def _keep_fact(self, kind: str, path: str, fact: str) -> None:
         assert self._watched is not None
-        fact = _fact(kind, value)
-        if self._watched.setdefault((kind, path), fact) != fact:
+        facts = self._watched.get(kind)
+        if facts is None:
+            facts = self._watched[kind] = {}
+        if facts.setdefault(path, fact) != fact:
             self._moved = True
 
     def keep(self, kind: str, path: str) -> None:
         """Keep a fact the caller read itself (one of :data:`PROBES`), as it is now."""
-        if self._watched is not None and (kind, path) not in self._watched:
-            self._watched[(kind, path)] = PROBES[kind](path)
+        if self._watched is not None and path not in self._watched.get(kind, ()):
+            self._keep_fact(kind, path, PROBES[kind](path))
 
     def keep_status(self, kind: str, path: str, st: os.stat_result) -> None:
         """Keep the status the caller read (kind "stat", or "lstat" for a link itself)."""
@@ -182,13 +194,13 @@ class Memo:
         memo remembers does); they are kept on."""
         return not self._moved and holds(self._watched or {})
 
-    def facts(self) -> dict[tuple[str, str], str] | None:
+    def facts(self) -> Facts | None:
         """Every fact kept since :meth:`watch`, each as it was first read; None when one
         was read twice, differently, or something was read that is not kept as a fact
         (see :meth:`opaque`), or none are kept."""
         if self._moved or self._opaque or self._watched is None:
             return None
-        return dict(self._watched)
+        return {kind: dict(facts) for kind, facts in self._watched.items()}
 
     def opaque(self) -> None:
         """Say that what is being read is not kept as facts (a walk of a directory tree, a
@@ -218,7 +230,7 @@ class Memo:
         try:
             key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if self._watched is not None:
-                self._keep("key", path, key)
+                self._keep_fact("key", path, _identity(st))
             found = self._elf.get(key)
             if found is not None:
                 self.hits += 1
@@ -421,12 +433,15 @@ class Memo:
         return self._mounts
 
 
-def holds(facts: Mapping[tuple[str, str], str]) -> bool:
+def holds(facts: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether each fact, as :meth:`Memo.facts` gives them, still holds."""
-    for (kind, path), value in facts.items():
+    for kind, kept in facts.items():
         probe = PROBES.get(kind)
-        if probe is None or probe(path) != value:
+        if probe is None:
             return False
+        for path, value in kept.items():
+            if probe(path) != value:
+                return False
     return True
 
 
@@ -466,8 +481,6 @@ def _fact(kind: str, value: object) -> str:
     if kind == "list":
         assert isinstance(value, Listing)
         return _listed(value)
-    if kind == "key":
-        return "" if value is None else ":".join(map(str, value))  # type: ignore[call-overload]
     if kind in ("dir", "isfile"):
         return "1" if value else "0"
     if kind == "link":
@@ -489,6 +502,23 @@ def _status(path: str, follow: bool = True) -> str:
     except (OSError, ValueError) as exc:
         return f"!{getattr(exc, 'errno', 0)}"
     return _formatted(st)
+
+
+def _identity(st: os.stat_result | None) -> str:
+    """Which regular file a path names ("" for none): its device and inode, and its size,
+    modification and change times (a copy that keeps the modification time changes the
+    change time, which no one can set back)."""
+    if st is None:
+        return ""
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _regular(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return ""
+    return _identity(st) if stat.S_ISREG(st.st_mode) else ""
 
 
 def _formatted(st: os.stat_result) -> str:
@@ -538,7 +568,7 @@ PROBES: dict[str, Callable[[str], str]] = {
     "link": lambda path: _fact("link", _readlink(path)),
     "dir": lambda path: _fact("dir", _is_dir(path)),
     "real": os.path.realpath,
-    "key": lambda path: _fact("key", file_key(path)),
+    "key": _regular,
     "stat": _status,
     "lstat": lambda path: _status(path, follow=False),
     "isfile": lambda path: _fact("dir", os.path.isfile(path)),

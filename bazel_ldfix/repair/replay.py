@@ -9,7 +9,7 @@ the per-user directory, :mod:`bazel_ldfix.userdir`) with
   output_base, how the flag is merged, and this tool's own files;
 * **every fact it read** of the file system (:meth:`Memo.facts
   <bazel_ldfix.loader.memo.Memo.facts>`): each directory's names, each link's target, each
-  file's identity (device, inode, size, modification time), each runfiles directory's
+  file's identity (device, inode, size, modification and change times), each runfiles directory's
   status, the index state of ``external/``, what the host's loader said;
 * **the rules' answer** it used, if it asked for one.
 
@@ -41,9 +41,10 @@ from bazel_ldfix import userdir
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.runner import BuildEvents, RuleInfo
+    from bazel_ldfix.loader.memo import Facts
     from bazel_ldfix.repair.plan import Repair
 
-MAGIC = b"bazel-ldfix replay 1\n"
+MAGIC = b"bazel-ldfix replay 2\n"
 MAX_SIZE = 1 << 27          # 10,000 tests' facts and repair are some 10 MB
 #: How old every timestamp a repair read must be before it is kept (see the docstring).
 SETTLE_NS = 2_000_000_000
@@ -63,7 +64,7 @@ class Kept:
 
     inputs: str
     rules: str
-    facts: dict[tuple[str, str], str]
+    facts: Facts
     repair: Repair
 
 
@@ -120,17 +121,18 @@ def load(path: str | None) -> Kept | None:
     return Kept(fields["inputs"], fields["rules"], facts, repair)
 
 
-def _facts_of(fields: object) -> dict[tuple[str, str], str] | None:
+def _facts_of(fields: object) -> Facts | None:
+    """The facts of a kept file's head: kind -> [path, fact, path, fact, ...]."""
     if not isinstance(fields, dict) or set(fields) != {"inputs", "rules", "facts"} or \
             not isinstance(fields["inputs"], str) or not isinstance(fields["rules"], str) or \
-            not isinstance(fields["facts"], list):
+            not isinstance(fields["facts"], dict):
         return None
-    out: dict[tuple[str, str], str] = {}
-    for fact in fields["facts"]:
-        if not isinstance(fact, list) or len(fact) != 3 or \
-                not all(isinstance(part, str) for part in fact):
+    out: Facts = {}
+    for kind, flat in fields["facts"].items():
+        if not isinstance(flat, list) or len(flat) % 2 or \
+                not all(type(part) is str for part in flat):
             return None
-        out[(fact[0], fact[1])] = fact[2]
+        out[kind] = dict(zip(flat[::2], flat[1::2], strict=True))
     return out
 
 
@@ -146,8 +148,7 @@ def given_again(kept: Kept | None, inputs: str, rules: str | None) -> Repair | N
     return kept.repair if holds(kept.facts) else None
 
 
-def save(path: str | None, inputs: str, rules: str,
-         facts: Mapping[tuple[str, str], str] | None, repair: Repair,
+def save(path: str | None, inputs: str, rules: str, facts: Facts | None, repair: Repair,
          now_ns: int | None = None) -> bool:
     """Keep ``repair`` (best effort: a repair not kept is only made again); False when it
     is not kept: no facts (something was read that is not kept as one), or a timestamp
@@ -159,7 +160,8 @@ def save(path: str | None, inputs: str, rules: str,
     if userdir.private_dir(os.path.dirname(path)) is None:
         return False
     head = json.dumps({"inputs": inputs, "rules": rules,
-                       "facts": [[kind, where, value] for (kind, where), value in facts.items()]},
+                       "facts": {kind: [part for fact in kept.items() for part in fact]
+                                 for kind, kept in facts.items()}},
                       ensure_ascii=False, separators=(",", ":"))
     try:
         body = MAGIC + head.encode("utf-8", "surrogateescape") + b"\n" + \
@@ -187,16 +189,16 @@ def _prune(directory: str, keep: int | None = None) -> None:
             os.unlink(old)
 
 
-def settled(facts: Mapping[tuple[str, str], str], now_ns: int | None = None) -> bool:
-    """Whether every timestamp among the facts is older than :data:`SETTLE_NS`."""
+def settled(facts: Facts, now_ns: int | None = None) -> bool:
+    """Whether every timestamp among the facts is older than :data:`SETTLE_NS`: the last
+    two fields of a file's identity or status (modification and change times)."""
     limit = (time.time_ns() if now_ns is None else now_ns) - SETTLE_NS
-    for (kind, _), value in facts.items():
-        if kind in _STATUS_KINDS and not value.startswith("!"):
-            *_, mtime, ctime = value.split(":")
-            if int(mtime) > limit or int(ctime) > limit:
-                return False
-        elif kind == "key" and value and int(value.rpartition(":")[2]) > limit:
-            return False
+    for kind in ("key", *_STATUS_KINDS):
+        for value in facts.get(kind, {}).values():
+            if value and not value.startswith("!"):
+                *_, mtime, ctime = value.split(":")
+                if int(mtime) > limit or int(ctime) > limit:
+                    return False
     return True
 
 
