@@ -24,7 +24,7 @@ import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 NAME = "bazel-ldfix"
 _TRAILER = b"\0\0\0end "
@@ -93,8 +93,9 @@ def read_private(path: str, max_size: int) -> bytes | None:
         os.close(fd)
 
 
-def write_private(path: str, data: bytes) -> bool:
-    """Replace ``path`` with ``data`` atomically; False (and nothing left behind) on error.
+def write_private(path: str, data: bytes | Iterable[bytes]) -> bool:
+    """Replace ``path`` with ``data`` (or its chunks, in order) atomically; False (and
+    nothing left behind) on error.
 
     The directory of ``path`` must be one :func:`private_dir` returned.
     """
@@ -105,7 +106,8 @@ def write_private(path: str, data: bytes) -> bool:
         return False
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for chunk in (data,) if isinstance(data, bytes) else data:
+                f.write(chunk)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
@@ -120,6 +122,17 @@ def write_private(path: str, data: bytes) -> bool:
 def seal(body: bytes) -> bytes:
     """``body`` with the trailer :func:`unseal` checks: ``NUL NUL NUL end <length> <crc32> LF``."""
     return body + _TRAILER + b"%d %08x\n" % (len(body), zlib.crc32(body))
+
+
+def sealed(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The chunks of a body, then :func:`seal`'s trailer: a large body is never whole in
+    memory."""
+    length, crc = 0, 0
+    for chunk in chunks:
+        length += len(chunk)
+        crc = zlib.crc32(chunk, crc)
+        yield chunk
+    yield _TRAILER + b"%d %08x\n" % (length, crc)
 
 
 def unseal(data: bytes) -> bytes | None:

@@ -159,8 +159,12 @@ def setup(top: str, tests: int) -> None:
         pass
 
 
-def child(top: str, tests: int) -> None:
-    """One measured run: ``repair.plan`` over the first ``tests`` tests; JSON on stdout."""
+def child(top: str, tests: int, keep: bool = False) -> None:
+    """One measured run: ``repair.plan`` over the first ``tests`` tests; JSON on stdout.
+
+    ``keep``: as a command does, the memo keeps every fact it reads, and the repair is
+    then kept with them (``replay.save``, in ``TOP/kept``), which :func:`again` reads back
+    and checks in another process, as the next run of the same command would."""
     sys.path.insert(0, REPO)
     started = time.perf_counter()
     from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
@@ -173,6 +177,8 @@ def child(top: str, tests: int) -> None:
               for i in range(tests)]
     env = repair.TestEnvironment((), "nothing", {t.label: None for t in inputs})
     session = repair.Session()
+    if keep:
+        session.memo.watch()
 
     def make_loader(info: object, loader_env: Environment) -> Loader:
         return Loader(host_of(interp_for(info)), loader_env, session.memo)  # type: ignore
@@ -183,12 +189,34 @@ def child(top: str, tests: int) -> None:
     result = repair.plan(inputs, env, os.path.join(top, "ob"), make_loader,
                          cache_for, session=session)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - started
+    if keep:
+        from bazel_ldfix.repair import replay
+
+        os.makedirs(os.path.join(top, "kept"), mode=0o700, exist_ok=True)
+        assert replay.save(os.path.join(top, "kept", str(tests)), "inputs", "",
+                           session.memo.facts(), result, now_ns=time.time_ns() + 10**12)
+        elapsed = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
     rss = usage.ru_maxrss * 1024
     print(json.dumps({"seconds": elapsed, "rss": rss, "added": list(result.added),
                       "cpu": usage.ru_utime + usage.ru_stime,
                       "unresolved": list(result.unresolved),
                       "still_missing": sum(1 for t in result.tests if t.missing_after)}))
+
+
+def again(top: str, tests: int) -> None:
+    """The repair :func:`child` kept, read back and checked (``replay.load``,
+    ``memo.holds``), as the next run of the same command does; JSON on stdout."""
+    sys.path.insert(0, REPO)
+    started = time.perf_counter()
+    from bazel_ldfix.loader.memo import holds
+    from bazel_ldfix.repair import replay
+
+    kept = replay.load(os.path.join(top, "kept", str(tests)))
+    assert kept is not None and holds(kept.facts)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"seconds": time.perf_counter() - started,
+                      "rss": usage.ru_maxrss * 1024, "tests": len(kept.repair.tests)}))
 
 
 def floor(top: str, tests: int) -> float:
@@ -216,10 +244,17 @@ def main(argv: list[str] | None = None) -> int:
                         "temporary directory")
     parser.add_argument("--sizes", default="1000,3000,10000")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep every fact read and the repair, as a command does, and "
+                        "time reading it back and checking it (the run after)")
     parser.add_argument("--child", nargs=2, metavar=("DIR", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--again", nargs=2, metavar=("DIR", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.again:
+        again(args.again[0], int(args.again[1]))
+        return 0
     if args.child:
-        child(args.child[0], int(args.child[1]))
+        child(args.child[0], int(args.child[1]), args.keep)
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     top = args.dir or tempfile.mkdtemp(prefix="bazel-ldfix-model-")
@@ -232,14 +267,23 @@ def main(argv: list[str] | None = None) -> int:
         order = sizes if round_ % 2 == 0 else list(reversed(sizes))
         for n in order:
             floor_s = floor(top, n)
-            out = subprocess.run([sys.executable, __file__, "--child", top, str(n)],
+            out = subprocess.run([sys.executable, __file__, "--child", top, str(n),
+                                  *(["--keep"] if args.keep else [])],
                                  capture_output=True, text=True, check=True)
             sample = json.loads(out.stdout)
             sample["floor"] = floor_s
+            if args.keep:
+                out = subprocess.run([sys.executable, __file__, "--again", top, str(n)],
+                                     capture_output=True, text=True, check=True)
+                given = json.loads(out.stdout)
+                sample["again"], sample["again_rss"] = given["seconds"], given["rss"]
             samples[n].append(sample)
             print(f"round {round_ + 1}: {n} tests: {sample['seconds']:.2f} s "
                   f"(CPU {sample['cpu']:.2f} s, floor {floor_s:.2f} s), "
-                  f"{int(sample['rss']) / 2**20:.0f} MiB", file=sys.stderr)
+                  f"{int(sample['rss']) / 2**20:.0f} MiB"
+                  + (f", given again in {sample['again']:.2f} s, "
+                     f"{int(sample['again_rss']) / 2**20:.0f} MiB" if args.keep else ""),
+                  file=sys.stderr)
 
     def med_of(n: int, key: str) -> float:
         return statistics.median(float(s[key]) for s in samples[n])  # type: ignore[arg-type]
@@ -262,6 +306,16 @@ def main(argv: list[str] | None = None) -> int:
               f"({cpu / base_cpu:.2f}x) | {flo:.2f} s ({flo / base_floor:.2f}x) | {rss:.0f} MiB | "
               f"{len(first['added'])}{'' if same else ' (differs between runs!)'} | "  # type: ignore
               f"{len(first['unresolved'])} | {first['still_missing']} |")  # type: ignore
+    if args.keep:
+        print()
+        print("| tests | given again (reading back, checking), median | / "
+              f"{sizes[0]} | its peak RSS |")
+        print("| --- | --- | --- | --- |")
+        base_again = med_of(sizes[0], "again")
+        for n in sizes:
+            peak = max(int(s["again_rss"]) for s in samples[n]) / 2**20  # type: ignore
+            print(f"| {n:,} | {med_of(n, 'again'):.3f} s | "
+                  f"{med_of(n, 'again') / base_again:.2f}x | {peak:.0f} MiB |")
     if args.dir is None:
         shutil.rmtree(top, ignore_errors=True)
     return 0

@@ -17,9 +17,12 @@ from pathlib import Path
 
 import fsaccess
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from elfbuild import lib, program
 from runfilestree import past_manifest, tree_of
 
+from bazel_ldfix import userdir
 from bazel_ldfix.loader.memo import PROBES, Facts, Memo, holds
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
 from bazel_ldfix.repair import plan as repair
@@ -80,6 +83,8 @@ def _covered(call: str, path: str, facts: Facts, ob: Path,
     if any(path in facts.get(kind, {}) for kind in _COVERS[call]) or \
             (call, path) in rechecked:
         return True
+    if call == "open" and ("stat", path) in rechecked:
+        return True   # a file's bytes, by its identity (device, inode, size, times)
     if call in ("open", "stat") and os.path.realpath(path) in facts.get("key", {}):
         return True   # the file a path names (memo.realpath keeps each link it follows)
     if path == "/proc/self/mountinfo":
@@ -103,12 +108,12 @@ def test_every_file_system_read_of_a_plan_is_a_kept_fact(tmp_path: Path) -> None
                              str(ob / "external" / "deps" / "lib"))
     assert facts is not None
     assert calls, "the recorder saw nothing"
-    # What the host's loader said, and which loader each file gets: checking those facts
-    # asks again, and reads what was read to answer them.
+    # What the host's loader said, which loader each file gets, what each runfiles tree
+    # was: checking those facts reads again what was read to answer them.
     with fsaccess.recording() as again:
         assert all(PROBES[kind](path) == value for kind, kept in facts.items()
                    for path, value in kept.items()
-                   if kind in ("trusted", "loader", "mounts", "index"))
+                   if kind in ("trusted", "loader", "mounts", "index", "tree"))
     uncovered = sorted({(call, path) for call, path in calls
                         if not _covered(call, path, facts, ob, cache, set(again))})
     assert uncovered == []
@@ -277,3 +282,10 @@ def test_only_the_most_recent_repairs_are_kept(tmp_path: Path) -> None:
     names = {p.name for p in where.parent.iterdir()}
     assert len(names) == replay.KEPT
     assert f"cmd{replay.KEPT + 2}" in names and "cmd" not in names
+
+
+@given(st.lists(st.binary(max_size=64), max_size=8))
+def test_a_body_sealed_in_chunks_is_the_body_sealed_whole(chunks: list[bytes]) -> None:
+    whole = b"".join(chunks)
+    assert b"".join(userdir.sealed(chunks)) == userdir.seal(whole)
+    assert userdir.unseal(b"".join(userdir.sealed(iter(chunks)))) == whole

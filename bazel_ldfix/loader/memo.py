@@ -26,7 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -168,6 +168,22 @@ class Memo:
     @property
     def watching(self) -> bool:
         return self._watched is not None
+
+    def keep_tree(self, executable: str, statuses: Sequence[tuple[str, os.stat_result]]
+                  ) -> None:
+        """Keep, as one fact, the statuses :func:`runfiles.tree_listing` read of the
+        executable's runfiles tree: its input manifest's, its ``MANIFEST``'s (the link
+        itself), then its directories' (see :func:`_tree`)."""
+        if self._watched is None:
+            return
+        root = executable + ".runfiles"
+        dirs = [path[len(root) + 1:] if path != root else "" for path, _ in statuses[2:]]
+        if statuses[:2] != [] and all(path == root or path.startswith(root + "/")
+                                      for path, _ in statuses[2:]):
+            self._keep_fact("tree", "\0".join([executable, *dirs]),
+                            _tree_fact([_formatted(st) for _, st in statuses]))
+        else:
+            self.opaque()
 
     def stat(self, path: str) -> os.stat_result:
         """``os.stat``, its status kept (its error is raised, and kept too)."""
@@ -521,6 +537,26 @@ def _regular(path: str) -> str:
     return _identity(st) if stat.S_ISREG(st.st_mode) else ""
 
 
+def _tree(question: str) -> str:
+    """The fact :meth:`Memo.keep_tree` keeps of a runfiles tree, as it is now."""
+    executable, *dirs = question.split("\0")
+    root = executable + ".runfiles"
+    statuses = [_status(executable + ".runfiles_manifest"),
+                _status(root + "/MANIFEST", follow=False)]
+    statuses += [_status(f"{root}/{d}" if d else root) for d in dirs]
+    return _tree_fact(statuses)
+
+
+def _tree_fact(statuses: Sequence[str]) -> str:
+    """The newest timestamp among the statuses (for replay.settled), and their digest."""
+    import hashlib
+
+    newest = max((int(t) for st in statuses if not st.startswith("!")
+                  for t in st.split(":")[-2:]), default=0)
+    digest = hashlib.blake2b("\n".join(statuses).encode(), digest_size=16).hexdigest()
+    return f"{newest}:{digest}"
+
+
 def _formatted(st: os.stat_result) -> str:
     return (f"{st.st_dev}:{st.st_ino}:{st.st_mode}:{st.st_uid}:{st.st_gid}:{st.st_size}:"
             f"{st.st_mtime_ns}:{st.st_ctime_ns}")
@@ -574,6 +610,7 @@ PROBES: dict[str, Callable[[str], str]] = {
     "isfile": lambda path: _fact("dir", os.path.isfile(path)),
     "lexists": lambda path: _fact("dir", os.path.lexists(path)),
     "mounts": _mount_names,
+    "tree": _tree,
     "index": _index_state,
     "loader": _loader_answers,
     "trusted": _trusted,

@@ -720,8 +720,25 @@ def _tree_listing(executable: str, memo: Memo, *, read: bool = False
     targets = memo.remember("runfiles-targets", None, runfiles.Targets)
     if read and executable.startswith("/"):
         targets.plain.add(executable)
-    return runfiles.tree_listing(executable, targets=targets, mount_names=memo.mounts().names,
-                                 seen=memo.saw if memo.watching else None)
+    if not memo.watching:
+        return runfiles.tree_listing(executable, targets=targets,
+                                     mount_names=memo.mounts().names)
+    # The statuses of the tree's own files and directories are kept as one fact (a
+    # thousand trees have some ten thousand directories); what it reads elsewhere (the
+    # links' targets) as facts of their own.
+    statuses: list[tuple[str, os.stat_result]] = []
+
+    def seen(kind: str, path: str, st: os.stat_result | None) -> None:
+        if st is not None and kind in ("stat", "lstat"):
+            statuses.append((path, st))
+        else:
+            memo.saw(kind, path, st)
+
+    listing = runfiles.tree_listing(executable, targets=targets,
+                                    mount_names=memo.mounts().names, seen=seen)
+    if listing is not None:
+        memo.keep_tree(executable, statuses)
+    return listing
 
 
 def _runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | None = None,

@@ -30,10 +30,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -112,7 +113,7 @@ def load(path: str | None) -> Kept | None:
         return None
     try:
         fields = json.loads(head.decode("utf-8", "surrogateescape"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     facts = _facts_of(fields)
     repair = stored.decode(rest)
@@ -159,16 +160,33 @@ def save(path: str | None, inputs: str, rules: str, facts: Facts | None, repair:
         return False
     if userdir.private_dir(os.path.dirname(path)) is None:
         return False
-    head = json.dumps({"inputs": inputs, "rules": rules,
-                       "facts": {kind: [part for fact in kept.items() for part in fact]
-                                 for kind, kept in facts.items()}},
-                      ensure_ascii=False, separators=(",", ":"))
     try:
-        body = MAGIC + head.encode("utf-8", "surrogateescape") + b"\n" + \
-            stored.encode(repair)
+        repair_bytes = stored.encode(repair)
     except (TypeError, ValueError):   # a text JSON cannot hold: the repair is made again
         return False
-    if not userdir.write_private(path, userdir.seal(body)):
+    try:
+        return _write(path, itertools.chain([MAGIC], _head(inputs, rules, facts),
+                                            [b"\n", repair_bytes]))
+    except ValueError:   # a path no bytes stand for (none that os.fsdecode gives)
+        return False
+
+
+def _head(inputs: str, rules: str, facts: Facts) -> Iterator[bytes]:
+    """The JSON head, a kind of facts at a time (a large head is never whole in memory):
+    ``{"inputs": ..., "rules": ..., "facts": {kind: [path, fact, path, fact, ...]}}``."""
+    def dumps(value: object) -> bytes:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8", "surrogateescape")
+
+    yield b'{"inputs":' + dumps(inputs) + b',"rules":' + dumps(rules) + b',"facts":{'
+    for at, (kind, kept) in enumerate(facts.items()):
+        yield (b"," if at else b"") + dumps(kind) + b":" + \
+            dumps([part for fact in kept.items() for part in fact])
+    yield b"}}"
+
+
+def _write(path: str, chunks: Iterable[bytes]) -> bool:
+    if not userdir.write_private(path, userdir.sealed(chunks)):
         return False
     _prune(os.path.dirname(path))
     return True
@@ -199,7 +217,9 @@ def settled(facts: Facts, now_ns: int | None = None) -> bool:
                 *_, mtime, ctime = value.split(":")
                 if int(mtime) > limit or int(ctime) > limit:
                     return False
-    return True
+    # A runfiles tree's fact starts with the newest of its timestamps.
+    return all(int(value.partition(":")[0]) <= limit
+               for value in facts.get("tree", {}).values())
 
 
 def file_for(memo_file: str | None) -> str | None:
