@@ -17,9 +17,9 @@ from pathlib import Path
 
 import fsaccess
 import pytest
+from elfbuild import lib, program
 from hypothesis import given
 from hypothesis import strategies as st
-from elfbuild import lib, program
 from runfilestree import past_manifest, tree_of
 
 from bazel_ldfix import userdir
