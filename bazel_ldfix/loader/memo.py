@@ -115,14 +115,9 @@ class Memo:
         """:func:`file_key`, through the real path: a runfiles path is a chain of
         symlinks that ``stat`` would follow anew each time."""
         real = self.realpath(path)
-        try:
-            st: os.stat_result | None = os.stat(real)
-        except (OSError, ValueError):
-            st = None
-        if st is None or not stat.S_ISREG(st.st_mode):
-            st = None
+        st, fact = _regular_status(real)
         if self._watched is not None:
-            self._keep_fact("key", real, _identity(st))
+            self._keep_fact("key", real, fact)
         return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def watch(self) -> None:
@@ -520,21 +515,30 @@ def _status(path: str, follow: bool = True) -> str:
     return _formatted(st)
 
 
-def _identity(st: os.stat_result | None) -> str:
-    """Which regular file a path names ("" for none): its device and inode, and its size,
-    modification and change times (a copy that keeps the modification time changes the
-    change time, which no one can set back)."""
-    if st is None:
-        return ""
+def _identity(st: os.stat_result) -> str:
+    """Which regular file a path names: its device and inode, and its size, modification
+    and change times (a copy that keeps the modification time changes the change time,
+    which no one can set back)."""
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def _regular(path: str) -> str:
+def _regular_status(path: str) -> tuple[os.stat_result | None, str]:
+    """The status of the regular file at ``path`` (None for anything else), and the fact
+    kept of it: its identity; for no regular file, what is there instead, which the loader
+    tells apart (nothing, or a dangling symlink: the search goes on; a directory: the load
+    stops, it cannot be read; a FIFO: the load would block), as ``!`` and the errno of
+    ``stat`` or the file's type."""
     try:
         st = os.stat(path)
-    except (OSError, ValueError):
-        return ""
-    return _identity(st) if stat.S_ISREG(st.st_mode) else ""
+    except (OSError, ValueError) as exc:
+        return None, f"!{getattr(exc, 'errno', None) or 0}"
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"!type {stat.S_IFMT(st.st_mode):o}"
+    return st, _identity(st)
+
+
+def _regular(path: str) -> str:
+    return _regular_status(path)[1]
 
 
 def _tree(question: str) -> str:
