@@ -289,3 +289,27 @@ def test_a_body_sealed_in_chunks_is_the_body_sealed_whole(chunks: list[bytes]) -
     whole = b"".join(chunks)
     assert b"".join(userdir.sealed(chunks)) == userdir.seal(whole)
     assert userdir.unseal(b"".join(userdir.sealed(iter(chunks)))) == whole
+
+
+def test_a_file_that_cannot_be_read_is_a_fact_too(tmp_path: Path) -> None:
+    # The loader goes on without a missing interpreter; one that appears changes the load.
+    missing = tmp_path / "ld.so"
+    memo = Memo()
+    memo.watch()
+    with pytest.raises(Exception):  # noqa: B017 (whichever error the reader gives)
+        memo.read_elf(str(missing))
+    assert memo.still_true()
+    program(missing)
+    assert not memo.still_true()
+
+
+def test_an_index_state_is_kept_only_once_settled(tmp_path: Path) -> None:
+    external = tmp_path / "ob" / "external"
+    (external / "repo").mkdir(parents=True)
+    memo = Memo()
+    memo.watch()
+    memo.keep("index", str(external))
+    facts = memo.facts()
+    assert facts is not None and holds(facts)
+    assert not replay.settled(facts)            # a repository made a moment ago
+    assert replay.settled(facts, _LATER)

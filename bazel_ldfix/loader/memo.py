@@ -236,8 +236,13 @@ class Memo:
 
         The file is opened first, and known by the status of what was opened (what
         :meth:`file_key` would find there, without following its path twice)."""
-        # The errors of elf.read_elf, for what is not a regular file.
-        fd, st = elf.open_regular_stat(path)
+        # The errors of elf.read_elf, for what is not a regular file (kept: a missing
+        # interpreter that appears later changes the load).
+        try:
+            fd, st = elf.open_regular_stat(path)
+        except Exception:
+            self.keep("key", path)
+            raise
         try:
             key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if self._watched is not None:

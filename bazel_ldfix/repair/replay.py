@@ -217,9 +217,13 @@ def settled(facts: Facts, now_ns: int | None = None) -> bool:
                 *_, mtime, ctime = value.split(":")
                 if int(mtime) > limit or int(ctime) > limit:
                     return False
-    # A runfiles tree's fact starts with the newest of its timestamps.
+    # A runfiles tree's fact starts with the newest of its timestamps; the index state of
+    # external/ is a digest, whose timestamps are read again (indexcache.state).
+    from bazel_ldfix.outputbase import indexcache
+
     return all(int(value.partition(":")[0]) <= limit
-               for value in facts.get("tree", {}).values())
+               for value in facts.get("tree", {}).values()) and \
+        all(indexcache.state(root, now_ns).settled for root in facts.get("index", {}))
 
 
 def file_for(memo_file: str | None) -> str | None:
