@@ -78,13 +78,25 @@ _COVERS = {
 }
 
 
+def _tree_paths(facts: Facts) -> set[str]:
+    """What each kept runfiles tree fact stands for: its input manifest, its MANIFEST and
+    its directories."""
+    out = set()
+    for question in facts.get("tree", {}):
+        executable, *dirs = question.split("\0")
+        root = executable + ".runfiles"
+        out |= {executable + ".runfiles_manifest", root + "/MANIFEST"}
+        out |= {f"{root}/{d}" if d else root for d in dirs}
+    return out
+
+
 def _covered(call: str, path: str, facts: Facts, ob: Path,
              cache: Path, rechecked: set[tuple[str, str]]) -> bool:
     if any(path in facts.get(kind, {}) for kind in _COVERS[call]) or \
             (call, path) in rechecked:
         return True
-    if call == "open" and ("stat", path) in rechecked:
-        return True   # a file's bytes, by its identity (device, inode, size, times)
+    if call in ("open", "stat") and path in _tree_paths(facts):
+        return True   # a runfiles tree's own statuses (MANIFEST's bytes by its identity)
     if call in ("open", "stat") and os.path.realpath(path) in facts.get("key", {}):
         return True   # the file a path names (memo.realpath keeps each link it follows)
     if path == "/proc/self/mountinfo":

@@ -176,7 +176,7 @@ class Memo:
         if statuses[:2] != [] and all(path == root or path.startswith(root + "/")
                                       for path, _ in statuses[2:]):
             self._keep_fact("tree", "\0".join([executable, *dirs]),
-                            _tree_fact([_formatted(st) for _, st in statuses]))
+                            _tree_fact([st for _, st in statuses]))
         else:
             self.opaque()
 
@@ -550,19 +550,31 @@ def _tree(question: str) -> str:
     """The fact :meth:`Memo.keep_tree` keeps of a runfiles tree, as it is now."""
     executable, *dirs = question.split("\0")
     root = executable + ".runfiles"
-    statuses = [_status(executable + ".runfiles_manifest"),
-                _status(root + "/MANIFEST", follow=False)]
-    statuses += [_status(f"{root}/{d}" if d else root) for d in dirs]
-    return _tree_fact(statuses)
+    return _tree_fact([_stat_or_errno(executable + ".runfiles_manifest"),
+                       _stat_or_errno(root + "/MANIFEST", follow=False),
+                       *(_stat_or_errno(f"{root}/{d}" if d else root) for d in dirs)])
 
 
-def _tree_fact(statuses: Sequence[str]) -> str:
+def _stat_or_errno(path: str, *, follow: bool = True) -> os.stat_result | int:
+    try:
+        return os.stat(path, follow_symlinks=follow)
+    except (OSError, ValueError) as exc:
+        return getattr(exc, "errno", 0) or -1
+
+
+def _tree_fact(statuses: Sequence[os.stat_result | int]) -> str:
     """The newest timestamp among the statuses (for replay.settled), and their digest."""
     import hashlib
 
-    newest = max((int(t) for st in statuses if not st.startswith("!")
-                  for t in st.split(":")[-2:]), default=0)
-    digest = hashlib.blake2b("\n".join(statuses).encode(), digest_size=16).hexdigest()
+    newest = 0
+    parts = []
+    for st in statuses:
+        if isinstance(st, int):
+            parts.append(f"!{st}")
+            continue
+        parts.append(_formatted(st))
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+    digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
     return f"{newest}:{digest}"
 
 
