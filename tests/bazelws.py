@@ -68,6 +68,17 @@ def sdk(root: Path, name: str, soversion: str, *, needs: Sequence[Path] = (),
     return real
 
 
+def needs_x(top: Path) -> dict[str, str]:
+    """The files of a workspace with one cc_test, ``//t:needs_x``, that links the xdemo
+    library of ``top/sdks/xsdk`` (made here), a ``new_local_repository``."""
+    sdk(top / "sdks" / "xsdk", "xdemo", "11")
+    return {
+        "WORKSPACE": import_repository("xsdk", top / "sdks" / "xsdk", "xdemo"),
+        "t/BUILD": 'cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@xsdk//:xdemo"])\n',
+        "t/x.c": LOADS_X,
+    }
+
+
 def outside_library(top: Path) -> tuple[Path, str]:
     """``top/zdir/libzdemo.so.3``, which no repository stages (a test reaches it only
     through a value it is given), and the ``linkopts`` attribute that links against it."""

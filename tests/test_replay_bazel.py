@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, LOADS_X, Workspace, clean_env, import_repository, make_workspace, sdk
+from bazelws import BAZEL, Workspace, clean_env, make_workspace, needs_x
 
 from bazel_ldfix.repair import replay
 
@@ -21,12 +21,7 @@ pytestmark = [pytest.mark.bazel,
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     top = tmp_path_factory.mktemp("replay")
-    sdk(top / "sdks" / "xsdk", "xdemo", "11")
-    files = {
-        "WORKSPACE": import_repository("xsdk", top / "sdks" / "xsdk", "xdemo"),
-        "t/BUILD": 'cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@xsdk//:xdemo"])\n',
-        "t/x.c": LOADS_X,
-    }
+    files = needs_x(top)
     env = {**clean_env(), "XDG_CACHE_HOME": str(top / "cache")}
     workspace = make_workspace(top / "ws", files, env=env)
     workspace.sdk = top / "sdks" / "xsdk"  # type: ignore[attr-defined]

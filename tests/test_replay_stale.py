@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, LOADS_X, Workspace, clean_env, import_repository, make_workspace, sdk
+from bazelws import BAZEL, Workspace, clean_env, make_workspace, needs_x
 from elfbuild import lib, program
 from runfilestree import tree_of
 
@@ -100,12 +100,7 @@ def test_what_a_searched_name_is_when_no_regular_file_is_a_fact(
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     top = tmp_path_factory.mktemp("stale")
-    sdk(top / "sdks" / "xsdk", "xdemo", "11")
-    files = {
-        "WORKSPACE": import_repository("xsdk", top / "sdks" / "xsdk", "xdemo"),
-        "t/BUILD": 'cc_test(name = "needs_x", srcs = ["x.c"], deps = ["@xsdk//:xdemo"])\n',
-        "t/x.c": LOADS_X,
-    }
+    files = needs_x(top)
     early = top / "early"
     early.mkdir()
     (early / "libxdemo.so.11").symlink_to(top / "ghost")

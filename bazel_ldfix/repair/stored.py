@@ -66,18 +66,19 @@ class _Kind:
     shape: str                   # the type, in words that change when its fields change
 
 
-def _str_kind(where: str) -> _Kind:
+def _plain_kind(tp: type[str] | type[bool], where: str) -> _Kind:
+    """A str or a bool, as JSON has them (a bool is no str, nor an int, here)."""
     def dump(value: Any) -> Any:
-        if type(value) is not str:
-            raise TypeError(f"{where}: {type(value).__name__} where a str is stored")
+        if type(value) is not tp:
+            raise TypeError(f"{where}: {type(value).__name__} where a {tp.__name__} is stored")
         return value
 
     def load(value: Any) -> Any:
-        if type(value) is not str:
+        if type(value) is not tp:
             raise _Refused
         return value
 
-    return _Kind(dump, load, "str")
+    return _Kind(dump, load, tp.__name__)
 
 
 def _enum_kind(cls: type[enum.Enum], where: str) -> _Kind:
@@ -162,27 +163,11 @@ def _dataclass_kind(cls: type[Any]) -> _Kind:
     return _Kind(dump, load, f"{cls.__name__}({shape})")
 
 
-def _bool_kind(where: str) -> _Kind:
-    def dump(value: Any) -> Any:
-        if type(value) is not bool:
-            raise TypeError(f"{where}: {type(value).__name__} where a bool is stored")
-        return value
-
-    def load(value: Any) -> Any:
-        if type(value) is not bool:
-            raise _Refused
-        return value
-
-    return _Kind(dump, load, "bool")
-
-
 def _kind(tp: Any, where: str) -> _Kind:
     """How a field of type ``tp`` is stored; TypeError for a type without a stored form."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is str:
-        return _str_kind(where)
-    if tp is bool:
-        return _bool_kind(where)
+    if tp is str or tp is bool:
+        return _plain_kind(tp, where)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_kind(tp, where)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
