@@ -275,9 +275,9 @@ def test_facts_read_twice_differently_are_not_kept(tmp_path: Path) -> None:
     memo = Memo()
     memo.watch()
     memo.keep("list", str(directory))
-    memo.saw("stat", str(directory), os.stat(directory))
+    memo.stat(str(directory))
     (directory / "x").touch()
-    memo.saw("stat", str(directory), os.stat(directory))
+    memo.stat(str(directory))
     assert memo.facts() is None
     assert not memo.still_true()
 
@@ -325,3 +325,14 @@ def test_an_index_state_is_kept_only_once_settled(tmp_path: Path) -> None:
     assert facts is not None and holds(facts)
     assert not replay.settled(facts)            # a repository made a moment ago
     assert replay.settled(facts, _LATER)
+
+
+def test_paths_with_newlines_quotes_and_undecodable_bytes_are_kept_whole(
+        tmp_path: Path) -> None:
+    _, planned, facts = _kept(tmp_path)
+    odd = os.fsdecode(b'/a\nb "c\' d\xff')
+    facts = {**facts, "link": {**facts.get("link", {}), odd: "\0"}}
+    where = tmp_path / "cache" / "last-repair" / "odd"
+    assert replay.save(str(where), "inputs", "", facts, planned, now_ns=_LATER)
+    kept = replay.load(str(where))
+    assert kept is not None and kept.facts == facts and kept.repair == planned

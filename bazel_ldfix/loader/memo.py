@@ -145,21 +145,6 @@ class Memo:
         if self._watched is not None and path not in self._watched.get(kind, ()):
             self._keep_fact(kind, path, PROBES[kind](path))
 
-    def keep_status(self, kind: str, path: str, st: os.stat_result) -> None:
-        """Keep the status the caller read (kind "stat", or "lstat" for a link itself)."""
-        if self._watched is not None:
-            self._keep(kind, path, _formatted(st))
-
-    def saw(self, kind: str, path: str, st: os.stat_result | None) -> None:
-        """What a reader that reads for itself tells (:func:`runfiles.tree_listing`): a
-        status it read (None: read it again here), or a fact of another kind."""
-        if self._watched is None:
-            return
-        if st is None:
-            self.keep(kind, path)
-        else:
-            self.keep_status(kind, path, st)
-
     @property
     def watching(self) -> bool:
         return self._watched is not None
@@ -173,7 +158,7 @@ class Memo:
             return
         root = executable + ".runfiles"
         dirs = [path[len(root) + 1:] if path != root else "" for path, _ in statuses[2:]]
-        if statuses[:2] != [] and all(path == root or path.startswith(root + "/")
+        if len(statuses) >= 2 and all(path == root or path.startswith(root + "/")
                                       for path, _ in statuses[2:]):
             self._keep_fact("tree", "\0".join([executable, *dirs]),
                             _tree_fact([st for _, st in statuses]))
@@ -187,7 +172,8 @@ class Memo:
         except (OSError, ValueError):
             self.keep("stat", path)
             raise
-        self.keep_status("stat", path, st)
+        if self._watched is not None:
+            self._keep_fact("stat", path, _formatted(st))
         return st
 
     def isfile(self, path: str) -> bool:
@@ -497,7 +483,7 @@ def _fact(kind: str, value: object) -> str:
     if kind == "list":
         assert isinstance(value, Listing)
         return _listed(value)
-    if kind in ("dir", "isfile"):
+    if kind in ("dir", "isfile", "access"):
         return "1" if value else "0"
     if kind == "link":
         return "\0" if value is None else str(value)
@@ -512,12 +498,9 @@ def _listed(listing: Listing) -> str:
     return f"{int(listing.is_dir)}:{listing.missing_errno}:{listing.names is not None}:{digest}"
 
 
-def _status(path: str, follow: bool = True) -> str:
-    try:
-        st = os.stat(path, follow_symlinks=follow)
-    except (OSError, ValueError) as exc:
-        return f"!{getattr(exc, 'errno', 0)}"
-    return _formatted(st)
+def _status(path: str) -> str:
+    st = _stat_or_errno(path)
+    return f"!{st}" if isinstance(st, int) else _formatted(st)
 
 
 def _identity(st: os.stat_result) -> str:
@@ -627,14 +610,12 @@ PROBES: dict[str, Callable[[str], str]] = {
     "real": os.path.realpath,
     "key": _regular,
     "stat": _status,
-    "lstat": lambda path: _status(path, follow=False),
-    "isfile": lambda path: _fact("dir", os.path.isfile(path)),
-    "lexists": lambda path: _fact("dir", os.path.lexists(path)),
+    "isfile": lambda path: _fact("isfile", os.path.isfile(path)),
     "mounts": _mount_names,
     "tree": _tree,
     "index": _index_state,
     "loader": _loader_answers,
     "trusted": _trusted,
-    "access": lambda path: _fact("dir", os.access(
+    "access": lambda path: _fact("access", os.access(
         path, os.R_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)),
 }

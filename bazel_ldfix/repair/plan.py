@@ -729,10 +729,10 @@ def _tree_listing(executable: str, memo: Memo, *, read: bool = False
     statuses: list[tuple[str, os.stat_result]] = []
 
     def seen(kind: str, path: str, st: os.stat_result | None) -> None:
-        if st is not None and kind in ("stat", "lstat"):
-            statuses.append((path, st))
+        if st is not None:
+            statuses.append((path, st))     # the tree's own, in the order read
         else:
-            memo.saw(kind, path, st)
+            memo.keep(kind, path)           # read here: a target's status, an access
 
     listing = runfiles.tree_listing(executable, targets=targets,
                                     mount_names=memo.mounts().names, seen=seen)

@@ -51,7 +51,6 @@ MAX_SIZE = 1 << 27          # 10,000 tests' facts and repair are some 10 MB
 SETTLE_NS = 2_000_000_000
 #: How many commands' repairs are kept (the most recently made).
 KEPT = 32
-_STATUS_KINDS = ("stat", "lstat")
 # Options of a build step's events that differ from one run to the next: the Bazel
 # client's timings (its startup, the wait for the server, extracting its data) and the
 # step's own events file.
@@ -211,7 +210,7 @@ def settled(facts: Facts, now_ns: int | None = None) -> bool:
     """Whether every timestamp among the facts is older than :data:`SETTLE_NS`: the last
     two fields of a file's identity or status (modification and change times)."""
     limit = (time.time_ns() if now_ns is None else now_ns) - SETTLE_NS
-    for kind in ("key", *_STATUS_KINDS):
+    for kind in ("key", "stat"):
         for value in facts.get(kind, {}).values():
             if value and not value.startswith("!"):
                 *_, mtime, ctime = value.split(":")
