@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,9 +30,9 @@ from elfbuild import (
 )
 
 from bazel_ldfix import elf
-from bazel_ldfix.loader import host, ldcache
+from bazel_ldfix.loader import check, host, ldcache, resolve
 from bazel_ldfix.loader.conformance import Disagreement, compare
-from bazel_ldfix.loader.search import Environment, Loader, Resolution, Via
+from bazel_ldfix.loader.search import Environment, Loader, Resolution, Via, opened_path
 from bazel_ldfix.loader.trace import Trace, run_trace
 
 INTERP = "/lib64/ld-linux-x86-64.so.2"
@@ -56,8 +57,8 @@ def both(file: Path, *, library_path: str | None = None, cwd: Path | None = None
     where = os.path.realpath(cwd) if cwd is not None else "/"
     env = Environment(library_path, where, _cache() if cache else None)
     model = Loader(_host(), env).resolve(str(file))
-    real = run_trace(INTERP, str(file), library_path=library_path, inhibit_cache=not cache,
-                     cwd=where)
+    real = run_trace(INTERP, opened_path(str(file), model.info), library_path=library_path,
+                     inhibit_cache=not cache, cwd=where)
     assert compare(model, real) == (), f"model: {model.libraries}\nloader: {real}"
     return model, real
 
@@ -260,6 +261,51 @@ def test_origin_of_a_library_found_through_a_symlinked_directory_is_that_directo
     res, _ = both(app)
     # $ORIGIN is the directory string the library was found under, not its real path.
     assert found(res)["libdeep.so"] == f"{tmp_path}/link/lib/../dep/libdeep.so"
+
+
+def test_origin_of_a_library_opened_through_a_symlink_is_the_links_directory(
+        tmp_path: Path) -> None:
+    # A runfiles tree names a library through a symlink: opened by that name (dlopen, or
+    # ld.so given the file), its $ORIGIN is the link's directory, never the target's.
+    libf = lib(tmp_path / "a" / "libf.so")
+    libg = lib(tmp_path / "a" / "libg.so", needs=[libf], runpath="$ORIGIN")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "libg.so").symlink_to("../a/libg.so")
+    res, real = both(tmp_path / "b" / "libg.so")
+    assert res.missing == ("libf.so",) and real.missing == ("libf.so",)
+    res, _ = both(libg)            # through its own directory it finds its sibling
+    assert found(res)["libf.so"] == f"{tmp_path}/a/libf.so"
+    # What a process that dlopen()s the link gets, which ld.so --list stands for.
+    opener = cc(tmp_path / "opener", "-ldl", src=DLOPEN_SRC)
+    run = subprocess.run([str(opener), str(tmp_path / "b" / "libg.so")], capture_output=True,
+                         text=True, env={"PATH": os.environ.get("PATH", "")})
+    assert run.returncode == 1 and "libf.so: cannot open shared object file" in run.stdout
+
+
+def test_check_disagrees_with_a_model_that_takes_a_librarys_origin_from_its_real_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # check asks the real loader about the name the library is opened by, so a model that
+    # got $ORIGIN wrong is caught rather than agreed with.
+    libf = lib(tmp_path / "a" / "libf.so")
+    lib(tmp_path / "a" / "libg.so", needs=[libf], runpath="$ORIGIN")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "libg.so").symlink_to("../a/libg.so")
+    link = str(tmp_path / "b" / "libg.so")
+    assert check.check_file(link, resolve.Options(inhibit_cache=True)).disagreements == ()
+    monkeypatch.setattr(Loader, "_main_origin",
+                        lambda self, path, info: os.path.dirname(os.path.realpath(path)))
+    wrong = check.check_file(link, resolve.Options(inhibit_cache=True))
+    assert [(d.name, d.loader) for d in wrong.disagreements] == [("libf.so", None)]
+
+
+DLOPEN_SRC = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  if (dlopen(argv[1], RTLD_NOW)) { puts("loaded"); return 0; }
+  puts(dlerror()); return 1;
+}
+"""
 
 
 # -- files that are not what they seem ------------------------------------------------------

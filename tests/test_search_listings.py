@@ -22,7 +22,7 @@ from elfbuild import lib, program
 from test_conformance import found
 
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader, Resolution
+from bazel_ldfix.loader.search import Environment, Loader, Resolution, opened_path
 from bazel_ldfix.loader.trace import run_trace
 
 pytestmark = test_conformance.pytestmark
@@ -37,8 +37,8 @@ def _shared(memo: Memo) -> Callable[[Path, str | None], Resolution]:
         model = Loader(test_conformance._host(), env, memo).resolve(str(file))
         fresh = Loader(test_conformance._host(), env, Memo()).resolve(str(file))
         assert model == fresh
-        real = run_trace(test_conformance.INTERP, str(file), library_path=library_path,
-                         inhibit_cache=True, cwd="/")
+        real = run_trace(test_conformance.INTERP, opened_path(str(file), model.info),
+                         library_path=library_path, inhibit_cache=True, cwd="/")
         from bazel_ldfix.loader.conformance import compare
 
         assert compare(model, real) == (), f"model: {model.libraries}\nloader: {real}"

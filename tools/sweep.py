@@ -25,7 +25,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import LdfixError
 from bazel_ldfix.loader import host, ldcache
 from bazel_ldfix.loader.conformance import Disagreement, compare
-from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.search import Environment, Loader, opened_path
 from bazel_ldfix.loader.trace import run_trace
 
 DIRS = ("/usr/bin", "/usr/lib/x86_64-linux-gnu")
@@ -80,7 +80,8 @@ def check(file: str, probe: Callable[[str], host.Host], cache: bool) -> Result:
     except LdfixError as exc:
         return Result(file, skipped=str(exc))
     the_host = probe(interp)
-    trace = run_trace(interp, file, library_path=None, inhibit_cache=not cache)
+    trace = run_trace(interp, opened_path(file, info), library_path=None,
+                      inhibit_cache=not cache)
     if trace.error is not None and trace.error.startswith(f"{file}: "):
         return Result(file, skipped=f"the loader cannot list it: {trace.error}")
     if trace.returncode != 0 and trace.error is None and trace.signal is None:

@@ -1,6 +1,8 @@
 """``check``: the real loader's verdict on a file, set against the model's.
 
-The real loader runs in trace mode on the file's real path, by default with the cache
+The real loader is asked the model's question: it runs in trace mode on the name the file
+would be opened by (``search.opened_path``: a program's real path, a library's name as
+given, symlinks and all, since its ``$ORIGIN`` comes from that name), by default with the cache
 inhibited, so that a library only /etc/ld.so.cache can reach shows as missing. Each missing
 library is then explained with what the cache and ld.so.conf say about it.
 """
@@ -24,7 +26,7 @@ from bazel_ldfix.loader.resolve import (
     profile_of,
     trusted_for,
 )
-from bazel_ldfix.loader.search import Resolution
+from bazel_ldfix.loader.search import Resolution, opened_path
 
 _MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
 
@@ -76,7 +78,7 @@ def check_file(path: str, options: Options) -> CheckResult:
     # The model first: it finds, without blocking, a FIFO the real loader would wait on.
     model = loader_for(info, options).resolve(path, info=info)
     _refuse_blocking(model)
-    real = trace.run_trace(interp, path, library_path=options.library_path,
+    real = trace.run_trace(interp, opened_path(path, info), library_path=options.library_path,
                            inhibit_cache=options.inhibit_cache, cwd=options.cwd)
     notes = _notes(real.missing, info, options) if real.missing else ()
     return CheckResult(path, interp, real, conformance.compare(model, real), notes,
@@ -150,7 +152,7 @@ def matrix(path: str, dirs: Sequence[str], options: Options) -> Matrix:
 
     def run(chosen: Sequence[str]) -> trace.Trace:
         value = pathlist.join(pathlist.merge(base, chosen)) or None
-        return trace.run_trace(interp, path, library_path=value,
+        return trace.run_trace(interp, opened_path(path, info), library_path=value,
                                inhibit_cache=options.inhibit_cache, cwd=options.cwd)
 
     def row(label: str, chosen: Sequence[str]) -> MatrixRow:

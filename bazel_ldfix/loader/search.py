@@ -189,6 +189,25 @@ class Verdict:
         return self.info is not None
 
 
+def runs_as_program(info: elf.ElfInfo) -> bool:
+    """Whether ``info`` is a program the kernel starts (an executable, a PIE), rather than
+    a shared library that a loader opens by name: it decides where its ``$ORIGIN`` is.
+
+    A PIE without DF_1_PIE (linkers before binutils 2.26 did not set it) is told from a
+    library by its PT_INTERP and the SONAME it lacks.
+    """
+    return info.header.type == elf.ET_EXEC or bool(info.flags_1 & DF_1_PIE) or (
+        info.interp is not None and info.soname is None)
+
+
+def opened_path(path: str, info: elf.ElfInfo) -> str:
+    """The name glibc takes ``path``'s ``$ORIGIN`` from at a real start: the real path of a
+    program (the kernel's /proc/self/exe, elf/dl-origin.c), the name itself for a library
+    (elf/dl-object.c, ``_dl_new_object``, which never resolves links). Running the real
+    loader on this name asks it the model's question."""
+    return os.path.realpath(path) if runs_as_program(info) else path
+
+
 def verify(path: str, expect: elf.ElfHeader) -> Verdict:
     """Would a loader running a program like ``expect`` take the file at ``path``?
 
@@ -457,15 +476,16 @@ class Loader:
                 info: elf.ElfInfo | None = None) -> Resolution:
         """Load ``path`` and its DT_NEEDED closure, then ``extra`` objects as if dlopen()ed by it.
 
-        The program's own ``$ORIGIN`` is the directory of its real path: the kernel starts it
-        through /proc/self/exe, which resolves the symlinks of a Bazel runfiles tree.
+        Where ``path``'s own ``$ORIGIN`` comes from depends on who opens it
+        (:func:`opened_path`): a program is started by the kernel, whose /proc/self/exe
+        resolves the symlinks of a Bazel runfiles tree; a shared library is opened by name
+        (dlopen, or ``ld.so FILE``), and its ``$ORIGIN`` is that name's directory.
         """
         info = info or self._read_elf(path)
         self._expect = info.header
-        real = self.memo.realpath(path) if self.memo else os.path.realpath(path)
         # The program has no file identity in the namespace (glibc leaves l_file_id zero for
         # it), so a library that names the program's file is loaded, and refused, anew.
-        main = _Object(path, [path], info, None, os.path.dirname(real), None, None, 0)
+        main = _Object(path, [path], info, None, self._main_origin(path, info), None, None, 0)
         self._ns = ns = _Namespace(main)
         self._add_fixed_objects(info)
         error = None
@@ -903,6 +923,13 @@ class Loader:
     def _substitute(self, text: str, origin: str | None) -> str:
         values = {"ORIGIN": origin, "LIB": self.host.lib, "PLATFORM": self.host.platform}
         return substitute(text, values)
+
+    def _main_origin(self, path: str, info: elf.ElfInfo) -> str:
+        """The ``$ORIGIN`` of the file resolved: see :func:`opened_path`."""
+        if runs_as_program(info):
+            real = self.memo.realpath(path) if self.memo else os.path.realpath(path)
+            return os.path.dirname(real)
+        return self._origin_of(path)
 
     def _origin_of(self, realname: str) -> str:
         """The directory part of the name the object was opened under (_dl_new_object)."""

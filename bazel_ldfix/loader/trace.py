@@ -8,7 +8,6 @@ library that only the cache can reach shows as missing.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from collections.abc import Mapping
@@ -53,18 +52,18 @@ class Trace:
 
 def run_trace(interp: str, file: str, *, library_path: str | None, inhibit_cache: bool,
               cwd: str | None = None, env: Mapping[str, str] | None = None) -> Trace:
-    """Run ``interp`` on ``file``'s real path in trace mode and parse its listing.
+    """Run ``interp`` on ``file``, as named, in trace mode and parse its listing.
 
-    The real path matters: run through a symlink, the loader would take the program's
-    $ORIGIN from the link's directory, unlike a real start via /proc/self/exe.
+    The loader takes the ``$ORIGIN`` of the file it is given from that name, symlinks and
+    all: to ask it about a program as the kernel starts it, give the real path
+    (``search.opened_path``); for a library, the name it is opened by.
     """
-    real = os.path.realpath(file)
     cmd = [interp]
     if inhibit_cache:
         cmd.append("--inhibit-cache")
     if library_path is not None:
         cmd += ["--library-path", library_path]
-    cmd.append(real)
+    cmd.append(file)
     run_env = {k: v for k, v in (env or {}).items()
                if not k.startswith("LD_") or k in ("LD_HWCAP_MASK",)}
     run_env["LD_TRACE_LOADED_OBJECTS"] = "1"
