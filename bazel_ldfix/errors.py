@@ -35,6 +35,11 @@ class PathListError(BadInputError):
     """A directory cannot be put into a colon-separated search list."""
 
 
+class LinkDirError(LdfixError):
+    """A directory of links named by sonames cannot be made (the repair then gives those
+    libraries no other way, and says so)."""
+
+
 class CannotEditError(LdfixError):
     """A BUILD change is known but cannot be made safely (the file does not parse, a macro
     defines the rule, the file is read-only, two fixes disagree); nothing is written."""
