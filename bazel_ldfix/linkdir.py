@@ -75,10 +75,16 @@ def make(root: str, links: Mapping[str, str], *, now: float | None = None
                                f"{exc.strerror}") from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        os.utime(final, (now, now), follow_symlinks=False)
+    renew(final, now=now)
     prune(root, now=now, keep=(os.path.basename(final),))
     return final, made
+
+
+def renew(path: str, *, now: float | None = None) -> None:
+    """Mark a links directory as used now (best effort)."""
+    now = time.time() if now is None else now
+    with contextlib.suppress(OSError):
+        os.utime(path, (now, now), follow_symlinks=False)
 
 
 def remove(path: str) -> None:

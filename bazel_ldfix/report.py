@@ -11,12 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix.loader.search import PassReason
+from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 
 if TYPE_CHECKING:
     from bazel_ldfix.loader.check import CheckResult, Matrix
     from bazel_ldfix.loader.resolve import Unversioned
     from bazel_ldfix.loader.search import Library, Resolution
     from bazel_ldfix.outputbase.index import Copy
+    from bazel_ldfix.repair.exposure import Shadowed
     from bazel_ldfix.repair.plan import Repair
 
 JSON_VERSION = 1
@@ -77,9 +79,15 @@ def repair_json(repair: Repair) -> str:
         "tests": to_jsonable(repair.tests),
         "missing": [
             {"soname": m.soname, "needed_by": list(m.needed_by), "dir": m.dir,
+             "path": m.path, "exposure": m.exposure.value if m.exposure else None,
+             "why": m.why,
              "passed_over": [{"path": p.path, "reason": p.reason} for p in m.passed_over]}
             for m in repair.missing],
         "unresolved": list(repair.unresolved),
+        "withheld": list(repair.withheld),
+        "links_dir": repair.links_dir,
+        "links": [{"soname": link.soname, "target": link.target} for link in repair.links],
+        "shadowed": to_jsonable(repair.shadowed),
         "ld_library_path": repair.ld_library_path,
         "flags": list(repair.flags),
         "skipped": [{"path": k.path, "kind": k.kind.value, "reason": k.reason}
@@ -97,6 +105,11 @@ SHELL_CAVEAT = ("this export is for running a test binary by hand; do not export
                 "before Bazel 9) the client's PATH and LD_LIBRARY_PATH are part of every "
                 "action's environment, so changing either rebuilds everything; give Bazel "
                 "--test_env instead (--format flags or bazelrc)")
+
+
+LINKS_CAVEAT = ("this value names a links directory of bazel-ldfix's own (removed once "
+                "unused for 30 days, see `links/` in the README's Security section); the "
+                "BUILD change (`bazel-ldfix fix --write`) is the form that lasts")
 
 
 def repair_shell(repair: Repair) -> str:
@@ -161,7 +174,11 @@ def repair_summary(repair: Repair) -> str:
         if test.error:
             lines.append(f"{test.label}: the loader stops: {test.error}")
     for m in repair.missing:
-        if m.dir:
+        if m.dir and m.exposure is Exposure.LINK:
+            lines.append(f"  {m.soname} is in {m.dir}, given by a link: {m.why}")
+        elif m.dir and m.exposure is Exposure.WITHHELD:
+            lines.append(f"  {m.soname} is in {m.dir}, not given: {m.why}")
+        elif m.dir:
             lines.append(f"  {m.soname} is in {m.dir}")
         else:
             lines.append(f"  {m.soname} exists nowhere under {repair.output_base}/external "
@@ -176,10 +193,14 @@ def repair_summary(repair: Repair) -> str:
     if repair.given_again:
         lines.append("note: nothing this repair read has changed since the last run of the "
                      "same command: its repair is given again (--no-cache makes it anew)")
+    lines += [_shadowed_line(shadow) for shadow in repair.shadowed]
     if repair.ld_library_path is not None:
         lines.append(f"adding --test_env={VARIABLE}={repair.ld_library_path}")
         if repair.base:
             lines.append(f"  (keeps {repair.base_source})")
+        if repair.links_dir:
+            lines += [f"  {repair.links_dir}/{link.soname} -> {link.target}"
+                      for link in repair.links]
     elif not repair.tests and repair.notes:
         lines.append("no test could be examined; nothing to add")
     elif not repair.missing:
@@ -192,6 +213,18 @@ def repair_summary(repair: Repair) -> str:
         lines = [f"{OUTPUT_BASE} is {repair.output_base}"] + [
             line if line in pasted else abbreviate(line, repair.output_base) for line in lines]
     return _text([f"bazel-ldfix: {line}" for line in "\n".join(lines).splitlines()])
+
+
+def _shadowed_line(shadow: Shadowed) -> str:
+    """One line: a test loads another copy of a name than it would otherwise."""
+    instead = f" instead of {shadow.before}" if shadow.before else ""
+    if shadow.cause is ShadowCause.CALLER:
+        return (f"note: {shadow.test} loads {shadow.soname} from {shadow.after}{instead}: "
+                f"its own {VARIABLE} entry {shadow.directory} offers it first, and is kept")
+    now = f"loads {shadow.soname} from {shadow.after}" if shadow.after \
+        else f"no longer loads {shadow.soname}"
+    return (f"note: {shadow.test} now {now}{instead}: a library the repair gives looks it "
+            "up itself")
 
 
 def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> str | None:

@@ -29,6 +29,7 @@ from bazel_ldfix.loader.search import PassedOver, PassReason
 from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.repair import stored
 from bazel_ldfix.repair.failopen import SkipKind, Skipped
+from bazel_ldfix.repair.exposure import Exposure, Link, ShadowCause, Shadowed
 from bazel_ldfix.repair.plan import Missing, Repair
 
 Result = repair.TestResult   # a name pytest does not take for a test class
@@ -65,7 +66,11 @@ def tuples(cls: type[Any], max_size: int = 3) -> st.SearchStrategy[tuple[Any, ..
 
 
 FIELDS[Missing] = {"soname": TEXT, "needed_by": texts(), "dir": OPTIONAL,
-                   "passed_over": tuples(PassedOver)}
+                   "passed_over": tuples(PassedOver), "path": OPTIONAL,
+                   "exposure": st.none() | st.sampled_from(Exposure), "why": OPTIONAL}
+FIELDS[Link] = {"soname": TEXT, "target": TEXT}
+FIELDS[Shadowed] = {"test": TEXT, "soname": TEXT, "before": OPTIONAL, "after": OPTIONAL,
+                    "directory": OPTIONAL, "cause": st.sampled_from(ShadowCause)}
 FIELDS[Result] = {"label": TEXT, "executable": TEXT, "missing_before": texts(),
                       "missing_after": texts(), "error": OPTIONAL,
                       "reach": st.sampled_from(Reach), "rule_fix": OPTIONAL}
@@ -73,7 +78,8 @@ FIELDS[Repair] = {"output_base": TEXT, "base": texts(), "base_source": TEXT,
                   "tests": tuples(Result), "missing": tuples(Missing), "added": texts(),
                   "ld_library_path": OPTIONAL, "options": tuples(Option), "notes": texts(),
                   "skipped": tuples(Skipped), "patterns": texts(),
-                  "given_again": st.booleans()}
+                  "given_again": st.booleans(), "links": tuples(Link),
+                  "links_dir": OPTIONAL, "shadowed": tuples(Shadowed)}
 REPAIRS = builds(Repair)
 
 
@@ -162,7 +168,7 @@ def test_a_repair_from_a_real_plan_is_read_back_whole(tmp_path: Path) -> None:
 def test_a_paths_bytes_that_are_not_utf8_are_written_as_they_were() -> None:
     r = Repair(os.fsdecode(b"/ob/\xff\xc3"), (), "", (), (), (), None)
     data = stored.encode(r)
-    assert data.endswith(b'["/ob/\xff\xc3",[],"",[],[],[],null,[],[],[],[],false]')
+    assert data.endswith(b'["/ob/\xff\xc3",[],"",[],[],[],null,[],[],[],[],false,[],null,[]]')
     assert stored.decode(data) == r
 
 

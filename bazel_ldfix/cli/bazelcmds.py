@@ -89,6 +89,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         click.echo(report.repair_summary(repair), err=True)
         if fmt == "shell" and text:
             click.echo(f"bazel-ldfix: {report.SHELL_CAVEAT}", err=True)
+        if fmt in ("shell", "bazelrc") and text and repair.links_dir:
+            click.echo(f"bazel-ldfix: {report.LINKS_CAVEAT}", err=True)
     if text:
         click.echo(text)
     return 1 if repair.unresolved or (repair.missing and not repair.flags) else 0
@@ -262,6 +264,7 @@ def _plan(session: Session, bazel_path: str | None, startup: Sequence[str],
     return repair_tests(session.bazel(bazel_path, startup), bazel_args, session.env,
                         output_base=output_base, prepend=prepend,
                         cache_dir=None if no_cache else cache_dir,
+                        links_root=session.links_root(),
                         progress=session.progress(), on_error=warn_unreadable)
 
 

@@ -107,6 +107,13 @@ class Session:
 
         return indexcache.default_dir(self.env)
 
+    def links_root(self) -> str | None:
+        """Where the repair makes its links directories (None: none can be trusted)."""
+        from bazel_ldfix import linkdir, userdir
+
+        root = userdir.cache_root(self.env)
+        return userdir.private_dir(os.path.join(root, linkdir.SUBDIR)) if root else None
+
     def progress(self) -> Progress | None:
         """Progress of a long index walk on stderr, unless quiet."""
         from bazel_ldfix.outputbase.index import Progress

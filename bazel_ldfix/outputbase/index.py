@@ -448,6 +448,63 @@ def preferred_dirs(paths: Iterable[str],
     return tuple(out)
 
 
+def test_dirs(staged: Iterable[str], loaded: Iterable[str],
+              chain: Callable[[str], Sequence[str]] | None = None) -> tuple[str, ...]:
+    """The directories to look in first for what one test misses, best first.
+
+    This is the one place that decides it, for the repair, ``diagnose`` and ``locate``:
+    the directories the test's ``_solib_*`` entries lead to (what its BUILD imports), then
+    those of its other staged libraries and of the libraries it loads (``loaded``), each
+    path's symlink chain followed by ``chain`` (:func:`preferred_dirs` of one path).
+    """
+    paths = [*loaded, *staged]
+    ordered = [p for p in paths if "/_solib_" in p] + [p for p in paths if "/_solib_" not in p]
+    follow = chain or (lambda p: preferred_dirs([p]))
+    out: dict[str, None] = {}
+    for path in ordered:
+        for directory in follow(path):
+            out.setdefault(directory, None)
+    return tuple(out)
+
+
+def renamed(soname: str, dirs: Sequence[str], expect: elf.ElfHeader, memo: Memo
+            ) -> Choice | None:
+    """A library in ``dirs`` whose SONAME is ``soname`` though no file is named so (a
+    ``libfoo-3.17.0.so`` whose SONAME is ``libfoo.so.3``): the loader, which searches by
+    file name, never finds it, so only a link of that name can give it.
+
+    A SONAME that does not look like a library's name (TensorRT's builder resource says
+    ``do_not_link_against_nvinfer_builder_resource``) is never given this way.
+    """
+    if not looks_like_library(soname) or soname.startswith("do_not_link"):
+        return None
+    found: list[str] = []
+    for directory in dirs:
+        names = memo.listing(directory).names or frozenset()
+        for name in sorted(names):
+            path = os.path.join(directory, name)
+            if name == soname or not looks_like_library(name) or not memo.isfile(path):
+                continue
+            if check_candidate(path, expect, memo) is not None:
+                continue
+            try:
+                if memo.read_elf(path).soname == soname:
+                    found.append(path)
+            except BadInputError:
+                continue
+    if not found:
+        return None
+    # The file itself rather than Bazel's staging links to it (the same file, by the name
+    # a person finds it under).
+    best = next((p for p in found if "/_solib_" not in p and ".runfiles/" not in p), found[0])
+    real = memo.realpath(best)
+    passed = tuple(PassedOver(p, PassReason.SAME_FILE, f"the same file as {best}")
+                   if memo.realpath(p) == real else
+                   PassedOver(p, PassReason.NOT_PREFERRED, f"another copy was preferred: {best}")
+                   for p in found if p != best)
+    return Choice(soname, os.path.dirname(best), best, passed)
+
+
 # -- every copy, for `bazel-ldfix locate` ---------------------------------------------------
 
 @dataclass(frozen=True)

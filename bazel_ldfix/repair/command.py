@@ -30,6 +30,7 @@ VARIABLE = "LD_LIBRARY_PATH"
 def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
                  output_base: str | None = None, prepend: bool = False,
                  cache_dir: Callable[[str], str | None] | None = None,
+                 links_root: str | None = None,
                  progress: ProgressFn | None = None,
                  on_error: Callable[[str, OSError], None] | None = None
                  ) -> tuple[Repair | None, int]:
@@ -44,7 +45,8 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     variable. That answer is remembered (:mod:`bazel_ldfix.bazel.rulecache`) and asked
     again only when a file it was read from, or an option, has changed.
     ``cache_dir`` maps the output_base to the per-user cache directory (None: no cache: the
-    index of ``external/`` is walked and the rules are queried every time).
+    index of ``external/`` is walked and the rules are queried every time). ``links_root``
+    is where links directories may be made (:mod:`bazel_ldfix.linkdir`).
     """
     workspace = bazel.workspace_of(runner.cwd)
     if workspace is None:
@@ -166,7 +168,8 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         planned = planning.plan(inputs, env, base, host_loader.make_loader, host_loader.cache_for,
                        prepend=prepend, on_error=noted,
                        cache_dir=cache_dir(base) if cache_dir else None,
-                       progress=progress, search=search, host=host, session=session)
+                       progress=progress, search=search, host=host, session=session,
+                       links_root=links_root)
         return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
 
     # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a
@@ -187,6 +190,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         again = replay.given_again(kept, inputs,
                                    replay.rules_of(known) if known is not None else None)
         if again is not None:
+            if again.links_dir:
+                from bazel_ldfix import linkdir
+
+                linkdir.renew(again.links_dir)
             _write_memo(memo, again.flags)
             return dataclasses.replace(again, options=events.options,
                                        patterns=events.patterns, given_again=True), 0

@@ -26,11 +26,13 @@ from bazel_ldfix.errors import (
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution, Via
 from bazel_ldfix.outputbase import index
-from bazel_ldfix.repair import failopen, twins
+from bazel_ldfix.repair import exposure, failopen, twins
 from bazel_ldfix.repair.failopen import Skipped
 
 VARIABLE = "LD_LIBRARY_PATH"
 _MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
+# Each settling gives one more directory as links, or withholds one more link.
+_MAX_SETTLES = 16
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,11 @@ def test_environment(options: Sequence[Option], client_env: Mapping[str, str],
 class Missing:
     soname: str
     needed_by: tuple[str, ...]
-    dir: str | None
+    dir: str | None                     # where the chosen file is (None: nowhere)
     passed_over: tuple[PassedOver, ...]
+    path: str | None = None             # the chosen file
+    exposure: exposure.Exposure | None = None   # how it is given (None: not found)
+    why: str | None = None              # why not by its directory, in words
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,9 @@ class Repair:
     # Kept from the last run of the same command, nothing it read having changed since
     # (repair/replay.py).
     given_again: bool = False
+    links: tuple[exposure.Link, ...] = ()    # what the links directory holds
+    links_dir: str | None = None             # one of ``added``, when there are links
+    shadowed: tuple[exposure.Shadowed, ...] = ()
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -132,6 +140,12 @@ class Repair:
     @property
     def unresolved(self) -> tuple[str, ...]:
         return tuple(m.soname for m in self.missing if m.dir is None)
+
+    @property
+    def withheld(self) -> tuple[str, ...]:
+        """Found, and not given: giving them would change what another test loads."""
+        return tuple(m.soname for m in self.missing
+                     if m.exposure is exposure.Exposure.WITHHELD)
 
 
 @dataclass(frozen=True)
@@ -147,15 +161,23 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          on_error: Callable[[str, OSError], None] | None = None,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
          search: bool = True, host: elf.ElfHeader | None = None,
-         session: Session | None = None) -> Repair:
-    """Find what the tests cannot load and the directories that fix it.
+         session: Session | None = None, links_root: str | None = None) -> Repair:
+    """Find what the tests cannot load and how to give them exactly that.
 
-    Each round resolves every test in the environment it would get with the directories
-    found so far; a library found in one round can reveal its own missing dependencies in
-    the next. The executables' closures go first, so that a dependency is reported as
-    needed by the library that really needs it; the other shared objects of the runfiles
-    (which a test may dlopen) follow. Without ``search``, only what is missing is found
-    (each test's ``missing_before``); nothing is looked for.
+    Each round resolves every test in the environment it would get with what was found so
+    far; a library found in one round can reveal its own missing dependencies in the next.
+    Each test's missing names are looked for first where its own libraries lead
+    (:func:`index.test_dirs`). The executables' closures go first, so that a dependency is
+    reported as needed by the library that really needs it; the other shared objects of
+    the runfiles (which a test may dlopen) follow. Without ``search``, only what is missing
+    is found (each test's ``missing_before``); nothing is looked for.
+
+    Then every test's whole load is compared with its load before the repair: a name it
+    loaded must load the same file (:mod:`exposure`). A directory that would change one is
+    given as links in a directory under ``links_root`` instead (None: no such directory can
+    be trusted), and the rounds run again through them, until nothing that loaded before
+    changes; what cannot be kept so is withheld, or (when a library given looks the name up
+    itself) reported in ``shadowed``.
 
     A file the model cannot take (see :mod:`failopen`) is skipped and listed in
     ``skipped``; it never stops the plan. ``host`` is the class and machine a test that is
@@ -170,16 +192,19 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
 
         host = host_header()
     session = session or Session()
+    memo = session.memo
     subjects = [session.subject(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]
     scan = _Scan(subjects, make_loader, cache_for, session)
     # Not recorded, so that "needed by" comes from the rounds below (closures first).
-    before = {s.label: missing for s, missing, _ in
-              scan.run(env.current, extras=True, record=False)}
-    choices: dict[str, index.Choice] = {}
-    added: list[str] = []
+    before = {s.label: o for s, o in scan.run(env.current, extras=True, record=False)}
+    if links_root is not None and (":" in links_root or ";" in links_root):
+        links_root = None   # LD_LIBRARY_PATH could not carry its directories
+    exposer = exposure.Exposer(links_root, lambda d: memo.listing(d).names or frozenset(),
+                               memo.realpath, _system_lookup(subjects, cache_for, memo))
+    added: tuple[str, ...] = ()
 
-    def current(rule_wins: bool = False) -> Mapping[str, str | None]:
+    def current(rule_wins: bool = False) -> dict[str, str | None]:
         """Each test's value with the flag; ``rule_wins``: as if an unknown Bazel were 7.2+."""
         value = pathlist.join(pathlist.merge(env.base, added, prepend=prepend)) \
             if added else None
@@ -192,51 +217,111 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
                 out[s.label] = value if added else env.current.get(s.label)
         return out
 
-    for extras in (False, True) if search else ():
-        for _ in range(_MAX_ROUNDS):
-            scan.run(current(), extras=extras)
-            new = [name for name in scan.needed_by if name not in choices]
-            if not new or scan.expect is None:
-                break
-            # Beside what the tests link, and beside what their _solib_* directories stage
-            # (a cc_import of the main repository stages a file of the source tree).
-            staged = [p for s in subjects for p in s.extras]
-            preferred = session.preferred_dirs(
-                sorted([*scan.linked, *staged], key=lambda p: "/_solib_" not in p))
-            located = index.locate(new, roots, scan.expect, preferred, on_error,
-                                   cache_dir=cache_dir, progress=progress, memo=session.memo)
-            choices.update(located)
-            added += [c.dir for c in located.values() if c.dir and c.dir not in added]
-            if not any(c.dir for c in located.values()):
-                break
-    after = {s.label: (missing, error) for s, missing, error in scan.run(current(), extras=True)}
+    def locate_round(outcomes: Sequence[tuple[_Subject, _Outcome]]) -> bool:
+        """Look for what the tests miss, each test where its own libraries lead; whether
+        anything new was found to give them."""
+        wanted: dict[tuple[tuple[str, ...], elf.ElfHeader], dict[str, None]] = {}
+        for subject, outcome in outcomes:
+            names = [n for n in outcome.missing if n not in exposer.choices]
+            header = outcome.header or scan.expect
+            if names and header is not None:
+                key = (session.test_dirs(subject, outcome), header)
+                wanted.setdefault(key, {}).update(dict.fromkeys(names))
+        found = False
+        for (dirs, header), group in wanted.items():
+            new = [n for n in group if n not in exposer.choices]
+            if not new:
+                continue
+            located = index.locate(new, roots, header, dirs, on_error, cache_dir=cache_dir,
+                                   progress=progress, memo=memo)
+            for name, choice in located.items():
+                other = index.renamed(name, dirs, header, memo) if choice.dir is None \
+                    else None
+                if other is not None:
+                    passed = (*choice.passed_over, *other.passed_over)
+                    found |= exposer.choose(dataclasses.replace(other, passed_over=passed),
+                                            renamed=True)
+                else:
+                    found |= exposer.choose(choice)
+        return found
+
+    after: dict[str, _Outcome] = {}
+    for _ in range(_MAX_SETTLES):
+        for extras in (False, True) if search else ():
+            for _ in range(_MAX_ROUNDS):
+                if not locate_round(scan.run(current(), extras=extras)):
+                    break
+                added = exposer.added()
+        after = {s.label: o for s, o in scan.run(current(), extras=True)}
+        changed = [(label, change) for label, outcome in after.items()
+                   if outcome is not before[label]
+                   for change in exposure.changes(before[label].entries, outcome.entries,
+                                                  session.same_file)]
+        settled = [exposer.settle(label, change) for label, change in changed]
+        if not any(settled):
+            break
+        added = exposer.added()
+    exposer.discard_unused()
+    # What stays changed: a library given looks the name up itself (its own RUNPATH).
+    shadowed = [exposure.Shadowed(label, change.soname, change.before, change.after,
+                                  os.path.dirname(change.after) if change.after else None,
+                                  exposure.ShadowCause.REPAIR)
+                for label, change in changed]
+    values = current()
     if any(r is testenv.Reach.UNKNOWN for r in env.reach.values()):
         # Fixed only if fixed in both orders: the other one gives the rule's value.
-        for s, missing, error in scan.run(current(rule_wins=True), extras=True):
-            first, first_error = after[s.label]
-            after[s.label] = (tuple(dict.fromkeys((*first, *missing))), first_error or error)
+        other = {s.label: o for s, o in scan.run(current(rule_wins=True), extras=True)}
+        missing_after = {k: (tuple(dict.fromkeys((*a.missing, *other[k].missing))),
+                             a.error or other[k].error) for k, a in after.items()}
+    else:
+        missing_after = {k: (a.missing, a.error) for k, a in after.items()}
     merged = pathlist.join(pathlist.merge(env.base, added, prepend=prepend)) if added else None
     missing_out = tuple(
-        Missing(name, tuple(scan.needed_by.get(name, ())), c.dir, c.passed_over)
-        for name, c in choices.items())
+        Missing(name, tuple(scan.needed_by.get(name, ())), c.dir, c.passed_over, c.path,
+                exposer.exposure.get(name), exposer.why.get(name))
+        for name, c in exposer.choices.items())
     results = []
     for s in subjects:
         reach = env.reach.get(s.label, testenv.Reach.YES)
-        missing_after, error = after[s.label]
+        still, error = missing_after[s.label]
         rule_fix = _rule_fix(env.rule.get(s.label), added, prepend) \
-            if reach is not testenv.Reach.YES and missing_after else None
-        results.append(TestResult(s.label, s.executable, before[s.label], missing_after,
+            if reach is not testenv.Reach.YES and still else None
+        was = before[s.label]
+        results.append(TestResult(s.label, s.executable, was.missing, still,
                                   error, reach, rule_fix))
-    results_out = tuple(results)
+        if was.missing and values[s.label]:
+            # What the test's own value already makes it load instead (kept as it is).
+            plain = session.outcomes([s], {s.label: None}, make_loader, cache_for,
+                                     extras=True)[0]
+            shadowed += exposure.caller_shadows(s.label, plain.entries, was.entries,
+                                                pathlist.split(env.current.get(s.label)),
+                                                session.same_file)
     notes = tuple(note for s in subjects for note in s.notes)
     skipped: dict[str, Skipped] = {}
     for s in subjects:
         for skip in s.skipped:
-            skipped.setdefault(session.memo.realpath(skip.path), skip)
+            skipped.setdefault(memo.realpath(skip.path), skip)
     for skip in scan.skipped.values():
-        skipped.setdefault(session.memo.realpath(skip.path), skip)
-    return Repair(output_base, env.base, env.source, results_out, missing_out, tuple(added),
-                  merged, notes=notes, skipped=tuple(skipped.values()))
+        skipped.setdefault(memo.realpath(skip.path), skip)
+    return Repair(output_base, env.base, env.source, tuple(results), missing_out, added,
+                  merged, notes=notes, skipped=tuple(skipped.values()),
+                  links=exposer.links if exposer.links_dir else (),
+                  links_dir=exposer.links_dir, shadowed=tuple(shadowed))
+
+
+def _system_lookup(subjects: Sequence[_Subject],
+                   cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                   memo: Memo) -> Callable[[str], str | None] | None:
+    """The loader cache's answer for the tests' kind of program (a script's: that of the
+    libraries in its runfiles); None when there is no cache or no ELF file to ask for."""
+    for subject in subjects:
+        for path in subject.extras[:1] if subject.info is None else ():
+            with contextlib.suppress(*_PER_FILE_ERRORS):
+                return cache_for(memo.read_elf(path))
+        if subject.info is not None:
+            with contextlib.suppress(*_PER_FILE_ERRORS):
+                return cache_for(subject.info)
+    return None
 
 
 def _rule_fix(value: str | None, added: Sequence[str], prepend: bool) -> str | None:
@@ -267,16 +352,17 @@ class _Scan:
         self._absorbed: dict[int, _Outcome] = {}
 
     def run(self, values: Mapping[str, str | None], *, extras: bool, record: bool = True
-            ) -> list[tuple[_Subject, tuple[str, ...], str | None]]:
-        """Each test's missing names and error; with ``record``, what it found and who
-        needs what it missed are added to the scan's (each outcome once: adding one again
-        would change nothing, as every table keeps its first entries in order)."""
+            ) -> list[tuple[_Subject, _Outcome]]:
+        """Each test's outcome in the value ``values`` gives it; with ``record``, what it
+        found and who needs what it missed are added to the scan's (each outcome once:
+        adding one again would change nothing, as every table keeps its first entries in
+        order)."""
         out = []
         needed_by, linked, absorbed = self.needed_by, self.linked, self._absorbed
         outcomes = self.session.outcomes(self.subjects, values, self.make_loader,
                                          self.cache_for, extras=extras)
         for subject, outcome in zip(self.subjects, outcomes, strict=True):
-            out.append((subject, outcome.missing, outcome.error))
+            out.append((subject, outcome))
             if not record or id(outcome) in absorbed:
                 continue
             absorbed[id(outcome)] = outcome   # kept: its id stays its own
@@ -400,6 +486,7 @@ class Session:
                              dict[tuple[str, str], _Outcome]] = {}
         self._strings: dict[str, str] = {}
         self._dirs: dict[str, tuple[str, ...]] = {}
+        self._test_dirs: dict[int, tuple[_Outcome, tuple[str, ...]]] = {}
         self._shapes: dict[tuple[str, str], twins.Shape | None] = {}
         self._templates: dict[Hashable, _Template] = {}
         self._values: dict[str | None, twins.Mentions] = {}
@@ -579,13 +666,20 @@ class Session:
         return (_Outcome(header, tuple(entries), error, tuple(skipped), program),
                 _Clues(twins.Mentions(paths), "\0".join(words), frozenset(needed)))
 
-    def preferred_dirs(self, paths: Sequence[str]) -> tuple[str, ...]:
-        """``index.preferred_dirs`` of ``paths``, each path's chain followed once."""
-        out: dict[str, None] = {}
-        for path in paths:
-            for d in self._preferred(path):
-                out.setdefault(d, None)
-        return tuple(out)
+    def test_dirs(self, subject: _Subject, outcome: _Outcome) -> tuple[str, ...]:
+        """:func:`index.test_dirs` of a test in one environment: where its staged and its
+        loaded libraries lead, each path's chain followed once per command."""
+        key = id(outcome)
+        found = self._test_dirs.get(key)
+        if found is None or found[0] is not outcome:
+            loaded = [path for path, _, _ in outcome.entries if path is not None]
+            found = self._test_dirs[key] = (outcome, index.test_dirs(
+                subject.extras, loaded, self._preferred))
+        return found[1]
+
+    def same_file(self, a: str, b: str) -> bool:
+        """Whether two paths name one file (by real path, as the command reads them)."""
+        return a == b or self.memo.realpath(a) == self.memo.realpath(b)
 
     def _preferred(self, path: str) -> tuple[str, ...]:
         """One path's chain. A link to an absolute path continues that path's chain, which
