@@ -457,13 +457,21 @@ def test_dirs(staged: Iterable[str], loaded: Iterable[str],
     those of its other staged libraries and of the libraries it loads (``loaded``), each
     path's symlink chain followed by ``chain`` (:func:`preferred_dirs` of one path).
     """
-    paths = [*loaded, *staged]
-    ordered = [p for p in paths if "/_solib_" in p] + [p for p in paths if "/_solib_" not in p]
     follow = chain or (lambda p: preferred_dirs([p]))
     out: dict[str, None] = {}
-    for path in ordered:
+    later = []
+    for paths in (loaded, staged):
+        for path in paths:
+            if "/_solib_" in path:
+                for directory in follow(path):
+                    if directory not in out:
+                        out[directory] = None
+            else:
+                later.append(path)
+    for path in later:
         for directory in follow(path):
-            out.setdefault(directory, None)
+            if directory not in out:
+                out[directory] = None
     return tuple(out)
 
 

@@ -19,6 +19,7 @@ import enum
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from bazel_ldfix import linkdir
 from bazel_ldfix.errors import LinkDirError
@@ -26,6 +27,15 @@ from bazel_ldfix.outputbase.index import Choice, looks_like_library
 
 # (path, name, needed_by) of one object a load lists: path None when it was not found.
 Entry = tuple["str | None", str, tuple[str, ...]]
+
+
+class Outcome(Protocol):
+    """A test's load as the repair keeps it: its objects, and the error that stopped it."""
+
+    @property
+    def entries(self) -> tuple[Entry, ...]: ...
+    @property
+    def error(self) -> str | None: ...
 
 
 class Exposure(str, enum.Enum):
@@ -71,14 +81,16 @@ class Change:
 
 
 def changes(before: Sequence[Entry], after: Sequence[Entry],
-            same_file: Callable[[str, str], bool]) -> list[Change]:
-    """Every name ``before`` loaded that ``after`` loads from another file (or not)."""
+            same_file: Callable[[str, str], bool], *, stopped: bool = False) -> list[Change]:
+    """Every name ``before`` loaded that ``after`` loads from another file (or not);
+    ``stopped``: the load ``after`` stands for stopped with an error."""
     now: dict[str, str] = {}
     for path, name, _ in after:
         if path is not None:
             now.setdefault(name, path)
     out: list[Change] = []
     seen: set[str] = set()
+    loaded: set[str] | None = None
     for path, name, _ in before:
         if path is None or name in seen:
             continue
@@ -86,8 +98,17 @@ def changes(before: Sequence[Entry], after: Sequence[Entry],
         new = now.get(name)
         if new == path or (new is not None and same_file(path, new)):
             continue
-        if new is None and any(same_file(path, p) for p in now.values()):
-            continue    # loaded under another of its names (the same file, opened once)
+        if new is None:
+            if "/" in name and not stopped:
+                # A path is opened as it is; left out of a whole load's listing, it was the
+                # file of an object loaded before (_dl_map_object_from_fd's device and
+                # inode check), so it loads the same file.
+                continue
+            # Loaded under another of its names (the same file is opened once)?
+            if loaded is None:
+                loaded = set(now.values())
+            if path in loaded or any(same_file(path, p) for p in loaded):
+                continue
         out.append(Change(name, path, new))
     return out
 
@@ -237,14 +258,14 @@ class Exposer:
                 linkdir.remove(path)
 
 
-def caller_shadows(label: str, plain: Sequence[Entry], given: Sequence[Entry],
+def caller_shadows(label: str, plain: Sequence[Entry], given: Outcome,
                    entries: Iterable[str], same_file: Callable[[str, str], bool]
                    ) -> list[Shadowed]:
     """What the test's own LD_LIBRARY_PATH (``entries``) makes it load instead of what it
     would load without one: ``plain`` is its load without the variable, ``given`` with."""
     dirs = list(entries)
     out = []
-    for change in changes(plain, given, same_file):
+    for change in changes(plain, given.entries, same_file, stopped=given.error is not None):
         if change.after is None:
             continue
         after = change.after

@@ -256,7 +256,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         changed = [(label, change) for label, outcome in after.items()
                    if outcome is not before[label]
                    for change in exposure.changes(before[label].entries, outcome.entries,
-                                                  session.same_file)]
+                                                  session.same_file,
+                                                  stopped=outcome.error is not None)]
         settled = [exposer.settle(label, change) for label, change in changed]
         if not any(settled):
             break
@@ -267,7 +268,6 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
                                   os.path.dirname(change.after) if change.after else None,
                                   exposure.ShadowCause.REPAIR)
                 for label, change in changed]
-    values = current()
     if any(r is testenv.Reach.UNKNOWN for r in env.reach.values()):
         # Fixed only if fixed in both orders: the other one gives the rule's value.
         other = {s.label: o for s, o in scan.run(current(rule_wins=True), extras=True)}
@@ -289,11 +289,11 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         was = before[s.label]
         results.append(TestResult(s.label, s.executable, was.missing, still,
                                   error, reach, rule_fix))
-        if was.missing and values[s.label]:
+        if was.missing and env.current.get(s.label):
             # What the test's own value already makes it load instead (kept as it is).
             plain = session.outcomes([s], {s.label: None}, make_loader, cache_for,
                                      extras=True)[0]
-            shadowed += exposure.caller_shadows(s.label, plain.entries, was.entries,
+            shadowed += exposure.caller_shadows(s.label, plain.entries, was,
                                                 pathlist.split(env.current.get(s.label)),
                                                 session.same_file)
     notes = tuple(note for s in subjects for note in s.notes)
