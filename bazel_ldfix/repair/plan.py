@@ -218,20 +218,16 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         return out
 
     def locate_round(outcomes: Sequence[tuple[_Subject, _Outcome]]) -> bool:
-        """Look for what the tests miss, each test where its own libraries lead; whether
-        anything new was found to give them."""
-        wanted: dict[tuple[tuple[str, ...], elf.ElfHeader], dict[str, None]] = {}
-        for subject, outcome in outcomes:
-            names = [n for n in outcome.missing if n not in exposer.choices]
-            header = outcome.header or scan.expect
-            if names and header is not None:
-                key = (session.test_dirs(subject, outcome), header)
-                wanted.setdefault(key, {}).update(dict.fromkeys(names))
+        """Look for what the tests miss, each test where its own libraries lead (the first
+        test that misses a name decides where it is taken from); whether anything new was
+        found to give them."""
         found = False
-        for (dirs, header), group in wanted.items():
-            new = [n for n in group if n not in exposer.choices]
-            if not new:
+        for subject, outcome in outcomes:
+            new = [n for n in outcome.missing if n not in exposer.choices]
+            header = outcome.header or scan.expect
+            if not new or header is None:
                 continue
+            dirs = session.test_dirs(subject, outcome)
             located = index.locate(new, roots, header, dirs, on_error, cache_dir=cache_dir,
                                    progress=progress, memo=memo)
             for name, choice in located.items():
