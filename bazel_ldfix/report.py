@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.repair.plan import Repair
 
 JSON_VERSION = 1
+TESTS_FAILED = 3  # Bazel's exit code when the tests ran and some failed
 VARIABLE = "LD_LIBRARY_PATH"  # what the repair sets (kept here so that resolve need not
                               # import the Bazel side)
 
@@ -85,6 +86,7 @@ def repair_json(repair: Repair) -> str:
         "skipped": [{"path": k.path, "kind": k.kind.value, "reason": k.reason}
                     for k in repair.skipped],
         "notes": list(repair.notes),
+        "given_again": repair.given_again,
     })
 
 
@@ -197,8 +199,8 @@ def repair_summary(repair: Repair) -> str:
 def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> str | None:
     """One line after Bazel's summary: how many tests the repair let load, and how to make
     that permanent (None when nothing was added)."""
-    if repair.ld_library_path is None:
-        return None
+    if repair.ld_library_path is None or exit_code not in (0, TESTS_FAILED):
+        return None     # the tests did not run (a build error, an interruption, a kill)
     repaired = [t.label for t in repair.tests if t.missing_before and not t.missing_after]
     if not repaired:
         return None

@@ -14,8 +14,10 @@ from bazel_ldfix.cli.options import (
     PASSTHROUGH,
     BazelArgsCommand,
     bazel_options,
+    bazel_timeout_option,
     force_local_option,
     loader_option,
+    printable,
     warn_unreadable,
 )
 from bazel_ldfix.cli.root import cli
@@ -46,6 +48,10 @@ def _remote(repair: Repair) -> bool:
 
 
 def _build_failed(code: int) -> BazelError:
+    from bazel_ldfix.bazel.runner import INTERRUPTED
+
+    if code == INTERRUPTED:
+        return BazelError("the build step of `bazel test` was interrupted (exit code 8)")
     return BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                       "see Bazel's output above")
 
@@ -59,8 +65,8 @@ def _build_failed(code: int) -> BazelError:
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
-        output_base: str | None, prepend: bool, no_cache: bool, fmt: str,
-        force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
+        output_base: str | None, prepend: bool, no_cache: bool, bazel_timeout: float,
+        fmt: str, force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
     Runs the build step of `bazel test BAZEL_ARGS` (it builds, runs no test), then prints
@@ -76,8 +82,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
-    repair, code = _plan(session, bazel_path, startup, output_base, prepend, no_cache,
-                         bazel_args)
+    repair, code = _plan(session, session.bazel(bazel_path, startup, bazel_timeout),
+                         output_base, prepend, no_cache, bazel_args)
     from bazel_ldfix import report  # after: Bazel starts first
     if repair is None:
         raise _build_failed(code)
@@ -109,8 +115,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
-         output_base: str | None, prepend: bool, no_cache: bool, dry_run: bool,
-         no_repair: bool, rerun_failures: bool,
+         output_base: str | None, prepend: bool, no_cache: bool, bazel_timeout: float,
+         dry_run: bool, no_repair: bool, rerun_failures: bool,
          force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
@@ -137,9 +143,9 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    bazel = session.bazel(bazel_path, startup)
+    bazel = session.bazel(bazel_path, startup, bazel_timeout)
     repair = None if no_repair else _repair_or_fallback(
-        session, bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+        session, bazel, output_base, prepend, no_cache, bazel_args)
     if isinstance(repair, int):
         return repair  # the build step was interrupted: stop, with Bazel's code
     if repair is None or isinstance(repair, failopen.Fallback):
@@ -152,6 +158,9 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         # Asked before the run: every Bazel command rewrites command.log, which the
         # diagnosis reads.
         base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
+        if isinstance(base, failopen.Fallback):
+            click.echo(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"),
+                       err=True)
         code = bazel.stream("test", bazel_args)
         if isinstance(base, str) and _diagnose_after(session, base, code, None) \
                 and rerun_failures:
@@ -193,6 +202,7 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.option("--no-cache", is_flag=True,
               help="Walk output_base/external and query the rules' env; read and write no "
                    "cache.")
+@bazel_timeout_option
 @click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
                                             "by a rename).")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
@@ -205,8 +215,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
-        output_base: str | None, no_cache: bool, write: bool, check: bool, verify: bool,
-        interface: bool, bazel_args: tuple[str, ...]) -> int:
+        output_base: str | None, no_cache: bool, bazel_timeout: float, write: bool,
+        check: bool, verify: bool, interface: bool, bazel_args: tuple[str, ...]) -> int:
     """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
 
     Prints a unified diff of each file it would edit, and describes what it cannot edit.
@@ -226,8 +236,8 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
     if verify and not write:
         raise click.UsageError("--verify runs the tests after --write")
-    repair, code = _plan(session, bazel_path, startup, output_base, False, no_cache,
-                         bazel_args)
+    bazel = session.bazel(bazel_path, startup, bazel_timeout)
+    repair, code = _plan(session, bazel, output_base, False, no_cache, bazel_args)
     if repair is None:
         raise _build_failed(code)
     workspace = workspace_of(session.cwd) or session.cwd
@@ -246,35 +256,34 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     for path in buildfix.write(result.files, repair.output_base):
         click.echo(f"bazel-ldfix: wrote {path}", err=True)
     if verify:
-        return session.bazel(bazel_path, startup).stream("test", bazel_args)
+        return bazel.stream("test", bazel_args)
     return 1 if result.described_only else 0
 
 
-def _plan(session: Session, bazel_path: str | None, startup: Sequence[str],
-          output_base: str | None, prepend: bool, no_cache: bool, bazel_args: Sequence[str]
-          ) -> tuple[Repair | None, int]:
+def _plan(session: Session, bazel: Bazel, output_base: str | None, prepend: bool,
+          no_cache: bool, bazel_args: Sequence[str]) -> tuple[Repair | None, int]:
     from bazel_ldfix.repair.command import repair_tests
 
     def cache_dir(base: str) -> str | None:
         del base  # one per-user directory, whatever the output_base
         return session.cache_dir()
 
-    return repair_tests(session.bazel(bazel_path, startup), bazel_args, session.env,
+    return repair_tests(bazel, bazel_args, session.env,
                         output_base=output_base, prepend=prepend,
                         cache_dir=None if no_cache else cache_dir,
                         progress=session.progress(), on_error=warn_unreadable)
 
 
-def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Sequence[str],
-                        output_base: str | None, prepend: bool, no_cache: bool,
+def _repair_or_fallback(session: Session, bazel: Bazel, output_base: str | None,
+                        prepend: bool, no_cache: bool,
                         bazel_args: Sequence[str]) -> Repair | Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
     the command unchanged), or Bazel's code when the build step was interrupted."""
     from bazel_ldfix.bazel.runner import INTERRUPTED
     from bazel_ldfix.repair import failopen
 
-    planned = failopen.attempt(lambda: _plan(session, bazel_path, startup, output_base,
-                                             prepend, no_cache, bazel_args))
+    planned = failopen.attempt(lambda: _plan(session, bazel, output_base, prepend, no_cache,
+                                             bazel_args))
     if isinstance(planned, failopen.Fallback):
         return planned
     repair, code = planned
@@ -406,10 +415,11 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
               help="Print {soname: [{dir, machine, class, ...}...]}.")
 @click.option("--no-cache", is_flag=True,
               help="Walk output_base/external; neither read nor write the index cache.")
+@bazel_timeout_option
 @pass_session
 def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
            bazel_path: str | None, startup: tuple[str, ...], as_json: bool,
-           no_cache: bool) -> int:
+           no_cache: bool, bazel_timeout: float) -> int:
     """Every directory under output_base/external holding each SONAME, best first.
 
     Best: a copy this machine's loader would take (ELF class, machine, the loader's other
@@ -425,7 +435,7 @@ def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
     from bazel_ldfix.report import locate_json, locate_text
 
     if output_base is None:
-        output_base = ask_output_base(session.bazel(bazel_path, startup))
+        output_base = ask_output_base(session.bazel(bazel_path, startup, bazel_timeout))
     root = index.external_root(output_base)
     # The copies this machine's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], session.host_header(),

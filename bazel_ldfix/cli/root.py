@@ -54,9 +54,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             click.echo(f"error: cannot enter {inv.cwd}: {exc.strerror}", err=True)
             return 2
+    from bazel_ldfix.bazel import children
+
     try:
-        code = cli.main(args=list(argv) if argv is not None else None,
-                        prog_name="bazel-ldfix", standalone_mode=False, obj=session)
+        with children.ended_on_signals():
+            code = cli.main(args=list(argv) if argv is not None else None,
+                            prog_name="bazel-ldfix", standalone_mode=False, obj=session)
+    except children.Interrupted as stop:
+        # Every Bazel the tool started for itself is ended already.
+        click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
+                   f"{stop.exit_code})", err=True)
+        return stop.exit_code
     except LdfixError as exc:
         # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
         # has lines of its own (Bazel's stderr, indented), escaped one by one.
