@@ -193,7 +193,8 @@ def repair_summary(repair: Repair) -> str:
     if sum(line.count(repair.output_base) for line in lines if line not in pasted) > 1:
         lines = [f"{OUTPUT_BASE} is {repair.output_base}"] + [
             line if line in pasted else abbreviate(line, repair.output_base) for line in lines]
-    return _text([f"bazel-ldfix: {line}" for line in "\n".join(lines).splitlines()])
+    # Each line escaped as it is: a name holding a newline stays on its own line.
+    return _text([f"bazel-ldfix: {line}" for line in lines])
 
 
 def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> str | None:

@@ -151,7 +151,7 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     if repair is None or isinstance(repair, failopen.Fallback):
         # --no-repair, or no repair could be computed: the user's command as given.
         if repair is not None:
-            click.echo(repair.message(), err=True)
+            click.echo(printable(repair.message()), err=True)
         if dry_run:
             click.echo(shlex.join(bazel.argv("test", bazel_args)))
             return 0
@@ -254,7 +254,7 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     if check or not write:
         return 1 if check else 0
     for path in buildfix.write(result.files, repair.output_base):
-        click.echo(f"bazel-ldfix: wrote {path}", err=True)
+        click.echo(f"bazel-ldfix: wrote {printable(str(path))}", err=True)
     if verify:
         return bazel.stream("test", bazel_args)
     return 1 if result.described_only else 0
@@ -310,7 +310,8 @@ def _diagnose_after(session: Session, output_base: str, code: int, library_path:
         output_base, code, library_path=library_path, on_error=warn_unreadable,
         shell_library_path=session.env.get("LD_LIBRARY_PATH")))
     if isinstance(result, failopen.Fallback):
-        click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
+        click.echo(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"),
+                   err=True)
         return None
     if result is not None:
         click.echo(render.to_text(result, prefix="bazel-ldfix: ", color=session.color_err),
@@ -325,10 +326,10 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
 
     planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback):
-        click.echo(f"bazel-ldfix: no rerun: {planned.reason}", err=True)
+        click.echo(printable(f"bazel-ldfix: no rerun: {planned.reason}"), err=True)
         return first
     for test, why in planned.not_rerun:
-        click.echo(f"bazel-ldfix: not rerunning {test}: {why}", err=True)
+        click.echo(printable(f"bazel-ldfix: not rerunning {test}: {why}"), err=True)
     if not planned.labels:
         return first
     args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
@@ -337,24 +338,25 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
                    "the options' values", err=True)
         return first
     for soname, directory in planned.added:
-        click.echo(f"bazel-ldfix: the run revealed {soname}, in {directory}", err=True)
-    click.echo(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with {planned.flag}",
-               err=True)
+        click.echo(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"),
+                   err=True)
+    click.echo(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
+                         f"{planned.flag}"), err=True)
     second = bazel.stream("test", args)
     now_pass, still = rerun.outcome(planned, second, repair.output_base)
     if now_pass:
-        click.echo(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
-                   f"pass{'es' if len(now_pass) == 1 else ''} (failed in the loader before)",
-                   err=True)
+        click.echo(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+                             f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
+                             "loader before)"), err=True)
     if still:
-        click.echo(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
-                   f"fail{'s' if len(still) == 1 else ''}", err=True)
+        click.echo(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
+                             f"fail{'s' if len(still) == 1 else ''}"), err=True)
         _diagnose_after(session, repair.output_base, second, planned.ld_library_path)
     code = rerun.combined_code(first, second, planned)
     left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
-    click.echo(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
-               + (f"; not rerun, failed in the first run: {', '.join(left)}" if left else "")
-               + ")", err=True)
+    click.echo(printable(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
+                         + (f"; not rerun, failed in the first run: {', '.join(left)}"
+                            if left else "") + ")"), err=True)
     return code
 
 

@@ -147,7 +147,7 @@ def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> int:
         try:
             item = kinds.inspect(path)
         except BadInputError as exc:
-            click.echo(f"error: {explain_bad(exc)}", err=True)
+            click.echo(f"error: {printable(explain_bad(exc))}", err=True)
             bad = True
             docs.append(render.inspection_document(
                 kinds.Inspection(path, kinds.Kind.NOT_ELF), want, error=str(exc)))

@@ -119,8 +119,10 @@ class Session:
 
 def _say_waiting(cmd: Sequence[str]) -> None:
     """On a terminal, a Bazel command that takes a while (its server starting) is named."""
-    click.echo(f"bazel-ldfix: waiting for `{shlex.join(cmd)}` (the Bazel server may be "
-               "starting)...", err=True)
+    from bazel_ldfix.quoting import printable
+
+    click.echo(f"bazel-ldfix: waiting for `{printable(shlex.join(cmd))}` (the Bazel server "
+               "may be starting)...", err=True)
 
 
 pass_session = click.make_pass_decorator(Session)
