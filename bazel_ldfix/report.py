@@ -78,6 +78,7 @@ def repair_json(repair: Repair) -> str:
         "tests": to_jsonable(repair.tests),
         "missing": [
             {"soname": m.soname, "needed_by": list(m.needed_by), "dir": m.dir,
+             "listable": m.listable,
              "passed_over": [{"path": p.path, "reason": p.reason} for p in m.passed_over]}
             for m in repair.missing],
         "unresolved": list(repair.unresolved),
@@ -163,7 +164,11 @@ def repair_summary(repair: Repair) -> str:
         if test.error:
             lines.append(f"{test.label}: the loader stops: {test.error}")
     for m in repair.missing:
-        if m.dir:
+        if m.dir and not m.listable:
+            lines.append(f"  {m.soname} is in {m.dir}, which {VARIABLE} cannot name (':' "
+                         f"and ';' separate its entries): not added; `bazel-ldfix fix` "
+                         "imports the file instead")
+        elif m.dir:
             lines.append(f"  {m.soname} is in {m.dir}")
         else:
             lines.append(f"  {m.soname} exists nowhere under {repair.output_base}/external "

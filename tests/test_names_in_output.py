@@ -1,5 +1,6 @@
 """Names from the output_base in what the tool prints: escaped before the text is split into
-lines, so that none forges a line.
+lines, so that none forges a line; a directory LD_LIBRARY_PATH cannot name (':' or ';') is
+reported, and the tests still run.
 
 The library sits in a directory of ``external/`` with such a name. The quick tests let a
 stand-in Bazel name the test; the ``bazel`` ones have Bazel 4.2.3 build and run it.
@@ -20,6 +21,7 @@ from test_cli_bazel_failures import fake_bazel, fake_bazel_with_a_test
 from bazel_ldfix import quoting
 
 FORGED = "x\nevery test loads, nothing to add\n"
+SEPARATED = ("a:b", "c;d")
 # What `bazel query --output=xml` prints when no rule matches.
 QUERY = '<?xml version="1.1" encoding="UTF-8" standalone="no"?><query version="2"/>'
 
@@ -61,6 +63,33 @@ def test_a_directory_name_with_a_newline_forges_no_line_of_the_summary(
     assert out.split("\0")[0].endswith(f"/external/{FORGED}")
 
 
+@pytest.mark.parametrize("name", SEPARATED)
+def test_a_directory_ld_library_path_cannot_name_is_reported_not_dropped(
+        tmp_path: Path, name: str) -> None:
+    bazel = library_in(tmp_path, name)
+    result = run("env", "--bazel", str(bazel), "--no-cache", "//t:probe_test", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr     # something the test needs is not added
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert (f"bazel-ldfix:   libgone.so.1 is in {tmp_path}/ob/external/{name}, which "
+            "LD_LIBRARY_PATH cannot name (':' and ';' separate its entries): not added; "
+            "`bazel-ldfix fix` imports the file instead") in result.stderr.splitlines()
+    doc = run("env", "--format", "json", "--bazel", str(bazel), "--no-cache",
+              "//t:probe_test", cwd=tmp_path)
+    assert '"listable": false' in doc.stdout
+    # `test` runs the tests all the same, with Bazel's code.
+    result = run("test", "--bazel", str(bazel), "--no-cache", "//t:probe_test", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "cannot name" in result.stderr
+
+
+def test_the_diagnosis_offers_no_flag_that_would_split_a_directory() -> None:
+    from bazel_ldfix.diagnosis import fixes
+
+    assert fixes.library_path_value(("/base",), ("/found/a:b",)) is None
+    assert fixes.library_path_value(("/base",), (), ("/found/c;d",)) is None
+    assert fixes.library_path_value(("/base",), ("/found/x",)) == "/base:/found/x"
+
+
 def test_a_bazel_path_with_a_newline_forges_no_line_of_an_error(tmp_path: Path) -> None:
     weird = tmp_path / "x\nerror: forged"
     weird.mkdir()
@@ -100,5 +129,20 @@ def test_bazel_runs_a_test_whose_library_is_in_a_directory_named_with_a_newline(
         assert "bazel-ldfix: every test loads, nothing to add" not in ours
         assert any("/x\\nevery test loads, nothing to add\\n" in line
                    for line in ours), "\n".join(ours)
+    finally:
+        ws.shutdown()
+
+
+@pytest.mark.bazel
+@pytest.mark.skipif(BAZEL is None, reason="no bazel")
+def test_bazel_still_runs_a_test_whose_library_is_in_a_directory_with_a_colon(
+        tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws", _sdk_in(tmp_path, "a:b"), env=clean_env())
+    try:
+        result = ws.ldfix("test", "--no-cache", "//t:needs_x")
+        assert result.returncode == 3, result.stderr     # Bazel's: the test ran and failed
+        assert "which LD_LIBRARY_PATH cannot name" in result.stderr
+        assert "libxdemo.so.11: cannot open shared object file" in ws.test_log("t",
+                                                                                  "needs_x")
     finally:
         ws.shutdown()

@@ -97,7 +97,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
             click.echo(f"bazel-ldfix: {report.SHELL_CAVEAT}", err=True)
     if text:
         click.echo(text)
-    return 1 if repair.unresolved or (repair.missing and not repair.flags) else 0
+    return 1 if repair.unresolved or repair.unlisted or (repair.missing and not repair.flags) \
+        else 0
 
 
 @cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,

@@ -91,6 +91,11 @@ class Missing:
     dir: str | None
     passed_over: tuple[PassedOver, ...]
 
+    @property
+    def listable(self) -> bool:
+        """Whether ``dir`` can be an entry of LD_LIBRARY_PATH (no ``:`` or ``;``)."""
+        return self.dir is not None and pathlist.listable(self.dir)
+
 
 @dataclass(frozen=True)
 class TestResult:
@@ -132,6 +137,11 @@ class Repair:
     @property
     def unresolved(self) -> tuple[str, ...]:
         return tuple(m.soname for m in self.missing if m.dir is None)
+
+    @property
+    def unlisted(self) -> tuple[Missing, ...]:
+        """Found in a directory LD_LIBRARY_PATH cannot name, so not added."""
+        return tuple(m for m in self.missing if m.dir is not None and not m.listable)
 
 
 @dataclass(frozen=True)
@@ -206,7 +216,10 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             located = index.locate(new, roots, scan.expect, preferred, on_error,
                                    cache_dir=cache_dir, progress=progress, memo=session.memo)
             choices.update(located)
-            added += [c.dir for c in located.values() if c.dir and c.dir not in added]
+            # A directory whose name holds ':' or ';' cannot be an entry of the value: it
+            # stays in the Missing entry, reported, and `fix` imports its file instead.
+            added += [c.dir for c in located.values()
+                      if c.dir and c.dir not in added and pathlist.listable(c.dir)]
             if not any(c.dir for c in located.values()):
                 break
     after = {s.label: (missing, error) for s, missing, error in scan.run(current(), extras=True)}
