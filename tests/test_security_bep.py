@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,3 +83,47 @@ def test_sanitize_keeps_a_well_shaped_event_whole() -> None:
                                  "fileSets": [{"id": "4"}]}}
     assert bepshape.sanitize(event) == (event, False)
     assert bepshape.sanitize({"id": 5}) == (None, True)
+
+
+# -- nesting, huge numbers, NUL bytes ------------------------------------------------------
+
+NESTED = '{"id": {"started": {}}, "started": ' + '{"started": ' * 100_000 + "{}" + \
+    "}" * 100_001 + "}"
+HUGE = '{"id": {"buildFinished": {}}, "finished": {"exitCode": {"code": 1' + "0" * 100_000 + \
+    "}}}"
+
+
+@pytest.mark.parametrize("line", [NESTED, "[" * 100_000, HUGE],
+                         ids=["nested-object", "nested-array", "100000-digit-code"])
+def test_json_no_build_event_has_is_one_error_line(tmp_path: Path, line: str) -> None:
+    result = diagnose(tmp_path, [json.dumps(GOOD[0]), line])
+    assert result.returncode == 2
+    assert result.stderr == (f"error: {tmp_path}/events.json: line 2 is not a build event "
+                             "(nested deeper, or a number longer, than any build event's): "
+                             "not a --build_event_json_file\n")
+
+
+def test_an_event_nested_within_the_json_readers_reach_is_cut_at_the_schemas_depth() -> None:
+    started: dict[str, Any] = {"buildToolVersion": "4.2.3"}
+    inner = started
+    for _ in range(200):     # "started" in "started": a key of the schema, 200 deep
+        inner["started"] = inner = {}
+    event, changed = bepshape.sanitize({"id": {"started": {}}, "started": started})
+    assert changed and event is not None
+    assert event["started"]["buildToolVersion"] == "4.2.3"
+
+
+def test_a_path_or_label_holding_a_nul_is_dropped(tmp_path: Path) -> None:
+    events = bazel.parse_bep([json.dumps(e) for e in [
+        {"id": {"workspace": {}}, "workspaceInfo": {"localExecRoot": "/ob/exec\u0000root/ws"}},
+        {"id": {"targetConfigured": {"label": "//t:t\u0000"}},
+         "configured": {"targetKind": "cc_test rule", "tag": ["a\u0000"]}},
+    ]])
+    assert events.exec_root is None and events.tests == ()
+    log = {"id": {"testResult": {"label": "//t:t"}},
+           "testResult": {"status": "FAILED", "testActionOutput": [
+               {"name": "test.log", "uri": f"file://{tmp_path}/a\u0000b/test.log"}]}}
+    result = diagnose(tmp_path, [json.dumps(GOOD[0]), json.dumps(log)])
+    assert "Traceback" not in result.stderr
+    assert "fields of an unexpected type ignored, from line 2" in result.stdout + result.stderr
+
