@@ -127,3 +127,29 @@ def test_a_path_or_label_holding_a_nul_is_dropped(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert "fields of an unexpected type ignored, from line 2" in result.stdout + result.stderr
 
+
+# -- a failed test's log that cannot be read -------------------------------------------------
+
+def _failed_with_log(log: Path) -> list[str]:
+    return [json.dumps(GOOD[0]), json.dumps(
+        {"id": {"testResult": {"label": "//t:t"}},
+         "testResult": {"status": "FAILED", "testActionOutput": [
+             {"name": "test.log", "uri": f"file://{log}"}]}})]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "gone"])
+def test_a_failed_test_whose_log_cannot_be_read_is_never_called_green(
+        tmp_path: Path, kind: str) -> None:
+    log = tmp_path / "t" / "test.log"
+    log.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(log)
+    elif kind == "device":
+        log.symlink_to("/dev/zero")
+    elif kind == "directory":
+        log.mkdir()
+    result = diagnose(tmp_path, _failed_with_log(log))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "nothing to diagnose" not in result.stdout
+    assert "1 failed with a log that cannot be read: //t:t" in result.stdout
+    assert "Traceback" not in result.stderr

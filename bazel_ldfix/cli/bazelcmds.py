@@ -379,7 +379,8 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
 
     By default, the failed tests of the last `bazel test` in this workspace; target
     PATTERNS narrow them. Exit 0 when no failed test was stopped by the loader, 1 when
-    some were, 2 for bad input (a pattern that matches no failed test among them).
+    some were, 2 for bad input (a pattern that matches no failed test among them, a failed
+    test whose log cannot be read).
 
     \b
     Examples:
