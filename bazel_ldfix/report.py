@@ -387,6 +387,8 @@ def check_document(result: CheckResult) -> dict[str, Any]:
         "versions": list(result.trace.versions),
         "notes": [{"soname": n.soname, "note": n.what} for n in result.notes],
         "interpreter_note": result.interp_note,
+        "loader_note": result.loader_note,
+        "crash": result.crash,
         "disagreements": [{"soname": d.name, "model": d.model, "loader": d.loader,
                            "what": d.what} for d in result.disagreements],
     }
@@ -418,7 +420,11 @@ def check_text(result: CheckResult, *, color: bool) -> str:
     lines += [f"  note: {n.soname}: {n.what}" for n in result.notes]
     if result.interp_note:
         lines.append(f"  note: {result.interp_note}")
-    if result.disagreements:
+    if result.loader_note:
+        lines.append(f"  note: {result.loader_note}")
+    if result.crash:
+        lines.append(f"{red}{result.crash}{reset}")
+    elif result.disagreements:
         lines.append(f"{red}the model disagrees with the loader (a bug in bazel-ldfix, please "
                      f"report it):{reset}")
         lines += [f"  {d}" for d in result.disagreements]

@@ -73,8 +73,8 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
           inhibit_cache: bool, matrix_dirs: tuple[str, ...], loader: str | None) -> int:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
-    Exit 0 when everything loads, 1 when something is missing, 2 for bad input, 3 when the
-    model disagrees with the loader.
+    Exit 0 when everything loads, 1 when something is missing (or the real loader crashed
+    on it), 2 for bad input, 3 when the model disagrees with the loader.
 
     \b
     Examples:
