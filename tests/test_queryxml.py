@@ -49,6 +49,16 @@ def test_the_rules_env_and_tags_are_read() -> None:
     assert answer.build_files == ("//t:BUILD",)
 
 
+def test_bazel_4_2_3s_recorded_answer_is_read() -> None:
+    recorded = Path(__file__).parent / "recorded" / "bazel-4.2.3-query.xml"
+    answer = queryxml.answer_of(recorded.read_text(), ["//t:needs_x", "//t:inherits"])
+    assert answer.rules["//t:needs_x"].env == {"LD_LIBRARY_PATH": "/opt/rule/lib",
+                                               "OTHER": "1"}
+    assert answer.rules["//t:needs_x"].tags == ("gpu", "manual")
+    assert answer.rules["//t:inherits"].env_inherit == ("LD_LIBRARY_PATH",)
+    assert answer.build_files == ("//t:defs.bzl", "//t:BUILD")
+
+
 def test_a_wrappers_lines_before_the_xml_are_skipped() -> None:
     answer = queryxml.answer_of("INFO: using bazel 4.2.3 from tools/bazel\n\n" + ANSWER,
                                 ["//t:probe_test"])
@@ -66,13 +76,16 @@ BOMB = ('<?xml version="1.0"?><!DOCTYPE q [<!ENTITY a "aaaaaaaaaa">'
     "", "hello", "<query>", ANSWER.replace("</query>", ""), "<?xml version='1.0'?>\0<q/>",
     ANSWER.replace('"gpu"', '"g\x00pu"'), "<a>" * 100_000 + "</a>" * 100_000, BOMB,
     '<!DOCTYPE q [<!ENTITY x SYSTEM "file:///etc/passwd">]><query>&x;</query>',
+    '<?xml version="1.0" encoding="UTF-9' + "9" * 5000 + '"?><query/>',
+    ANSWER.replace("gpu", "g\udcffpu"),
 ], ids=["empty", "text", "unclosed", "cut", "nul", "nul-in-value", "nested", "entity-bomb",
-        "external-entity"])
+        "external-entity", "unknown-encoding", "not-utf-8"])
 def test_what_is_not_bazels_xml_is_one_bazel_error(text: str) -> None:
     try:
         answer = queryxml.answer_of(text, ["//t:x"])
     except BazelError as exc:
         assert len(exc.lines()) == 1 and "not an XML document" in str(exc)
+        assert len(str(exc)) < 400
     else:
         # Deep nesting is a document, with no rule in it.
         assert answer.rules == {} and text.startswith("<a>")

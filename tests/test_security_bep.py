@@ -128,6 +128,12 @@ def test_a_path_or_label_holding_a_nul_is_dropped(tmp_path: Path) -> None:
     assert "fields of an unexpected type ignored, from line 2" in result.stdout + result.stderr
 
 
+def test_a_file_uri_with_a_host_no_parser_reads_names_no_file() -> None:
+    from bazel_ldfix.bazel.bep import File, file_path
+
+    assert file_path(File("file://[[[/t/probe_test", "probe_test"), "/ob/execroot/ws") is None
+
+
 # -- a failed test's log that cannot be read -------------------------------------------------
 
 def _failed_with_log(log: Path) -> list[str]:

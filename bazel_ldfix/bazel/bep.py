@@ -172,7 +172,10 @@ def file_path(file: File, exec_root: str | None) -> str | None:
     """
     if _PLAIN_FILE_URI.match(file.uri):
         return unquote(file.uri[len("file://"):])     # what urlparse gives, without its cost
-    parsed = urlparse(file.uri)
+    try:
+        parsed = urlparse(file.uri)
+    except ValueError:      # a host in brackets that is no address: no place at all
+        return None
     if parsed.scheme == "file":
         return unquote(parsed.path)
     if exec_root is None or not file.name or file.path_prefix is None:

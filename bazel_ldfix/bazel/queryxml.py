@@ -38,10 +38,13 @@ def document(xml: str) -> ET.Element:
     if at > 0 and xml[at - 1] == "\n":
         xml = xml[at:]      # lines printed before Bazel's own (a wrapper's)
     try:
-        return ET.fromstring(xml)
-    except ET.ParseError as exc:
+        # As bytes: what is not UTF-8 (kept as surrogates) is the parser's to refuse.
+        return ET.fromstring(xml.encode("utf-8", "surrogateescape"))
+    except (ET.ParseError, LookupError, ValueError) as exc:
+        # LookupError: an encoding its declaration names that Python does not know.
+        detail = str(exc) if len(str(exc)) <= 200 else str(exc)[:200] + "..."
         raise BazelError(f"the answer of `bazel query --output=xml` is not an XML document "
-                         f"({exc}); the rules' env cannot be read") from None
+                         f"({detail}); the rules' env cannot be read") from None
 
 
 def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, RuleInfo]:
