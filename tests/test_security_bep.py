@@ -159,3 +159,19 @@ def test_a_failed_test_whose_log_cannot_be_read_is_never_called_green(
     assert "nothing to diagnose" not in result.stdout
     assert "1 failed with a log that cannot be read: //t:t" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_a_log_named_with_a_nul_in_command_log_is_one_that_cannot_be_read(
+        tmp_path: Path) -> None:
+    (tmp_path / "WORKSPACE").touch()
+    ob = tmp_path / "ob"
+    ob.mkdir()
+    (ob / "command.log").write_bytes(
+        b"FAIL: //t:t (see " + os.fsencode(tmp_path) + b"/t/te\0st.log)\n"
+        b"Executed 1 out of 1 test: 1 fails locally.\n")
+    result = subprocess.run([sys.executable, "-m", "bazel_ldfix", "diagnose",
+                             "--output-base", str(ob)], capture_output=True, text=True,
+                            cwd=tmp_path, env=dict(os.environ), timeout=60)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2
+    assert "1 failed with a log that cannot be read: //t:t" in result.stdout
