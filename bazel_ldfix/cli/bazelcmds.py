@@ -201,8 +201,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Use this output_base instead of asking Bazel.")
 @click.option("--no-cache", is_flag=True,
-              help="Walk output_base/external and query the rules' env; read and write no "
-                   "cache.")
+              help="Walk output_base/external and query the rules' env; read no cache (the "
+                   "repair made replaces a kept one that differs).")
 @bazel_timeout_option
 @click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
                                             "by a rename).")

@@ -107,7 +107,8 @@ def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Put the added directories before the existing entries.")(func)
     func = click.option("--no-cache", is_flag=True,
                         help="Walk output_base/external and query the rules' env; read "
-                             "and write no cache.")(func)
+                             "no cache (the repair made replaces a kept one that "
+                             "differs).")(func)
     func = bazel_timeout_option(func)
     func = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_quiet,
                         help="Print nothing of bazel-ldfix's own but errors and the "
