@@ -13,9 +13,11 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from bazelws import BAZEL, clean_env, make_workspace, needs_x
 from elfbuild import lib, program
 from test_cli_bazel_failures import fake_bazel, fake_bazel_with_a_test
 
@@ -166,3 +168,52 @@ def test_the_users_bazel_test_gets_the_signal_and_its_exit_code_comes_back(
     assert proc.returncode == 8
     assert "interrupted" in err and "Traceback" not in err
     assert "test given their libraries" not in err and "repaired" not in err
+
+
+# -- with Bazel 4.2.3 ----------------------------------------------------------------------
+
+@pytest.mark.bazel
+@pytest.mark.skipif(BAZEL is None, reason="no bazel")
+def test_sigterm_during_a_real_rule_query_ends_its_client_and_spares_the_server(
+        tmp_path: Path) -> None:
+    assert BAZEL is not None
+    ws = make_workspace(tmp_path / "ws", needs_x(tmp_path), env=clean_env())
+    try:
+        server = ws.bazel("info", "server_pid", check=True).stdout.strip()
+        fifo = tmp_path / "started"
+        os.mkfifo(fifo)
+        wrapper = tmp_path / "bazel"
+        wrapper.write_text(f'#!/bin/sh\ncase "$1" in query) echo $$ > {fifo};; esac\n'
+                           f'exec {BAZEL} "$@"\n')
+        wrapper.chmod(0o755)
+        # //t:needs_x cannot load its library: the repair asks for the rules' env.
+        proc = subprocess.Popen([sys.executable, "-m", "bazel_ldfix", "env", "--bazel",
+                                 str(wrapper), "--no-cache", "//t:needs_x"], cwd=ws.root,
+                                env=ws.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        (client,) = pids(fifo)
+        _until_exec(client)      # the Bazel client itself runs the query now
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 143, err
+        assert err.splitlines()[-1] == ("bazel-ldfix: interrupted by SIGTERM; stopped (exit "
+                                        "code 143)")
+        assert gone(client)
+        # The server was not touched: the same one answers the next command.
+        assert ws.bazel("info", "server_pid", check=True).stdout.strip() == server
+    finally:
+        ws.shutdown()
+
+
+def _until_exec(pid: int) -> None:
+    """Until process ``pid`` runs a program that is no shell (the scripts before it exec)."""
+    shells = ("sh", "bash", "dash")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) not in shells:
+                return
+        except OSError:
+            return      # ended already: the signal then finds nothing to end
+        os.sched_yield()
+    raise AssertionError(f"process {pid} still runs a shell")
