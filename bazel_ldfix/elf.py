@@ -231,6 +231,8 @@ def open_regular_stat(path: str, what: str = "") -> tuple[int, os.stat_result]:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise BadInputError(f"{what}{path}: {exc.strerror or exc}") from None
+    except ValueError:      # a NUL in a name read from a log or an event: no file has it
+        raise BadInputError(f"{what}{path}: a NUL byte in the name") from None
     st = os.fstat(fd)
     mode = st.st_mode
     if not stat.S_ISREG(mode):

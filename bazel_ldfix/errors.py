@@ -72,13 +72,31 @@ class BazelError(LdfixError):
         self.stderr = stderr
 
     def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def lines(self) -> list[str]:
+        """The message, then the last lines of Bazel's stderr, indented: each a line of
+        its own, escaped one by one where it is printed (a name in the message cannot
+        start a line)."""
         text = super().__str__()
         if self.returncode is not None:
-            text += f" (exit code {self.returncode})"
+            text += f" ({exit_words(self.returncode)})"
         tail = [line for line in self.stderr.splitlines() if line.strip()][-8:]
-        if tail:
-            text += "\n" + "\n".join(f"    {line}" for line in tail)
-        return text
+        return [text, *(f"    {line}" for line in tail)]
+
+
+def exit_words(returncode: int) -> str:
+    """How a process ended, as a shell would say it: ``exit code 1``, ``killed by SIGKILL
+    (exit code 137)`` for a negative code (killed by a signal)."""
+    if returncode >= 0:
+        return f"exit code {returncode}"
+    import signal
+
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"killed by {name} (exit code {128 - returncode})"
 
 
 class BazelNotFoundError(BazelError):

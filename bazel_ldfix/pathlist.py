@@ -25,6 +25,11 @@ def split(value: str | None) -> tuple[str, ...]:
     return tuple(_SEPARATORS.split(value))
 
 
+def listable(entry: str) -> bool:
+    """Whether ``entry`` can be one element of a list: it holds no ``:`` or ``;``."""
+    return not _SEPARATORS.search(entry)
+
+
 def join(entries: Iterable[str]) -> str:
     """Join directories, refusing any that the loader would split apart."""
     out = []

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.repair.plan import Repair
 
 JSON_VERSION = 1
+TESTS_FAILED = 3  # Bazel's exit code when the tests ran and some failed
 VARIABLE = "LD_LIBRARY_PATH"  # what the repair sets (kept here so that resolve need not
                               # import the Bazel side)
 
@@ -93,6 +94,7 @@ def repair_json(repair: Repair) -> str:
         "skipped": [{"path": k.path, "kind": k.kind.value, "reason": k.reason}
                     for k in repair.skipped],
         "notes": list(repair.notes),
+        "given_again": repair.given_again,
     })
 
 
@@ -212,7 +214,8 @@ def repair_summary(repair: Repair) -> str:
     if sum(line.count(repair.output_base) for line in lines if line not in pasted) > 1:
         lines = [f"{OUTPUT_BASE} is {repair.output_base}"] + [
             line if line in pasted else abbreviate(line, repair.output_base) for line in lines]
-    return _text([f"bazel-ldfix: {line}" for line in "\n".join(lines).splitlines()])
+    # Each line escaped as it is: a name holding a newline stays on its own line.
+    return _text([f"bazel-ldfix: {line}" for line in lines])
 
 
 def _shadowed_line(shadow: Shadowed) -> str:
@@ -230,8 +233,8 @@ def _shadowed_line(shadow: Shadowed) -> str:
 def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> str | None:
     """One line after Bazel's summary: how many tests the repair let load, and how to make
     that permanent (None when nothing was added)."""
-    if repair.ld_library_path is None:
-        return None
+    if repair.ld_library_path is None or exit_code not in (0, TESTS_FAILED):
+        return None     # the tests did not run (a build error, an interruption, a kill)
     repaired = [t.label for t in repair.tests if t.missing_before and not t.missing_after]
     if not repaired:
         return None
@@ -412,6 +415,8 @@ def check_document(result: CheckResult) -> dict[str, Any]:
         "versions": list(result.trace.versions),
         "notes": [{"soname": n.soname, "note": n.what} for n in result.notes],
         "interpreter_note": result.interp_note,
+        "loader_note": result.loader_note,
+        "crash": result.crash,
         "disagreements": [{"soname": d.name, "model": d.model, "loader": d.loader,
                            "what": d.what} for d in result.disagreements],
     }
@@ -443,7 +448,11 @@ def check_text(result: CheckResult, *, color: bool) -> str:
     lines += [f"  note: {n.soname}: {n.what}" for n in result.notes]
     if result.interp_note:
         lines.append(f"  note: {result.interp_note}")
-    if result.disagreements:
+    if result.loader_note:
+        lines.append(f"  note: {result.loader_note}")
+    if result.crash:
+        lines.append(f"{red}{result.crash}{reset}")
+    elif result.disagreements:
         lines.append(f"{red}the model disagrees with the loader (a bug in bazel-ldfix, please "
                      f"report it):{reset}")
         lines += [f"  {d}" for d in result.disagreements]

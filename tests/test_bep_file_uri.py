@@ -1,5 +1,5 @@
 """A ``file://`` URI of a plain path is read without urlparse: to the same path, for any
-URI (a URI urlparse would split, or refuse, still goes through it)."""
+URI (a URI urlparse would split still goes through it; one it refuses names no file)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ PIECES = [*"/?#;[]@: .a\t\r\n\x00\x0bé", "%20", "%2F", "%"]
 def by_urlparse(uri: str) -> tuple[str, str | None]:
     try:
         parsed = urlparse(uri)
-    except ValueError as exc:
-        return "error", str(exc)
+    except ValueError:
+        return "path", None     # a host in brackets that is no address: no place at all
     return "path", unquote(parsed.path) if parsed.scheme == "file" else None
 
 

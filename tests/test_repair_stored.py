@@ -28,8 +28,8 @@ from bazel_ldfix.bazel.testenv import Reach
 from bazel_ldfix.loader.search import PassedOver, PassReason
 from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.repair import stored
-from bazel_ldfix.repair.failopen import SkipKind, Skipped
 from bazel_ldfix.repair.exposure import Exposure, Link, ShadowCause, Shadowed
+from bazel_ldfix.repair.failopen import SkipKind, Skipped
 from bazel_ldfix.repair.plan import Missing, Repair
 
 Result = repair.TestResult   # a name pytest does not take for a test class

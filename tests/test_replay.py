@@ -10,6 +10,7 @@ whole, only from this user, and only for the same inputs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -238,6 +239,22 @@ def test_a_kept_repair_is_not_given_again_once_a_fact_changed(tmp_path: Path) ->
     where, _, _ = _kept(tmp_path)
     _add_library(tmp_path / "ob")
     assert replay.given_again(replay.load(str(where)), "inputs", None) is None
+
+
+def test_a_repair_made_anew_without_the_cache_replaces_a_kept_one_that_differs(
+        tmp_path: Path) -> None:
+    where, planned, facts = _kept(tmp_path)
+    other = dataclasses.replace(planned, ld_library_path=None, added=())
+    assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _LATER)
+    assert replay.replace_differing(str(where), "inputs", "", facts, other, _LATER)
+    kept = replay.load(str(where))
+    assert kept is not None and kept.repair == other
+    # One that cannot be kept (it read what is no fact) removes the one that was.
+    assert replay.replace_differing(str(where), "inputs", "", None, planned)
+    assert not where.exists()
+    # Where no repair was kept, none is written.
+    assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _LATER)
+    assert not where.exists()
 
 
 def test_a_kept_file_is_believed_only_whole_and_only_from_this_user(tmp_path: Path) -> None:

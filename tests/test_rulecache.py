@@ -17,13 +17,13 @@ import pytest
 from bazel_ldfix import userdir
 from bazel_ldfix.bazel import rulecache
 from bazel_ldfix.bazel.bep import Option
+from bazel_ldfix.bazel.queryxml import answer_of
 from bazel_ldfix.bazel.runner import (
     NO_TEST_TAG,
     Bazel,
     BuildEvents,
     RuleInfo,
     RulesAnswer,
-    answer_of,
 )
 
 OTHER = 65534

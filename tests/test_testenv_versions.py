@@ -22,7 +22,7 @@ from elfbuild import cc
 
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.bep import Option
-from bazel_ldfix.bazel.runner import parse_rules
+from bazel_ldfix.bazel.queryxml import aligned, parse_rules
 from bazel_ldfix.bazel.testenv import Order, Reach
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader
@@ -212,7 +212,7 @@ def test_rules_are_found_whatever_form_the_repository_name_takes() -> None:
     # Not read from Bazel's sources: the build events may name a test of another repository
     # canonically (@@nvsdk+//t:x) where query writes its apparent name (@nvsdk//t:x), or the
     # reverse; the rule is matched by package and name when only one rule has them.
-    from bazel_ldfix.bazel.runner import RuleInfo, aligned
+    from bazel_ldfix.bazel.runner import RuleInfo
 
     rules = {"@nvsdk//t:x": RuleInfo({V: "/r"}, ()), "//t:y": RuleInfo({}, ("gpu",)),
              "@a//p:z": RuleInfo({}, ()), "@b//p:z": RuleInfo({}, ())}

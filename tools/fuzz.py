@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""Mutate real ELF files and /etc/ld.so.cache; every input must end in a result or the
-project's own error, within a time bound.
+"""Mutate real ELF files, /etc/ld.so.cache and what Bazel 4.2.3 printed; every input must
+end in a result or the project's own error, within a time bound.
 
-    python tools/fuzz.py [--seed N] [--inputs N] [--time-bound SECONDS]
+    python tools/fuzz.py [--seed N] [--inputs N] [--time-bound SECONDS] [--kinds K,K]
 
 The corpus: small libraries and a program compiled here (a SONAME, a RUNPATH, symbol
-versions needed and defined), a few of the system's small libraries, and the system's
-ld.so.cache. Each input is one corpus file with one mutation (random bytes, a header or
-dynamic-section field set to a boundary value such as 2**63 - 8, a cut, a copied chunk),
-biased towards the bytes the reader parses. Each ELF input goes through the reader
+versions needed and defined), a few of the system's small libraries, the system's
+ld.so.cache, and Bazel 4.2.3's own output recorded in tests/recorded (a query's XML, a
+``--build_event_json_file``). Each input is one corpus file with one mutation (random
+bytes, a header or dynamic-section field set to a boundary value such as 2**63 - 8, a cut,
+a copied chunk), biased towards the bytes the reader parses; a text input may instead be
+nested 10 to 100,000 levels deep at some place, have a number made 5,000 to 100,000
+digits long, or get NUL bytes (raw or escaped). Each ELF input goes through the reader
 (``elf.read_elf``, ``elf.version_definitions``), the loader's candidate check, the loader
 model (``resolve``, the input as a program and as a library a program needs) and ``locate``
-(``index.copies``); each cache input through ``ldcache.parse_cache`` and lookups.
+(``index.copies``); each cache input through ``ldcache.parse_cache`` and lookups; each
+query answer through ``queryxml.answer_of``; each event file through the repair's event
+reader (``bep.read``, ``runner.build_events``) and ``diagnose --bep``'s (``logs.from_bep``).
 
 Prints the inputs run and every failure (a traceback other than ``LdfixError``, or an
 input over the time bound); exits 1 if there is any. The test suite runs a fixed-seed
@@ -24,6 +29,7 @@ import argparse
 import contextlib
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,10 +39,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
+from bazel_ldfix.bazel import bep, queryxml, runner
+from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.errors import LdfixError
 from bazel_ldfix.loader import ldcache, resolve
 from bazel_ldfix.loader import search as loader
 from bazel_ldfix.outputbase import index
+
+RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "tests", "recorded")
+TEXTS = {"bazel-4.2.3-query.xml": "xml", "bazel-4.2.3-test.json": "bep"}
+KINDS = ("elf", "cache", "xml", "bep")
 
 SYSTEM_LIBS = ("libdl.so.2", "libutil.so.1", "libz.so.1", "librt.so.1")
 LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
@@ -49,7 +62,7 @@ BOUNDARIES = (0, 1, 0x7F, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFF
 class Seed:
     name: str
     data: bytes
-    kind: str                                 # "elf" or "cache"
+    kind: str                                 # one of KINDS
     hot: tuple[tuple[int, int], ...] = ()     # byte ranges the reader parses
 
 
@@ -92,6 +105,12 @@ def build_corpus(work: str) -> list[Seed]:
         with open("/etc/ld.so.cache", "rb") as f:
             data = f.read()
         seeds.append(Seed("/etc/ld.so.cache", data, "cache", ((0, min(len(data), 4096)),)))
+    for name, kind in TEXTS.items():
+        path = os.path.join(RECORDED, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            seeds.append(Seed(path, data, kind, ((0, len(data)),)))
     return seeds
 
 
@@ -115,7 +134,13 @@ def _elf_seed(path: str) -> Seed:
     return Seed(path, data, "elf", tuple((a, b) for a, b in hot if 0 <= a < b <= len(data)))
 
 
+_NESTING = {"xml": (b"<n>", b"</n>"), "bep": (b'{"started":', b"}")}
+_NUL = {"xml": (b"\0", b"&#0;"), "bep": (b"\0", b"\\u0000")}
+
+
 def mutate(seed: Seed, rng: random.Random) -> bytes:
+    if seed.kind in _NESTING and rng.random() < 0.5:
+        return _mutate_text(seed, rng)
     data = bytearray(seed.data)
 
     def position() -> int:
@@ -144,6 +169,26 @@ def mutate(seed: Seed, rng: random.Random) -> bytes:
     return bytes(data)
 
 
+def _mutate_text(seed: Seed, rng: random.Random) -> bytes:
+    """Nesting, a huge number or a NUL, somewhere in a text seed."""
+    data = seed.data
+    at = rng.randrange(len(data) + 1)
+    kind = rng.randrange(3)
+    if kind == 0:
+        depth = rng.choice((10, 1000, 100_000))
+        opener, closer = _NESTING[seed.kind]
+        if seed.kind == "bep" and rng.random() < 0.5:
+            opener, closer = b"[", b"]"
+        return data[:at] + opener * depth + closer * depth + data[at:]
+    if kind == 1:
+        numbers = list(re.finditer(rb"\d+", data))
+        if numbers:
+            number = rng.choice(numbers)
+            digits = b"9" * rng.choice((5_000, 100_000))
+            return data[:number.start()] + digits + data[number.end():]
+    return data[:at] + rng.choice(_NUL[seed.kind]) + data[at:]
+
+
 def check_elf(path: str, work: str, expect: elf.ElfHeader,
               program: str | None) -> None:
     """Every consumer of an ELF file, on ``path`` (named like a library)."""
@@ -168,13 +213,29 @@ def check_cache(data: bytes, profile: ldcache.LoaderProfile) -> None:
     cache.directories()
 
 
+def check_xml(data: bytes) -> None:
+    text = data.decode("utf-8", "surrogateescape")
+    _try(queryxml.answer_of, text, ["//t:needs_x", "@@xsdk+//t:inherits"])
+
+
+def check_bep(data: bytes, path: str) -> None:
+    """The repair's reader never raises on content; diagnose's ends in a LogSet or an
+    LdfixError."""
+    text = data.decode("utf-8", "replace")
+    runner.build_events(bep.read(text.splitlines()))
+    with open(path, "wb") as f:
+        f.write(data)
+    _try(logs.from_bep, path)
+
+
 def _try(function: Callable[..., object], *args: object) -> None:
     with contextlib.suppress(LdfixError):
         function(*args)
 
 
 def campaign(seed: int, inputs: int, time_bound: float,
-             report: Callable[[str], None] = print) -> tuple[int, list[Failure]]:
+             report: Callable[[str], None] = print,
+             kinds: tuple[str, ...] = KINDS) -> tuple[int, list[Failure]]:
     rng = random.Random(seed)
     failures: list[Failure] = []
     host = elf.read_header("/proc/self/exe")
@@ -182,7 +243,10 @@ def campaign(seed: int, inputs: int, time_bound: float,
     with tempfile.TemporaryDirectory(prefix="bazel-ldfix-fuzz-") as work:
         corpus_dir = os.path.join(work, "corpus")
         os.mkdir(corpus_dir)
-        corpus = build_corpus(corpus_dir)
+        corpus = [s for s in build_corpus(corpus_dir) if s.kind in kinds]
+        if not corpus:
+            raise SystemExit(f"no seed of the kinds {', '.join(kinds)}")
+        events = os.path.join(work, "events.json")
         lib_dir = os.path.join(work, "lib")
         os.mkdir(lib_dir)
         program = os.path.join(corpus_dir, "app")
@@ -194,6 +258,10 @@ def campaign(seed: int, inputs: int, time_bound: float,
             try:
                 if chosen.kind == "cache":
                     check_cache(data, profile)
+                elif chosen.kind == "xml":
+                    check_xml(data)
+                elif chosen.kind == "bep":
+                    check_bep(data, events)
                 else:
                     with open(target, "wb") as f:
                         f.write(data)
@@ -220,9 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inputs", type=int, default=20_000)
     parser.add_argument("--time-bound", type=float, default=2.0,
                         help="seconds one input may take (default 2)")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help=f"which seeds to mutate (default {','.join(KINDS)})")
     args = parser.parse_args(argv)
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    if not set(kinds) <= set(KINDS):
+        parser.error(f"--kinds: one of {', '.join(KINDS)}, comma-separated")
     start = time.monotonic()
-    run, failures = campaign(args.seed, args.inputs, args.time_bound)
+    run, failures = campaign(args.seed, args.inputs, args.time_bound, kinds=kinds)
     print(f"seed {args.seed}: {run} inputs run, {len(failures)} failures "
           f"({time.monotonic() - start:.0f} s)")
     return 1 if failures else 0

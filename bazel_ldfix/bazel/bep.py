@@ -8,9 +8,11 @@ names and types follow Bazel's schema (src/main/java/com/google/devtools/build/l
 buildeventstream/proto/build_event_stream.proto).
 
 The reader is lenient and never raises on content: a line that is not JSON, or not an
-event, is recorded in :attr:`EventFile.skipped` for the caller to judge (a last line cut
-short is what an interrupted Bazel leaves); fields of another type than the schema's are
-dropped (:mod:`bepshape`) and the first line that had one is remembered.
+event (nested deeper than the JSON reader goes, an integer of 100,000 digits), is recorded
+in :attr:`EventFile.skipped` for the caller to judge (a last line cut short is what an
+interrupted Bazel leaves); fields of another type than the schema's, nested deeper than
+any event or holding a NUL, are dropped (:mod:`bepshape`) and the first line that had one
+is remembered.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ class Problem(enum.Enum):
     NOT_JSON = "not JSON"
     NO_ID = "no \"id\""                         # JSON, but not an object with an "id"
     ID_NOT_OBJECT = "its \"id\" is not an object"
+    # JSON no build event is: nested deeper than the reader goes, or an integer of more
+    # digits than Python converts (sys.get_int_max_str_digits, 4,300).
+    BEYOND = "nested deeper, or a number longer, than any build event's"
 
 
 @dataclass(frozen=True)
@@ -167,7 +172,10 @@ def file_path(file: File, exec_root: str | None) -> str | None:
     """
     if _PLAIN_FILE_URI.match(file.uri):
         return unquote(file.uri[len("file://"):])     # what urlparse gives, without its cost
-    parsed = urlparse(file.uri)
+    try:
+        parsed = urlparse(file.uri)
+    except ValueError:      # a host in brackets that is no address: no place at all
+        return None
     if parsed.scheme == "file":
         return unquote(parsed.path)
     if exec_root is None or not file.name or file.path_prefix is None:
@@ -226,6 +234,9 @@ class Reader:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             self.skipped.append(Skipped(number, Problem.NOT_JSON, exc.msg))
+            return
+        except (RecursionError, ValueError):
+            self.skipped.append(Skipped(number, Problem.BEYOND))
             return
         if not isinstance(raw, dict) or "id" not in raw:
             self.skipped.append(Skipped(number, Problem.NO_ID))

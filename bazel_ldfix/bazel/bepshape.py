@@ -29,6 +29,14 @@ _NUMBERS = frozenset({"code"})
 # Objects the reader indexes by a key without a default: without it, they are dropped.
 _REQUIRED = {"targetConfigured": "label", "targetCompleted": "label", "namedSet": "id",
              "fileSets": "id"}
+# Bazel's events are a few objects deep; past this, an object of the schema is dropped
+# (the reader would otherwise recurse as deep as the line is nested).
+MAX_DEPTH = 32
+
+
+def _text(value: object) -> bool:
+    """A string a path, label or option can be: no NUL, which no file name holds."""
+    return isinstance(value, str) and "\0" not in value
 
 
 def sanitize(event: object) -> tuple[dict[str, Any] | None, bool]:
@@ -44,32 +52,34 @@ def sanitize(event: object) -> tuple[dict[str, Any] | None, bool]:
     return {"id": ident, **body}, changed[0]
 
 
-def _clean(obj: dict[str, Any], changed: list[bool], *, top: bool) -> dict[str, Any]:
+def _clean(obj: dict[str, Any], changed: list[bool], *, top: bool,
+           depth: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in obj.items():
         if key == "id" and not top:
             # Inside an event, "id" names a set of files (namedSet, fileSets): a string.
-            if isinstance(value, str):
+            if _text(value):
                 out[key] = value
             else:
                 changed[0] = True
             continue
         need = _REQUIRED.get(key)
         if key in _OBJECTS:
-            ok = isinstance(value, dict)
-            value = _clean(value, changed, top=False) if ok else value
+            ok = isinstance(value, dict) and depth < MAX_DEPTH
+            value = _clean(value, changed, top=False, depth=depth + 1) if ok else value
             ok = ok and (need is None or need in value)
         elif key in _OBJECT_LISTS:
-            ok = isinstance(value, list)
+            ok = isinstance(value, list) and depth < MAX_DEPTH
             if ok:
-                kept = [_clean(v, changed, top=False) for v in value if isinstance(v, dict)]
+                kept = [_clean(v, changed, top=False, depth=depth + 1)
+                        for v in value if isinstance(v, dict)]
                 kept = [v for v in kept if need is None or need in v]
                 changed[0] |= len(kept) != len(value)
                 value = kept
         elif key in _STRING_LISTS:
-            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            ok = isinstance(value, list) and all(map(_text, value))
         elif key in _STRINGS:
-            ok = isinstance(value, str)
+            ok = _text(value)
         elif key in _NUMBERS:
             ok = isinstance(value, int) and not isinstance(value, bool)
         else:
@@ -81,34 +91,35 @@ def _clean(obj: dict[str, Any], changed: list[bool], *, top: bool) -> dict[str, 
     return out
 
 
-def _fits(obj: dict[str, Any], *, top: bool) -> bool:
+def _fits(obj: dict[str, Any], *, top: bool, depth: int = 0) -> bool:
     """Whether :func:`_clean` would keep ``obj`` whole (the event's own ``id`` at the top
     is checked apart)."""
     for key, value in obj.items():
         if key == "id":
             if top:
                 continue
-            if not isinstance(value, str):
+            if not _text(value):
                 return False
         elif key in _OBJECTS:
-            if not isinstance(value, dict) or not _fits(value, top=False):
+            if not isinstance(value, dict) or depth >= MAX_DEPTH or \
+                    not _fits(value, top=False, depth=depth + 1):
                 return False
             need = _REQUIRED.get(key)
             if need is not None and need not in value:
                 return False
         elif key in _OBJECT_LISTS:
-            if not isinstance(value, list):
+            if not isinstance(value, list) or depth >= MAX_DEPTH:
                 return False
             need = _REQUIRED.get(key)
             for item in value:
-                if not isinstance(item, dict) or not _fits(item, top=False) or \
-                        (need is not None and need not in item):
+                if not isinstance(item, dict) or not _fits(item, top=False, depth=depth + 1) \
+                        or (need is not None and need not in item):
                     return False
         elif key in _STRING_LISTS:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            if not isinstance(value, list) or not all(map(_text, value)):
                 return False
         elif key in _STRINGS:
-            if not isinstance(value, str):
+            if not _text(value):
                 return False
         elif key in _NUMBERS and (not isinstance(value, int) or isinstance(value, bool)):
             return False

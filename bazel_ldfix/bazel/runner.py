@@ -13,21 +13,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import IO, TYPE_CHECKING
 
+from bazel_ldfix.bazel import children
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 if TYPE_CHECKING:
-    import xml.etree.ElementTree as ET
-
     from bazel_ldfix.bazel import bep
     from bazel_ldfix.bazel.bep import Option
 
@@ -35,6 +36,7 @@ NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
 WAIT_NOTICE = 1.0  # seconds a captured Bazel command runs before the user is told
 NO_TESTS_FOUND = 4  # Bazel's exit code when the build worked and no test was selected
 INTERRUPTED = 8     # Bazel's exit code for an interrupted command
+DEFAULT_TIMEOUT = 300.0  # seconds for each Bazel call of the tool's own (--bazel-timeout)
 # What Bazel says about the tag filter of the build step, which would only mislead.
 # Its "Build completed" lines too: the real `bazel test` prints its own.
 _BUILD_STEP_NOISE = ("All specified test targets were excluded by filters",
@@ -55,6 +57,10 @@ class Bazel:
     # Told, with the command line, when a captured command has taken a second (a Bazel
     # server starting): a terminal should not sit silent. None: say nothing.
     waiting: Callable[[Sequence[str]], None] | None = None
+    # Seconds each call of the tool's own (info, query, the download step) may take; it is
+    # ended after that. None: no limit. The user's `bazel test` and the build step (which
+    # builds what `bazel test` would) have none.
+    timeout: float | None = DEFAULT_TIMEOUT
 
     def argv(self, command: str, args: Sequence[str]) -> list[str]:
         return [self.executable, *self.startup, command, *args]
@@ -62,10 +68,23 @@ class Bazel:
     def capture(self, command: str, args: Sequence[str]) -> str:
         """Run a query-like command; its stdout, or BazelError with its stderr."""
         cmd = self.argv(command, args)
-        proc = self._run(cmd, capture=True)
-        if proc.returncode != 0:
-            raise _failure(cmd, proc.returncode, proc.stderr)
-        return proc.stdout
+        child = self.spawn(cmd)
+        slow = None if self.waiting is None else (WAIT_NOTICE, lambda: self._wait(cmd))
+        return finish(cmd, child, self.timeout, slow)
+
+    def _wait(self, cmd: Sequence[str]) -> None:
+        if self.waiting is not None:
+            self.waiting(cmd)
+
+    def spawn(self, cmd: Sequence[str]) -> subprocess.Popen[bytes]:
+        """``cmd`` started as one of the tool's own calls (:mod:`children`), its output
+        captured."""
+        try:
+            return children.start(cmd, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
+                                     cmd) from None
 
     def stream(self, command: str, args: Sequence[str], *,
                hide: Sequence[str] = ()) -> int:
@@ -79,39 +98,46 @@ class Bazel:
         return self.start(command, args, hide=hide).wait()
 
     def start(self, command: str, args: Sequence[str], *,
-              hide: Sequence[str] = ()) -> Streaming:
+              hide: Sequence[str] = (), own: bool = False) -> Streaming:
         """:meth:`stream`, returning once Bazel has started: the caller works while Bazel
         does, then calls :meth:`Streaming.wait` (always: it also puts back the signal
-        handlers)."""
-        return Streaming(self, self.argv(command, args), hide)
+        handlers). ``own``: a step of the tool's own, started as :mod:`children` starts
+        them (a signal ends it with the tool)."""
+        return Streaming(self, self.argv(command, args), hide, own)
 
-    def _run(self, cmd: list[str], *, capture: bool) -> subprocess.CompletedProcess[str]:
-        pipe = subprocess.PIPE if capture else None
-        try:
-            child = subprocess.Popen(cmd, cwd=self.cwd, env=dict(self.env), text=True,
-                                     stdout=pipe, stderr=pipe)
-        except OSError as exc:
-            raise BazelNotFoundError(f"cannot run {self.executable}: {exc.strerror}",
-                                     cmd) from None
-        with child:
-            try:
-                out, err = child.communicate(timeout=WAIT_NOTICE if self.waiting else None)
-            except subprocess.TimeoutExpired:
-                if self.waiting is not None:
-                    self.waiting(cmd)
-                out, err = child.communicate()
-            except BaseException:
-                child.kill()
-                raise
-        return subprocess.CompletedProcess(cmd, child.returncode, out, err)
+
+def finish(cmd: Sequence[str], child: subprocess.Popen[bytes], timeout: float | None,
+           slow: tuple[float, Callable[[], None]] | None = None) -> str:
+    """The stdout of a captured call once it has ended; BazelError when it failed, did not
+    end within ``timeout`` seconds, or printed more than any Bazel command does."""
+    what = shlex.join(cmd)
+    try:
+        out, err = children.collect(child, timeout, slow)
+    except children.Expired:
+        raise BazelError(f"`{what}` did not answer within {timeout:g} s "
+                         "(--bazel-timeout); it was ended", cmd) from None
+    except children.TooMuchOutput:
+        raise BazelError(f"`{what}` printed more than {children.MAX_OUTPUT >> 20} MiB; "
+                         "it was ended", cmd) from None
+    stderr = err.decode("utf-8", "replace")
+    if child.returncode != 0:
+        raise _failure(cmd, child.returncode, stderr)
+    return out.decode("utf-8", "surrogateescape")
 
 
 class Streaming:
     """A Bazel command whose output goes to ours while this process does other work (a
-    thread copies it, without the ``hide`` lines; see :meth:`Bazel.stream`)."""
+    thread copies it, without the ``hide`` lines; see :meth:`Bazel.stream`).
 
-    def __init__(self, bazel: Bazel, cmd: list[str], hide: Sequence[str]) -> None:
+    The user's ``bazel test`` stays in this process's group, and SIGINT and SIGTERM are
+    passed on to it. A step of the tool's own (``own``) is one of :mod:`children`: a signal
+    ends it, and the tool, at once.
+    """
+
+    def __init__(self, bazel: Bazel, cmd: list[str], hide: Sequence[str],
+                 own: bool = False) -> None:
         self.executable = bazel.executable
+        self.own = own
         self.child: subprocess.Popen[bytes] | None = None
         pending: list[int] = []
 
@@ -123,11 +149,17 @@ class Streaming:
 
         # Installed before Bazel starts: a signal in between would otherwise stop us and
         # leave Bazel running.
-        self._old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._old = {} if own else {
+            s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        out = subprocess.PIPE if hide else None
+        err = subprocess.STDOUT if hide else None
         try:
-            self.child = subprocess.Popen(cmd, cwd=bazel.cwd, env=dict(bazel.env),
-                                          stdout=subprocess.PIPE if hide else None,
-                                          stderr=subprocess.STDOUT if hide else None)
+            if own:
+                self.child = children.start(cmd, cwd=bazel.cwd, env=bazel.env, stdout=out,
+                                            stderr=err)
+            else:
+                self.child = subprocess.Popen(cmd, cwd=bazel.cwd, env=dict(bazel.env),
+                                              stdout=out, stderr=err)
         except OSError as exc:
             self._restore()
             raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
@@ -155,26 +187,34 @@ class Streaming:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.child.wait(timeout=seconds)
 
-    def wait(self) -> int:
-        """Bazel's exit code (128 + N when a signal killed it, as a shell says)."""
+    def wait(self, timeout: float | None = None) -> int:
+        """Bazel's exit code (128 + N when a signal killed it, as a shell says).
+
+        ``timeout`` (a step of the tool's own only): seconds it may still run; then it is
+        ended and :class:`children.Expired` raised."""
         assert self.child is not None
         try:
+            if timeout is not None:
+                try:
+                    self.child.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    children.end(self.child)
+                    raise children.Expired from None
             if self._copier is not None:
-                self._copier.join()
+                # Once the tool is being ended, its groups are gone: what still holds the
+                # pipe is no one's to wait for.
+                self._copier.join(1.0 if children.ending() else None)
             code = self.child.wait()
         finally:
             self._restore()
-        if code < 0:
+            if self.own:
+                children.reaped(self.child)
+        if code < 0 and not children.ending():
             # Killed by a signal: say so, and exit as a shell would (128 + N), not with
             # the byte Python would make of -N.
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            sys.stderr.write(f"bazel-ldfix: {self.executable} was killed by {name} "
-                             f"(exit code {128 - code})\n")
-            return 128 - code
-        return code
+            sys.stderr.write(f"bazel-ldfix: {self.executable} was killed by "
+                             f"{children.signal_name(-code)} (exit code {128 - code})\n")
+        return 128 - code if code < 0 else code
 
 
 def _copy_lines(stream: IO[bytes], hide: tuple[str, ...]) -> None:
@@ -216,8 +256,11 @@ def workspace_of(directory: str) -> str | None:
 
 
 def output_base(bazel: Bazel) -> str:
-    """``bazel info output_base`` (depends on startup options only)."""
-    value = bazel.capture("info", ["output_base"]).strip()
+    """``bazel info output_base`` (depends on startup options only).
+
+    Its last line: a wrapper script may print a line of its own first."""
+    out = bazel.capture("info", ["output_base"])
+    value = next((line.strip() for line in reversed(out.splitlines()) if line.strip()), "")
     if not value:
         raise BazelError("`bazel info output_base` printed nothing",
                          bazel.argv("info", ["output_base"]))
@@ -341,7 +384,7 @@ class BuildStep:
                "--nobuild_tests_only", *expected]
         try:
             self._running = bazel.start("test", with_options(args, own),
-                                        hide=_BUILD_STEP_NOISE)
+                                        hide=_BUILD_STEP_NOISE, own=True)
         except BaseException:
             self._tmp.cleanup()
             raise
@@ -486,6 +529,7 @@ def _same_file(fh: IO[bytes], path: str) -> bool:
 def download_outputs(bazel: Bazel, args: Sequence[str], expected: Sequence[str] = ()) -> int:
     """``bazel build ARGS --remote_download_outputs=toplevel``: the top-level outputs of the
     targets ``bazel test ARGS`` builds, with their runfiles, on disk; Bazel's exit code.
+    BazelError when it does not end within the Bazel calls' time limit (it is ended).
 
     In a `build` command, ``toplevel`` downloads every top-level target's important outputs
     and runfiles (bazelbuild/bazel ``src/main/java/com/google/devtools/build/lib/remote/
@@ -494,7 +538,13 @@ def download_outputs(bazel: Bazel, args: Sequence[str], expected: Sequence[str] 
     ``--remote_download_outputs`` is not a build option, so the analysis cache stays.
     """
     own = ["--remote_download_outputs=toplevel", *expected]
-    return bazel.stream("build", with_options(args, own), hide=_BUILD_STEP_NOISE)
+    running = bazel.start("build", with_options(args, own), hide=_BUILD_STEP_NOISE, own=True)
+    try:
+        return running.wait(bazel.timeout)
+    except children.Expired:
+        raise BazelError(f"`{shlex.join(bazel.argv('build', ['...', *own[:1]]))}` did not "
+                         f"end within {bazel.timeout:g} s (--bazel-timeout); it was ended",
+                         bazel.argv("build", args)) from None
 
 
 def _without(options: Sequence[Option], given: Sequence[str]) -> tuple[Option, ...]:
@@ -545,37 +595,41 @@ def query_rules(bazel: Bazel, labels: Sequence[str], variable: str) -> RulesAnsw
     names the files they were read from (``buildfiles``)."""
     if not labels:
         return RulesAnswer({}, ())
+    from bazel_ldfix.bazel.queryxml import answer_of  # only when the rules are asked for
+
     return answer_of(bazel.capture("query", ["--output=xml", _env_query(labels, variable)]),
                      labels)
 
 
 class PendingRules:
-    """:func:`query_rules` started in the background (Bazel works while we do)."""
+    """:func:`query_rules` started in the background (Bazel works while we do), within the
+    Bazel calls' time limit from its start."""
 
     def __init__(self, bazel: Bazel, labels: Sequence[str], variable: str) -> None:
         self.labels = tuple(labels)
         self.cmd = bazel.argv("query", ["--output=xml", _env_query(labels, variable)])
-        try:
-            self.proc: subprocess.Popen[str] | None = subprocess.Popen(
-                self.cmd, cwd=bazel.cwd, env=dict(bazel.env), text=True,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except OSError as exc:
-            raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
-                                     self.cmd) from None
+        self.timeout = bazel.timeout
+        self.started = time.monotonic()
+        self.proc: subprocess.Popen[bytes] | None = bazel.spawn(self.cmd)
+
+    def _left(self) -> float | None:
+        if self.timeout is None:
+            return None
+        return max(0.0, self.timeout - (time.monotonic() - self.started))
 
     def result(self) -> RulesAnswer:
+        from bazel_ldfix.bazel.queryxml import answer_of
+
         assert self.proc is not None
-        out, err = self.proc.communicate()
-        code, self.proc = self.proc.returncode, None
-        if code != 0:
-            raise _failure(self.cmd, code, err)
-        return answer_of(out, self.labels)
+        proc, self.proc = self.proc, None
+        return answer_of(finish(self.cmd, proc, self._left()), self.labels)
 
     def close(self) -> None:
         """Wait for the query if its answer is not wanted: the next command would anyway."""
         if self.proc is not None:
-            self.proc.communicate()
-            self.proc = None
+            proc, self.proc = self.proc, None
+            with contextlib.suppress(BazelError):
+                finish(self.cmd, proc, self._left())
 
 
 def start_query_rules(bazel: Bazel, labels: Sequence[str], variable: str) -> PendingRules:
@@ -589,62 +643,6 @@ def _env_query(labels: Sequence[str], variable: str) -> str:
     return (f'let tests = {" + ".join(labels)} in '
             f'attr(env, "{variable}", $tests) + attr(env_inherit, "{variable}", $tests) + '
             f"buildfiles($tests)")
-
-
-def answer_of(xml: str, labels: Sequence[str]) -> RulesAnswer:
-    """The rules (keyed as :func:`aligned` keys them) and the build files of a query's XML."""
-    import xml.etree.ElementTree as ET  # only when the rules are asked for
-
-    root = ET.fromstring(xml)
-    # Bazel 4.2.3 gives a .bzl file the `location` of the BUILD file that loads it, not its
-    # own path: the label is what names the file.
-    files = tuple(dict.fromkeys(name for node in root.iter("source-file")
-                                if (name := node.get("name"))))
-    return RulesAnswer(aligned(_rules_of(root), labels), files)
-
-
-def aligned(rules: Mapping[str, RuleInfo], labels: Sequence[str]) -> dict[str, RuleInfo]:
-    """``rules`` keyed by the build events' labels.
-
-    For a test inside another repository the two may write the repository differently
-    (``@@nvsdk+//t:x`` in the events, ``@nvsdk//t:x`` from query, or the reverse): a label
-    not found as it is takes the one rule with the same package and name, if only one has.
-    """
-    out = dict(rules)
-    for label in labels:
-        if label in out or "//" not in label:
-            continue
-        rest = label.split("//", 1)[1]
-        same = [key for key in rules if "//" in key and key.split("//", 1)[1] == rest]
-        if len(same) == 1:
-            out[label] = rules[same[0]]
-    return out
-
-
-def parse_rules(xml: str) -> dict[str, RuleInfo]:
-    import xml.etree.ElementTree as ET  # only when the rules are asked for
-
-    return _rules_of(ET.fromstring(xml))
-
-
-def _rules_of(root: ET.Element) -> dict[str, RuleInfo]:
-    out: dict[str, RuleInfo] = {}
-    for rule in root.iter("rule"):
-        env: dict[str, str] = {}
-        tags: list[str] = []
-        inherit: list[str] = []
-        for node in rule:
-            if node.get("name") == "env":
-                for pair in node.iter("pair"):
-                    strings = [s.get("value", "") for s in pair.iter("string")]
-                    if len(strings) == 2:
-                        env[strings[0]] = strings[1]
-            elif node.tag == "list" and node.get("name") == "tags":
-                tags += [s.get("value", "") for s in node.iter("string")]
-            elif node.tag == "list" and node.get("name") == "env_inherit":
-                inherit += [s.get("value", "") for s in node.iter("string")]
-        out[rule.get("name", "")] = RuleInfo(env, tuple(tags), tuple(inherit))
-    return out
 
 
 def selected(tests: Sequence[TestTarget], rules: Mapping[str, RuleInfo],

@@ -14,8 +14,10 @@ from bazel_ldfix.cli.options import (
     PASSTHROUGH,
     BazelArgsCommand,
     bazel_options,
+    bazel_timeout_option,
     force_local_option,
     loader_option,
+    printable,
     warn_unreadable,
 )
 from bazel_ldfix.cli.root import cli
@@ -46,6 +48,10 @@ def _remote(repair: Repair) -> bool:
 
 
 def _build_failed(code: int) -> BazelError:
+    from bazel_ldfix.bazel.runner import INTERRUPTED
+
+    if code == INTERRUPTED:
+        return BazelError("the build step of `bazel test` was interrupted (exit code 8)")
     return BazelError(f"the build step of `bazel test` failed (exit code {code}); "
                       "see Bazel's output above")
 
@@ -59,8 +65,8 @@ def _build_failed(code: int) -> BazelError:
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
-        output_base: str | None, prepend: bool, no_cache: bool, fmt: str,
-        force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
+        output_base: str | None, prepend: bool, no_cache: bool, bazel_timeout: float,
+        fmt: str, force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
     """Print what `bazel test BAZEL_ARGS` needs added to run its tests.
 
     Runs the build step of `bazel test BAZEL_ARGS` (it builds, runs no test), then prints
@@ -76,8 +82,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
-    repair, code = _plan(session, bazel_path, startup, output_base, prepend, no_cache,
-                         bazel_args)
+    repair, code = _plan(session, session.bazel(bazel_path, startup, bazel_timeout),
+                         output_base, prepend, no_cache, bazel_args)
     from bazel_ldfix import report  # after: Bazel starts first
     if repair is None:
         raise _build_failed(code)
@@ -93,7 +99,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
             click.echo(f"bazel-ldfix: {report.LINKS_CAVEAT}", err=True)
     if text:
         click.echo(text)
-    return 1 if repair.unresolved or (repair.missing and not repair.flags) else 0
+    return 1 if repair.unresolved or repair.withheld or (repair.missing and not repair.flags) \
+        else 0
 
 
 @cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
@@ -111,8 +118,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
-         output_base: str | None, prepend: bool, no_cache: bool, dry_run: bool,
-         no_repair: bool, rerun_failures: bool,
+         output_base: str | None, prepend: bool, no_cache: bool, bazel_timeout: float,
+         dry_run: bool, no_repair: bool, rerun_failures: bool,
          force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
@@ -139,21 +146,24 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    bazel = session.bazel(bazel_path, startup)
+    bazel = session.bazel(bazel_path, startup, bazel_timeout)
     repair = None if no_repair else _repair_or_fallback(
-        session, bazel_path, startup, output_base, prepend, no_cache, bazel_args)
+        session, bazel, output_base, prepend, no_cache, bazel_args)
     if isinstance(repair, int):
         return repair  # the build step was interrupted: stop, with Bazel's code
     if repair is None or isinstance(repair, failopen.Fallback):
         # --no-repair, or no repair could be computed: the user's command as given.
         if repair is not None:
-            click.echo(repair.message(), err=True)
+            click.echo(printable(repair.message()), err=True)
         if dry_run:
             click.echo(shlex.join(bazel.argv("test", bazel_args)))
             return 0
         # Asked before the run: every Bazel command rewrites command.log, which the
         # diagnosis reads.
         base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
+        if isinstance(base, failopen.Fallback):
+            click.echo(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"),
+                       err=True)
         code = bazel.stream("test", bazel_args)
         if isinstance(base, str) and _diagnose_after(session, base, code, None) \
                 and rerun_failures:
@@ -193,8 +203,9 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Use this output_base instead of asking Bazel.")
 @click.option("--no-cache", is_flag=True,
-              help="Walk output_base/external and query the rules' env; read and write no "
-                   "cache.")
+              help="Walk output_base/external and query the rules' env; read no cache (the "
+                   "repair made replaces a kept one that differs).")
+@bazel_timeout_option
 @click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
                                             "by a rename).")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
@@ -207,8 +218,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
-        output_base: str | None, no_cache: bool, write: bool, check: bool, verify: bool,
-        interface: bool, bazel_args: tuple[str, ...]) -> int:
+        output_base: str | None, no_cache: bool, bazel_timeout: float, write: bool,
+        check: bool, verify: bool, interface: bool, bazel_args: tuple[str, ...]) -> int:
     """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
 
     Prints a unified diff of each file it would edit, and describes what it cannot edit.
@@ -228,8 +239,8 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
     if verify and not write:
         raise click.UsageError("--verify runs the tests after --write")
-    repair, code = _plan(session, bazel_path, startup, output_base, False, no_cache,
-                         bazel_args)
+    bazel = session.bazel(bazel_path, startup, bazel_timeout)
+    repair, code = _plan(session, bazel, output_base, False, no_cache, bazel_args)
     if repair is None:
         raise _build_failed(code)
     workspace = workspace_of(session.cwd) or session.cwd
@@ -246,38 +257,37 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     if check or not write:
         return 1 if check else 0
     for path in buildfix.write(result.files, repair.output_base):
-        click.echo(f"bazel-ldfix: wrote {path}", err=True)
+        click.echo(f"bazel-ldfix: wrote {printable(str(path))}", err=True)
     if verify:
-        return session.bazel(bazel_path, startup).stream("test", bazel_args)
+        return bazel.stream("test", bazel_args)
     return 1 if result.described_only else 0
 
 
-def _plan(session: Session, bazel_path: str | None, startup: Sequence[str],
-          output_base: str | None, prepend: bool, no_cache: bool, bazel_args: Sequence[str]
-          ) -> tuple[Repair | None, int]:
+def _plan(session: Session, bazel: Bazel, output_base: str | None, prepend: bool,
+          no_cache: bool, bazel_args: Sequence[str]) -> tuple[Repair | None, int]:
     from bazel_ldfix.repair.command import repair_tests
 
     def cache_dir(base: str) -> str | None:
         del base  # one per-user directory, whatever the output_base
         return session.cache_dir()
 
-    return repair_tests(session.bazel(bazel_path, startup), bazel_args, session.env,
+    return repair_tests(bazel, bazel_args, session.env,
                         output_base=output_base, prepend=prepend,
                         cache_dir=None if no_cache else cache_dir,
                         links_root=session.links_root(),
                         progress=session.progress(), on_error=warn_unreadable)
 
 
-def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Sequence[str],
-                        output_base: str | None, prepend: bool, no_cache: bool,
+def _repair_or_fallback(session: Session, bazel: Bazel, output_base: str | None,
+                        prepend: bool, no_cache: bool,
                         bazel_args: Sequence[str]) -> Repair | Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
     the command unchanged), or Bazel's code when the build step was interrupted."""
     from bazel_ldfix.bazel.runner import INTERRUPTED
     from bazel_ldfix.repair import failopen
 
-    planned = failopen.attempt(lambda: _plan(session, bazel_path, startup, output_base,
-                                             prepend, no_cache, bazel_args))
+    planned = failopen.attempt(lambda: _plan(session, bazel, output_base, prepend, no_cache,
+                                             bazel_args))
     if isinstance(planned, failopen.Fallback):
         return planned
     repair, code = planned
@@ -304,7 +314,8 @@ def _diagnose_after(session: Session, output_base: str, code: int, library_path:
         output_base, code, library_path=library_path, on_error=warn_unreadable,
         shell_library_path=session.env.get("LD_LIBRARY_PATH")))
     if isinstance(result, failopen.Fallback):
-        click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
+        click.echo(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"),
+                   err=True)
         return None
     if result is not None:
         click.echo(render.to_text(result, prefix="bazel-ldfix: ", color=session.color_err),
@@ -319,10 +330,10 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
 
     planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback):
-        click.echo(f"bazel-ldfix: no rerun: {planned.reason}", err=True)
+        click.echo(printable(f"bazel-ldfix: no rerun: {planned.reason}"), err=True)
         return first
     for test, why in planned.not_rerun:
-        click.echo(f"bazel-ldfix: not rerunning {test}: {why}", err=True)
+        click.echo(printable(f"bazel-ldfix: not rerunning {test}: {why}"), err=True)
     if not planned.labels:
         return first
     args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
@@ -331,24 +342,25 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
                    "the options' values", err=True)
         return first
     for soname, directory in planned.added:
-        click.echo(f"bazel-ldfix: the run revealed {soname}, in {directory}", err=True)
-    click.echo(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with {planned.flag}",
-               err=True)
+        click.echo(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"),
+                   err=True)
+    click.echo(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
+                         f"{planned.flag}"), err=True)
     second = bazel.stream("test", args)
     now_pass, still = rerun.outcome(planned, second, repair.output_base)
     if now_pass:
-        click.echo(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
-                   f"pass{'es' if len(now_pass) == 1 else ''} (failed in the loader before)",
-                   err=True)
+        click.echo(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+                             f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
+                             "loader before)"), err=True)
     if still:
-        click.echo(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
-                   f"fail{'s' if len(still) == 1 else ''}", err=True)
+        click.echo(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
+                             f"fail{'s' if len(still) == 1 else ''}"), err=True)
         _diagnose_after(session, repair.output_base, second, planned.ld_library_path)
     code = rerun.combined_code(first, second, planned)
     left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
-    click.echo(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
-               + (f"; not rerun, failed in the first run: {', '.join(left)}" if left else "")
-               + ")", err=True)
+    click.echo(printable(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
+                         + (f"; not rerun, failed in the first run: {', '.join(left)}"
+                            if left else "") + ")"), err=True)
     return code
 
 
@@ -370,7 +382,8 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
 
     By default, the failed tests of the last `bazel test` in this workspace; target
     PATTERNS narrow them. Exit 0 when no failed test was stopped by the loader, 1 when
-    some were, 2 for bad input (a pattern that matches no failed test among them).
+    some were, 2 for bad input (a pattern that matches no failed test among them, a failed
+    test whose log cannot be read).
 
     \b
     Examples:
@@ -409,10 +422,11 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
               help="Print {soname: [{dir, machine, class, ...}...]}.")
 @click.option("--no-cache", is_flag=True,
               help="Walk output_base/external; neither read nor write the index cache.")
+@bazel_timeout_option
 @pass_session
 def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
            bazel_path: str | None, startup: tuple[str, ...], as_json: bool,
-           no_cache: bool) -> int:
+           no_cache: bool, bazel_timeout: float) -> int:
     """Every directory under output_base/external holding each SONAME, best first.
 
     Best: a copy this machine's loader would take (ELF class, machine, the loader's other
@@ -428,7 +442,7 @@ def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
     from bazel_ldfix.report import locate_json, locate_text
 
     if output_base is None:
-        output_base = ask_output_base(session.bazel(bazel_path, startup))
+        output_base = ask_output_base(session.bazel(bazel_path, startup, bazel_timeout))
     root = index.external_root(output_base)
     # The copies this machine's loader would take: the host's class and machine.
     found = index.copies(sonames, [root], session.host_header(),

@@ -73,8 +73,8 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
           inhibit_cache: bool, matrix_dirs: tuple[str, ...], loader: str | None) -> int:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
-    Exit 0 when everything loads, 1 when something is missing, 2 for bad input, 3 when the
-    model disagrees with the loader.
+    Exit 0 when everything loads, 1 when something is missing (or the real loader crashed
+    on it), 2 for bad input, 3 when the model disagrees with the loader.
 
     \b
     Examples:
@@ -147,7 +147,7 @@ def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> int:
         try:
             item = kinds.inspect(path)
         except BadInputError as exc:
-            click.echo(f"error: {explain_bad(exc)}", err=True)
+            click.echo(f"error: {printable(explain_bad(exc))}", err=True)
             bad = True
             docs.append(render.inspection_document(
                 kinds.Inspection(path, kinds.Kind.NOT_ELF), want, error=str(exc)))

@@ -107,12 +107,26 @@ def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Put the added directories before the existing entries.")(func)
     func = click.option("--no-cache", is_flag=True,
                         help="Walk output_base/external and query the rules' env; read "
-                             "and write no cache.")(func)
+                             "no cache (the repair made replaces a kept one that "
+                             "differs).")(func)
+    func = bazel_timeout_option(func)
     func = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_quiet,
                         help="Print nothing of bazel-ldfix's own but errors and the "
                              "diagnosis of tests that failed in the loader (for CI logs)."
                         )(func)
     return func
+
+
+def bazel_timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """How long each Bazel call of the tool's own may take (info, query, the download)."""
+    from bazel_ldfix.bazel.runner import DEFAULT_TIMEOUT
+
+    return click.option(
+        "--bazel-timeout", "bazel_timeout", type=click.FloatRange(min=0), metavar="SECONDS",
+        default=DEFAULT_TIMEOUT, show_default=True,
+        help="End a `bazel info`, `bazel query` or download step of bazel-ldfix's own "
+             "after this long (0: no limit); `test` then runs `bazel test` unchanged."
+    )(func)
 
 
 def _checked_loader(_ctx: click.Context, _param: click.Parameter,

@@ -52,18 +52,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             os.chdir(inv.cwd)
         except OSError as exc:
-            click.echo(f"error: cannot enter {inv.cwd}: {exc.strerror}", err=True)
+            click.echo(f"error: cannot enter {printable(inv.cwd)}: {exc.strerror}", err=True)
             return 2
+    from bazel_ldfix.bazel import children
+
     try:
-        code = cli.main(args=list(argv) if argv is not None else None,
-                        prog_name="bazel-ldfix", standalone_mode=False, obj=session)
+        with children.ended_on_signals():
+            code = cli.main(args=list(argv) if argv is not None else None,
+                            prog_name="bazel-ldfix", standalone_mode=False, obj=session)
+    except children.Interrupted as stop:
+        # Every Bazel the tool started for itself is ended already.
+        click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
+                   f"{stop.exit_code})", err=True)
+        return stop.exit_code
     except LdfixError as exc:
         # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
         # has lines of its own (Bazel's stderr, indented), escaped one by one.
-        message = str(exc)
-        text = "\n".join(printable(line) for line in message.split("\n")) \
-            if isinstance(exc, BazelError) else printable(message)
-        click.echo(f"error: {text}", err=True)
+        lines = exc.lines() if isinstance(exc, BazelError) else [str(exc)]
+        click.echo(f"error: {chr(10).join(printable(line) for line in lines)}", err=True)
         if _wants_json(list(argv) if argv is not None else sys.argv[1:]):
             from bazel_ldfix.report import error_json
 

@@ -71,13 +71,16 @@ class Session:
         """A path the user gave, taken from where the user is."""
         return None if path is None else os.path.normpath(os.path.join(self.cwd, path))
 
-    def bazel(self, bazel_path: str | None, startup: Sequence[str]) -> Bazel:
-        """The Bazel to run: --bazel, else $BAZEL, else bazel; run where the user is."""
-        from bazel_ldfix.bazel.runner import Bazel
+    def bazel(self, bazel_path: str | None, startup: Sequence[str],
+              timeout: float | None = None) -> Bazel:
+        """The Bazel to run: --bazel, else $BAZEL, else bazel; run where the user is.
+        ``timeout``: --bazel-timeout (0: no limit; None: the default)."""
+        from bazel_ldfix.bazel.runner import DEFAULT_TIMEOUT, Bazel
 
         executable = bazel_path or self.env.get("BAZEL") or "bazel"
+        limit = DEFAULT_TIMEOUT if timeout is None else (timeout or None)
         return Bazel(executable, self.cwd, dict(self.env), tuple(startup),
-                     waiting=_say_waiting if self.interactive else None)
+                     waiting=_say_waiting if self.interactive else None, timeout=limit)
 
     def options(self, library_path: str | None, inhibit_cache: bool, root: str,
                 loader: str | None = None) -> Options:
@@ -123,8 +126,10 @@ class Session:
 
 def _say_waiting(cmd: Sequence[str]) -> None:
     """On a terminal, a Bazel command that takes a while (its server starting) is named."""
-    click.echo(f"bazel-ldfix: waiting for `{shlex.join(cmd)}` (the Bazel server may be "
-               "starting)...", err=True)
+    from bazel_ldfix.quoting import printable
+
+    click.echo(f"bazel-ldfix: waiting for `{printable(shlex.join(cmd))}` (the Bazel server "
+               "may be starting)...", err=True)
 
 
 pass_session = click.make_pass_decorator(Session)

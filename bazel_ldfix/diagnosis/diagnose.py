@@ -7,6 +7,7 @@ programs (:mod:`.render`). It never runs Bazel.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,11 +30,14 @@ class Diagnosis:
     other_failures: tuple[str, ...]     # failed tests (or logs) with no loader error
     passed: int
     notes: tuple[str, ...] = ()
+    # Failed tests (or logs) whose log is gone or cannot be read (a FIFO, a directory)
+    unread: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
-        """0: nothing to diagnose; 1: loader failures found."""
-        return 1 if self.findings else 0
+        """0: nothing to diagnose; 1: loader failures found; 2: a failed test's log cannot
+        be read (a failed test is never "nothing to diagnose")."""
+        return 1 if self.findings else 2 if self.unread else 0
 
 
 def diagnose(found_logs: logs.LogSet, *, library_path: str | None = None,
@@ -55,12 +59,15 @@ def diagnose(found_logs: logs.LogSet, *, library_path: str | None = None,
     library_path = library_path if library_path is not None else found_logs.library_path
     grouped: dict[str, list[tuple[logs.TestLog, tuple[LoaderFailure, ...]]]] = {}
     other: list[str] = []
+    unread: dict[str, None] = {}
     notes = list(found_logs.notes)
     for log in found_logs.logs:
         try:
             failures = read_log(log.path)
         except BadInputError as exc:
-            notes.append(f"skipped {exc}")
+            unread.setdefault(log.label or log.path, None)
+            if os.path.lexists(log.path):   # a log gone has its note already
+                notes.append(f"skipped {exc}")
             continue
         if failures:
             grouped.setdefault(log.label or log.path, []).append((log, failures))
@@ -78,7 +85,8 @@ def diagnose(found_logs: logs.LogSet, *, library_path: str | None = None,
                      "--test_env=LD_LIBRARY_PATH below replaces it: add to it, or let "
                      "`bazel-ldfix test` merge it")
     return Diagnosis(found_logs.source, found_logs.output_base, tuple(findings),
-                     len(found_logs.logs), tuple(other), found_logs.passed, tuple(notes))
+                     len(found_logs.logs), tuple(other), found_logs.passed, tuple(notes),
+                     tuple(u for u in unread if u not in grouped and u not in other))
 
 
 def after_test(output_base: str, exit_code: int, *, library_path: str | None = None,

@@ -312,8 +312,9 @@ def _package_relative(path: str, package: str) -> str:
 
 def library_path_value(base: Sequence[str], append: Sequence[str],
                        prepend: Sequence[str] = ()) -> str | None:
-    """The LD_LIBRARY_PATH a test needs: ``prepend``, the value it had, then ``append``."""
-    if not append and not prepend:
+    """The LD_LIBRARY_PATH a test needs: ``prepend``, the value it had, then ``append``;
+    None when a directory cannot be an entry of it (':' or ';': the BUILD fix remains)."""
+    if (not append and not prepend) or not all(map(pathlist.listable, (*append, *prepend))):
         return None
     return pathlist.join(pathlist.merge(pathlist.merge(base, append), prepend, prepend=True))
 

@@ -387,10 +387,11 @@ def from_command_log(output_base: str, patterns: Sequence[str] = (),
                         f"read the latest failed log of each test in {testlogs}")
                 return LogSet(kept_logs, source, output_base, found.passed,
                               (note, *found.notes))
-    kept = tuple(log for log in logs.values() if os.path.isfile(log.path))
+    # Every log named is kept, even one that is gone or no regular file: its test failed,
+    # and the diagnosis says it cannot read it rather than that nothing failed.
     notes = tuple(f"{log.path}: named by {path} but gone (bazel clean?)"
-                  for log in logs.values() if not os.path.isfile(log.path))
-    return LogSet(kept, source, output_base, notes=(*fallback, *notes))
+                  for log in logs.values() if not os.path.lexists(log.path))
+    return LogSet(tuple(logs.values()), source, output_base, notes=(*fallback, *notes))
 
 
 def _testlogs_under(output_base: str) -> str | None:
@@ -501,12 +502,13 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
     _, library_path = bep.test_env(events.options, "LD_LIBRARY_PATH")
     kept = []
     for log in logs.values():
-        if not os.path.isfile(log.path):
+        kept.append(log)    # even one gone, or no regular file: its test failed
+        if not os.path.lexists(log.path):
             notes.append(f"{log.path}: named by {path} but gone (another machine, or "
                          "bazel clean?)")
             continue
-        kept.append(log)
-        if log.path in ends and os.path.getmtime(log.path) > ends[log.path] + _SLACK:
+        if log.path in ends and os.path.isfile(log.path) and \
+                os.path.getmtime(log.path) > ends[log.path] + _SLACK:
             notes.append(f"{log.path} was rewritten after the run {path} records (a later "
                          "run of the test?): what it says may be newer than that run")
     output_base = events.output_base or next(

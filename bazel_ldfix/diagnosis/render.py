@@ -38,6 +38,7 @@ def to_json(diagnosis: Diagnosis) -> str:
         "failures": [_finding_json(f) for f in diagnosis.findings],
         "other_failures": list(diagnosis.other_failures),
         "logs_read": diagnosis.logs_read,
+        "unread": list(diagnosis.unread),
         "passed": diagnosis.passed,
         "notes": list(diagnosis.notes),
     })
@@ -198,6 +199,9 @@ def _summary(d: Diagnosis) -> str:
     if d.other_failures:
         parts.append(f"{len(d.other_failures)} failed for another reason: "
                      + ", ".join(d.other_failures))
+    if d.unread:
+        parts.append(f"{len(d.unread)} failed with a log that cannot be read: "
+                     + ", ".join(d.unread))
     if not parts:
         return f"nothing to diagnose in {d.source}: no log could be read"
     return f"from {d.source}: " + "; ".join(parts)

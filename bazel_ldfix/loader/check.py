@@ -47,6 +47,12 @@ class CheckResult:
     disagreements: tuple[conformance.Disagreement, ...]
     notes: tuple[Note, ...]
     interp_note: str | None = None     # the file's PT_INTERP was set aside
+    # The loader run lists itself under the program's PT_INTERP, at its own path: what was
+    # not compared, and why.
+    loader_note: str | None = None
+    # The real loader was killed by a signal (SIGSEGV, SIGBUS on a malformed object): what
+    # that says. Nothing is compared then: a crash is the file's, not the model's.
+    crash: str | None = None
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -81,8 +87,51 @@ def check_file(path: str, options: Options) -> CheckResult:
     real = trace.run_trace(interp, opened_path(path, info), library_path=options.library_path,
                            inhibit_cache=options.inhibit_cache, cwd=options.cwd)
     notes = _notes(real.missing, info, options) if real.missing else ()
-    return CheckResult(path, interp, real, conformance.compare(model, real), notes,
-                       trusted.note)
+    if real.signal is not None:
+        return CheckResult(path, interp, real, (), notes, trusted.note,
+                           crash=_crash_words(real.signal, model.error))
+    model, compared, loader_note = _without_the_loader_run(model, real, interp, info.interp)
+    return CheckResult(path, interp, real, conformance.compare(model, compared), notes,
+                       trusted.note, loader_note)
+
+
+def _crash_words(signum: int, model_error: str | None) -> str:
+    """What a crash of the real loader says about the file (a start crashes too)."""
+    from bazel_ldfix.bazel.children import signal_name
+
+    words = (f"the real loader was killed by {signal_name(signum)} loading it: a start of "
+             "this program would stop there too")
+    if model_error is not None:
+        return f"{words}; the model stops the load before: {model_error}"
+    return (f"{words}; an object it loads is malformed in a part the model does not read "
+            "(the model expected a clean load)")
+
+
+def _without_the_loader_run(model: Resolution, real: trace.Trace, run: str,
+                            interp: str | None
+                            ) -> tuple[Resolution, trace.Trace, str | None]:
+    """Both loads less the loader itself, when the loader run lists itself under the
+    program's PT_INTERP rather than the path it was run at (a multiarch path of the same
+    file, or a PT_INTERP set aside): a real start names it as PT_INTERP does, so the entry
+    says how the loader was started, not how it searches."""
+    here = os.path.realpath(run)
+
+    def itself(path: str | None) -> bool:
+        return path is not None and os.path.realpath(path) == here
+
+    if not any(o.path is not None and o.name != o.path and itself(o.path)
+               for o in real.objects):
+        return model, real, None
+    model = dataclasses.replace(
+        model, libraries=tuple(lib for lib in model.libraries if not itself(lib.path)))
+    real = dataclasses.replace(
+        real, objects=tuple(o for o in real.objects if not itself(o.path)))
+    if interp is not None and os.path.isabs(interp) and itself(interp):
+        return model, real, (f"PT_INTERP {interp} is the same file as {run}, which was run "
+                             f"and lists itself as {interp} => {run}; that entry is not "
+                             "compared")
+    return model, real, (f"the loader run, {run}, lists itself under PT_INTERP; that entry "
+                         "is not compared")
 
 
 def _refuse_blocking(model: Resolution) -> None:

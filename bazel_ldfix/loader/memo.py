@@ -145,6 +145,12 @@ class Memo:
         if self._watched is not None and path not in self._watched.get(kind, ()):
             self._keep_fact(kind, path, PROBES[kind](path))
 
+    def keep_as(self, kind: str, path: str, fact: str) -> None:
+        """Keep a fact the caller read itself, as it was then (what ``PROBES[kind]`` gave):
+        kept twice differently, the facts are no longer :meth:`facts`."""
+        if self._watched is not None:
+            self._keep_fact(kind, path, fact)
+
     @property
     def watching(self) -> bool:
         return self._watched is not None
@@ -527,6 +533,11 @@ def _regular_status(path: str) -> tuple[os.stat_result | None, str]:
 
 def _regular(path: str) -> str:
     return _regular_status(path)[1]
+
+
+def regular_identity(path: str) -> str:
+    """The fact a memo keeps of which regular file ``path`` is (``PROBES["key"]``)."""
+    return _regular(path)
 
 
 def _tree(question: str) -> str:

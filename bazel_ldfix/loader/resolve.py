@@ -63,13 +63,26 @@ def profile_of(interp: str) -> ldcache.LoaderProfile:
     return _asked(interp)[1]
 
 
-@functools.cache
 def cache_of(root: str, interp: str) -> ldcache.LdCache | None:
     """``root``'s /etc/ld.so.cache; for a sysroot without one, what its ldconfig would write.
 
     That ldconfig's built-in directories are its loader's system directories and its rows
     carry that loader's flags: both are taken from the loader at ``interp``.
     """
+    return _cache_as(root, interp, cache_identity(root))
+
+
+def cache_identity(root: str) -> str:
+    """Which file ``root``'s /etc/ld.so.cache is now, as a memo keeps it (device, inode,
+    size, times; what is there instead of a regular file). A reading is kept per identity:
+    the cache is read again once it is another file (ldconfig ran while Bazel built)."""
+    from bazel_ldfix.loader.memo import regular_identity
+
+    return regular_identity(os.path.join(root, "etc/ld.so.cache"))
+
+
+@functools.cache
+def _cache_as(root: str, interp: str, identity: str) -> ldcache.LdCache | None:
     path = os.path.join(root, "etc/ld.so.cache")
     if os.path.exists(path):
         return ldcache.read_cache(path)
@@ -93,14 +106,20 @@ def _soname_of(path: str) -> str | None:
 def cache_lookup(info: elf.ElfInfo, options: Options) -> CacheLookup | None:
     if options.inhibit_cache:
         return None
-    return _lookup(options.root, interp_for(info, options.loader))
+    return _lookup(options.root, interp_for(info, options.loader))[1]
+
+
+def _lookup(root: str, interp: str) -> tuple[str, CacheLookup | None]:
+    """The cache's identity now, and the lookup function of that reading."""
+    identity = cache_identity(root)
+    return identity, _lookup_in(root, interp, identity)
 
 
 @functools.cache
-def _lookup(root: str, interp: str) -> CacheLookup | None:
-    """One lookup function per cache and loader, remembering its answers (the cache is
-    read once per process, so its answers cannot change)."""
-    cache = cache_of(root, interp)
+def _lookup_in(root: str, interp: str, identity: str) -> CacheLookup | None:
+    """One lookup function per reading of a cache and loader, remembering its answers (a
+    reading cannot change)."""
+    cache = _cache_as(root, interp, identity)
     if cache is None:
         return None
     return functools.cache(functools.partial(profile_of(interp).lookup, cache))
@@ -125,9 +144,12 @@ class LoaderFactory:
         return Loader(host_of(interp), env, self.memo)
 
     def cache_for(self, info: elf.ElfInfo) -> CacheLookup | None:
+        identity, lookup = _lookup("/", interp_for(info, self.loader))
         if self.memo is not None and self.memo.watching:
-            self.memo.keep("key", "/etc/ld.so.cache")
-        return cache_lookup(info, Options(loader=self.loader))
+            # The identity of the very reading the lookups use, not of the file as it is
+            # when this is kept: a repair made from an older reading is never given again.
+            self.memo.keep_as("key", "/etc/ld.so.cache", identity)
+        return lookup
 
     def warm(self) -> None:
         """Ask the loader of this machine's programs now what every model of one asks

@@ -54,7 +54,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                                  "above the current directory)")
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    memo = _memo_file(runner, args, client_env) if cache_dir else None
+    # Where this command's last flags and repair are kept. Without a cache (--no-cache)
+    # neither is read, and a repair made anew only replaces a kept one that differs.
+    kept_for = _memo_file(runner, args, client_env)
+    memo = kept_for if cache_dir else None
     expected = _read_memo(memo)
     step = bazel.BuildStep(runner, args, expected)
     read_ahead: Callable[[bazel.TestTarget, bazel.StepHead], None] | None = None
@@ -69,8 +72,8 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         from bazel_ldfix.repair import replay
 
         # The last repair of this command, to be given again if nothing it read changed.
-        kept_at = replay.file_for(memo)
-        kept = replay.load(kept_at)
+        kept_at = replay.file_for(kept_for)
+        kept = replay.load(kept_at) if cache_dir else None
         session = planning.Session()
         host_loader = LoaderFactory(memo=session.memo)
         host = host_header()
@@ -134,10 +137,15 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         # with --remote_download_outputs=toplevel downloads each top-level target's
         # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
         # option, so neither this step nor the `bazel test` after it re-analyses.
-        got = bazel.download_outputs(runner, args, expected)
-        if got != 0:
-            notes.append(f"downloading the test executables (`bazel build ... "
-                         f"--remote_download_outputs=toplevel`) failed with exit code {got}")
+        try:
+            got = bazel.download_outputs(runner, args, expected)
+        except BazelError as exc:   # it did not end in time: the tests run as they are
+            notes.append(exc.lines()[0])
+        else:
+            if got != 0:
+                notes.append(f"downloading the test executables (`bazel build ... "
+                             f"--remote_download_outputs=toplevel`) failed with exit code "
+                             f"{got}")
         absent = [t for t in absent if not os.path.isfile(t.executable)]
     unreadable = {t.label: f"{t.label}: cannot read its executable {t.executable}: not on "
                   "disk (a remote cache that did not download it?); not examined"
@@ -226,7 +234,8 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     _write_memo(memo, result.flags)
     result = dataclasses.replace(result, options=events.options, patterns=events.patterns)
     if inputs is not None:
-        replay.save(kept_at, inputs, replay.rules_of(used), session.memo.facts(), result)
+        keep = replay.save if cache_dir else replay.replace_differing
+        keep(kept_at, inputs, replay.rules_of(used), session.memo.facts(), result)
     return result, 0
 
 

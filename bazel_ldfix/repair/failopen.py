@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from bazel_ldfix import elf
     from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.errors import BazelNotFoundError, LdfixError, NotElfError
+from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError, NotElfError
 
 T = TypeVar("T")
 
@@ -181,14 +181,17 @@ def attempt(compute: Callable[[], T]) -> T | Fallback:
     """``compute()``, or the Fallback that says in one line why it failed.
 
     A Bazel that cannot be started is not turned into a fallback: running it again would
-    fail the same way. Interruptions (KeyboardInterrupt) pass through.
+    fail the same way. Interruptions (KeyboardInterrupt, a signal) pass through. The
+    reason is one message, to be escaped where it is printed.
     """
     try:
         return compute()
     except BazelNotFoundError:
         raise
+    except BazelError as exc:
+        return Fallback(exc.lines()[0])     # without Bazel's stderr (shown as it came)
     except LdfixError as exc:
-        return Fallback(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return Fallback(str(exc) or type(exc).__name__)
     except Exception as exc:  # a bug must not cost the user their test run
         return Fallback(f"internal error, please report it: {type(exc).__name__}: {exc} "
                         f"({_where(exc)})")

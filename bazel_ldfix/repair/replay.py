@@ -22,7 +22,8 @@ clock tick as the first reading, with the same size, looks unchanged (so a repai
 only when every timestamp it read is older than :data:`SETTLE_NS`, as the index of
 ``external/`` is); and a change deep inside an external repository that Bazel did not make
 (an edited ``local_repository``) is not seen by the index state. ``--no-cache`` makes every
-repair anew.
+repair anew, and puts it in place of a kept one that differs
+(:func:`replace_differing`).
 """
 
 from __future__ import annotations
@@ -168,6 +169,27 @@ def save(path: str | None, inputs: str, rules: str, facts: Facts | None, repair:
                                             [b"\n", repair_bytes]))
     except ValueError:   # a path no bytes stand for (none that os.fsdecode gives)
         return False
+
+
+def replace_differing(path: str | None, inputs: str, rules: str, facts: Facts | None,
+                      repair: Repair, now_ns: int | None = None) -> bool:
+    """A repair made anew without the cache (``--no-cache``) in place of a kept one of the
+    same command that differs from it, which would otherwise be given again; nothing is
+    written where no repair was kept. When the new one cannot be kept, the old one is
+    removed. Whether a kept repair was replaced or removed."""
+    from bazel_ldfix.repair import stored
+
+    kept = load(path)
+    if path is None or kept is None:
+        return False
+    with contextlib.suppress(TypeError, ValueError):
+        if (kept.inputs, kept.rules) == (inputs, rules) and \
+                stored.encode(kept.repair) == stored.encode(repair):
+            return False    # the same repair: given again, it is right
+    if not save(path, inputs, rules, facts, repair, now_ns):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return True
 
 
 def _head(inputs: str, rules: str, facts: Facts) -> Iterator[bytes]:
