@@ -16,12 +16,32 @@ from bazel_ldfix.cli.options import printable
 from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BazelError, LdfixError
 
+# The commands in the order a user meets them: the one to run instead of `bazel test`,
+# what to run after a failed one, the permanent fix, then the tools for one file.
+ORDER = ("test", "diagnose", "fix", "env", "locate", "resolve", "check", "inspect",
+         "assert-linkage", "dupes")
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _Group(click.Group):
+    """``--help`` lists the commands in :data:`ORDER`, not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return [n for n in ORDER if n in names] + [n for n in names if n not in ORDER]
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__, prog_name="bazel-ldfix")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
-    """Repair and explain Bazel tests that fail at load time."""
+    """Repair and explain Bazel tests that fail at load time.
+
+    \b
+    Start here:
+      bazel-ldfix test //...         bazel test, with the libraries the tests need
+      bazel-ldfix diagnose           after a failed bazel test: why, and the fix
+      bazel-ldfix fix --write //...  the BUILD change that fixes it for good
+    """
     if ctx.obj is None:  # called as a library (CliRunner), not through main()
         ctx.obj = Session.from_process()
 
