@@ -14,7 +14,7 @@ import click
 from bazel_ldfix import __version__
 from bazel_ldfix.cli.options import printable
 from bazel_ldfix.cli.session import Session
-from bazel_ldfix.errors import BazelError, LdfixError
+from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError
 
 # The commands in the order a user meets them: the one to run instead of `bazel test`,
 # what to run after a failed one, the permanent fix, then the tools for one file.
@@ -62,6 +62,17 @@ def _wants_json(argv: Sequence[str]) -> bool:
         a == "--format" and b == "json" for a, b in itertools.pairwise(own))
 
 
+def _next_step(exc: BazelNotFoundError, session: Session) -> str:
+    """What to do when Bazel cannot be started: where the name came from, and the way out."""
+    executable = exc.cmd[0] if exc.cmd else "bazel"
+    if session.env.get("BAZEL") == executable:
+        return " (named by $BAZEL; set it to a Bazel that runs, or unset it)"
+    if "/" in executable:
+        return " (named by --bazel)"
+    return (f"; no `{executable}` on PATH: install Bazel (Bazelisk, or Debian's "
+            "bazel-bootstrap), or name one with --bazel PATH or BAZEL=PATH")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: a command's exit code, or LdfixError as one line on stderr and its code."""
     session = Session.from_process()
@@ -81,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
         # has lines of its own (Bazel's stderr, indented), escaped one by one.
         message = str(exc)
+        if isinstance(exc, BazelNotFoundError):
+            message += _next_step(exc, session)
         text = "\n".join(printable(line) for line in message.split("\n")) \
             if isinstance(exc, BazelError) else printable(message)
         click.echo(f"error: {text}", err=True)
