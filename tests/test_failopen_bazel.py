@@ -230,8 +230,9 @@ def test_a_failing_build_step_runs_bazel_test_unchanged(setup: Setup) -> None:
     assert ws.bazel("test", *args).returncode == 0
     result = ws.ldfix("test", *args)
     assert result.returncode == 0, result.stderr
-    assert ("bazel-ldfix: no repair: the build step of `bazel test` failed (exit code 1); "
-            "running `bazel test` unchanged") in result.stderr.splitlines()
+    assert ("bazel-ldfix: no repair: the build step of `bazel test` failed (exit code 1): "
+            "it built more than `bazel test --build_tests_only` builds; running `bazel test` "
+            "unchanged") in result.stderr.splitlines()
     assert re.search(r"//b:ok\s+(\(cached\) )?PASSED", result.stdout), result.stdout
 
 

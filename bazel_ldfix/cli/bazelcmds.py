@@ -25,6 +25,7 @@ from bazel_ldfix.errors import BadInputError, BazelError, CannotEditError
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.runner import Bazel
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.repair.command import StepFailed
     from bazel_ldfix.repair.failopen import Fallback
     from bazel_ldfix.repair.plan import Repair
 
@@ -76,11 +77,12 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
-    repair, code = _plan(session, bazel_path, startup, output_base, prepend, no_cache,
-                         bazel_args)
+    from bazel_ldfix.repair.command import StepFailed
+
+    repair = _plan(session, bazel_path, startup, output_base, prepend, no_cache, bazel_args)
     from bazel_ldfix import report  # after: Bazel starts first
-    if repair is None:
-        raise _build_failed(code)
+    if isinstance(repair, StepFailed):
+        raise _build_failed(repair.code)
     repair = remote_guard(repair, force_local_path)
     render = {"flags": report.repair_flags, "shell": report.repair_shell,
               "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
@@ -221,15 +223,15 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     """
     from bazel_ldfix import buildfix
     from bazel_ldfix.bazel.runner import workspace_of
+    from bazel_ldfix.repair.command import StepFailed
 
     if check and (write or verify):
         raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
     if verify and not write:
         raise click.UsageError("--verify runs the tests after --write")
-    repair, code = _plan(session, bazel_path, startup, output_base, False, no_cache,
-                         bazel_args)
-    if repair is None:
-        raise _build_failed(code)
+    repair = _plan(session, bazel_path, startup, output_base, False, no_cache, bazel_args)
+    if isinstance(repair, StepFailed):
+        raise _build_failed(repair.code)
     workspace = workspace_of(session.cwd) or session.cwd
     result = buildfix.plan_for(repair, workspace, interface=interface)
     text = buildfix.to_text(result, workspace)
@@ -252,7 +254,7 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 
 def _plan(session: Session, bazel_path: str | None, startup: Sequence[str],
           output_base: str | None, prepend: bool, no_cache: bool, bazel_args: Sequence[str]
-          ) -> tuple[Repair | None, int]:
+          ) -> Repair | StepFailed:
     from bazel_ldfix.repair.command import repair_tests
 
     def cache_dir(base: str) -> str | None:
@@ -269,20 +271,28 @@ def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Seque
                         output_base: str | None, prepend: bool, no_cache: bool,
                         bazel_args: Sequence[str]) -> Repair | Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
-    the command unchanged), or Bazel's code when the build step was interrupted."""
+    the command unchanged), or Bazel's code when the build step was interrupted or failed
+    as ``bazel test BAZEL_ARGS`` would (running it would only show the same error again).
+    """
     from bazel_ldfix.bazel.runner import INTERRUPTED
     from bazel_ldfix.repair import failopen
+    from bazel_ldfix.repair.command import StepFailed
 
     planned = failopen.attempt(lambda: _plan(session, bazel_path, startup, output_base,
                                              prepend, no_cache, bazel_args))
-    if isinstance(planned, failopen.Fallback):
+    if not isinstance(planned, StepFailed):
         return planned
-    repair, code = planned
-    if repair is not None:
-        return repair
-    if code == INTERRUPTED:
-        return code
-    return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")
+    if planned.code == INTERRUPTED:
+        return planned.code
+    if planned.same_as_test:
+        click.echo(f"bazel-ldfix: the build step of `bazel test` failed (exit code "
+                   f"{planned.code}); `bazel test` fails the same way, so it is not run "
+                   "again: Bazel's error is above", err=True)
+        return planned.code
+    why = (": it built more than `bazel test --build_tests_only` builds"
+           if planned.builds_more else "")
+    return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
+                             f"{planned.code}){why}")
 
 
 def _diagnose_after(session: Session, output_base: str, code: int, library_path: str | None
