@@ -7,9 +7,11 @@ unversioned names, as SDK BUILD files do. The tests depend only on ``@vendor//:v
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bazelws import Workspace, clean_env, make_workspace, sdk
+from elfbuild import cc
 
 VENDOR_BUILD = """package(default_visibility = ["//visibility:public"])
 cc_import(name = "vendor", shared_library = "lib/libvendor.so")
@@ -43,5 +45,30 @@ cc_test(name = "broken_test", srcs = ["broken.c"])
         "app/ext.c": "int vendor_value(void);\nint ext_value(void) { return vendor_value(); }\n",
         "app/ext_test.py": EXT_TEST,
         "app/broken.c": "int main(void) { return 1; }\n",
+    }
+    return make_workspace(top / "ws", files, env=clean_env())
+
+
+SDK_TEST = ("int nvx_value(void);\nint tc_value(void);\n"
+            "int main(void) { return nvx_value() + tc_value() == 16 ? 0 : 1; }\n")
+
+
+def toolchain_workspace(top: Path) -> Workspace:
+    """A test that loads ``libtc.so.5`` of a toolchain only through the rc file's
+    ``--test_env=LD_LIBRARY_PATH=<toolchain>/lib``, and ``libnvx.so.11`` of an SDK that ships
+    only its dev file ``lib/libnvx.so`` (that SONAME exists nowhere: no repair finds it)."""
+    toolchain = cc(top / "toolchain" / "lib" / "libtc.so.5", "-shared",
+                   "-Wl,-soname,libtc.so.5", src="int tc_value(void){return 5;}")
+    nvx = cc(top / "sdks" / "nvx" / "lib" / "libnvx.so", "-shared", "-Wl,-soname,libnvx.so.11",
+             src="int nvx_value(void){return 11;}")
+    build = ('package(default_visibility = ["//visibility:public"])\n'
+             'cc_import(name = "nvx", shared_library = "lib/libnvx.so")\n')
+    files = {
+        "WORKSPACE": f'new_local_repository(name = "nvx", path = "{nvx.parent.parent}", '
+                     f"build_file_content = {json.dumps(build)})\n",
+        ".bazelrc": f"test --test_env=LD_LIBRARY_PATH={toolchain.parent}\n",
+        "app/BUILD": 'cc_test(name = "sdk_test", srcs = ["sdk_test.c"], deps = ["@nvx//:nvx"], '
+                     f'linkopts = ["-L{toolchain.parent}", "-l:libtc.so.5"])\n',
+        "app/sdk_test.c": SDK_TEST,
     }
     return make_workspace(top / "ws", files, env=clean_env())

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from bazel_ldfix import cli, elf
 from bazel_ldfix.diagnosis import diagnose, fixes, logs, messages, render
 from bazel_ldfix.diagnosis.messages import ErrorKind, parse_log
+from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
 HAVE_CXX = shutil.which("c++") is not None
@@ -526,7 +527,8 @@ def test_no_workspace_and_no_testlogs(tmp_path: Path) -> None:
 def test_after_test_only_speaks_of_loader_failures(tmp_path: Path) -> None:
     fake = fake_bazel(tmp_path)
     assert diagnose.after_test(str(fake.output_base), 0) is None
-    result = diagnose.after_test(str(fake.output_base), 3, library_path="/keep/me")
+    result = diagnose.after_test(str(fake.output_base), 3,
+                                 ran_with=RanWith("the run's", {}, "/keep/me"))
     assert result is not None
     flag = result.findings[0].fix.flag
     assert flag == f"--test_env=LD_LIBRARY_PATH=/keep/me:{fake.sdk_lib}"

@@ -25,6 +25,7 @@ from bazel_ldfix.errors import BadInputError, BazelError, CannotEditError
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.runner import Bazel
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.diagnosis.ranwith import RanWith
     from bazel_ldfix.repair.command import StepFailed
     from bazel_ldfix.repair.failopen import Fallback
     from bazel_ldfix.repair.plan import Repair
@@ -170,7 +171,14 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         click.echo(shlex.join(bazel.argv("test", args)))
         return 0
     code = bazel.stream("test", args)
-    diagnosis = _diagnose_after(session, repair.output_base, code, repair.ld_library_path)
+    ran_with = _ran_with(repair)
+    if ran_with is not None:
+        from bazel_ldfix import userdir
+        from bazel_ldfix.diagnosis import ranwith
+
+        # For a later `diagnose` of this run (its command.log): what each test was given.
+        ranwith.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
+    diagnosis = _diagnose_after(session, repair.output_base, code, ran_with)
     if rerun_failures and diagnosis is not None:
         if _remote(repair) and not force_local_path:
             click.echo("bazel-ldfix: no rerun: under remote execution, directories of this "
@@ -295,7 +303,20 @@ def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Seque
                              f"{planned.code}){why}")
 
 
-def _diagnose_after(session: Session, output_base: str, code: int, library_path: str | None
+def _ran_with(repair: Repair) -> RanWith | None:
+    """Each test's LD_LIBRARY_PATH in the run of the repaired command (None: not known,
+    when the repair's flag was held back under remote execution)."""
+    from bazel_ldfix.diagnosis.ranwith import RanWith
+
+    if repair.added and not repair.flags:
+        return None
+    default = repair.ld_library_path or ":".join(repair.base) or None
+    return RanWith("the options of this run (rc files included, from the build step's "
+                   "events) and the repair's --test_env",
+                   {t.label: t.library_path for t in repair.tests}, default)
+
+
+def _diagnose_after(session: Session, output_base: str, code: int, ran_with: RanWith | None
                     ) -> Diagnosis | None:
     """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
 
@@ -308,7 +329,7 @@ def _diagnose_after(session: Session, output_base: str, code: int, library_path:
     from bazel_ldfix.repair import failopen
 
     result = failopen.attempt(lambda: diagnosing.after_test(
-        output_base, code, library_path=library_path, on_error=warn_unreadable,
+        output_base, code, ran_with=ran_with, on_error=warn_unreadable,
         shell_library_path=session.env.get("LD_LIBRARY_PATH")))
     if isinstance(result, failopen.Fallback):
         click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
@@ -350,7 +371,10 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
     if still:
         click.echo(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
                    f"fail{'s' if len(still) == 1 else ''}", err=True)
-        _diagnose_after(session, repair.output_base, second, planned.ld_library_path)
+        from bazel_ldfix.diagnosis.ranwith import RanWith
+
+        _diagnose_after(session, repair.output_base, second, RanWith(
+            "the rerun's --test_env", {}, planned.ld_library_path))
     code = rerun.combined_code(first, second, planned)
     left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
     click.echo(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
@@ -395,8 +419,15 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
                           output_base=output_base, patterns=())
         raise BadInputError(diagnosing.unmatched_patterns(
             patterns, every, logs.package_of(session.cwd)))
+    ran_with = None
+    if found.command_log is not None and found.output_base is not None:
+        from bazel_ldfix import userdir
+        from bazel_ldfix.diagnosis import ranwith
+
+        # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
+        ran_with = ranwith.recall(userdir.cache_root(session.env), found.output_base)
     loaders = session.loaders(loader)
-    result = diagnosing.diagnose(found, on_error=warn_unreadable,
+    result = diagnosing.diagnose(found, ran_with=ran_with, on_error=warn_unreadable,
                                  shell_library_path=session.env.get("LD_LIBRARY_PATH"),
                                  make_loader=loaders.make_loader, cache_for=loaders.cache_for)
     click.echo(render.to_json(result) if as_json

@@ -40,6 +40,7 @@ def to_json(diagnosis: Diagnosis) -> str:
         "logs_read": diagnosis.logs_read,
         "passed": diagnosis.passed,
         "notes": list(diagnosis.notes),
+        "environment": diagnosis.environment,
     })
 
 

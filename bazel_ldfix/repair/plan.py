@@ -104,6 +104,9 @@ class TestResult:
     # the change to its rule that works in every version.
     reach: testenv.Reach = testenv.Reach.YES
     rule_fix: str | None = None
+    # The LD_LIBRARY_PATH the test gets with the repair's flag (without one: the value it
+    # had), as Bazel lays the options, the rc files' included, and the rule's env.
+    library_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             added += [c.dir for c in located.values() if c.dir and c.dir not in added]
             if not any(c.dir for c in located.values()):
                 break
-    after = {s.label: (missing, error) for s, missing, error in scan.run(current(), extras=True)}
+    final = current()
+    after = {s.label: (missing, error) for s, missing, error in scan.run(final, extras=True)}
     if any(r is testenv.Reach.UNKNOWN for r in env.reach.values()):
         # Fixed only if fixed in both orders: the other one gives the rule's value.
         for s, missing, error in scan.run(current(rule_wins=True), extras=True):
@@ -226,7 +230,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         rule_fix = _rule_fix(env.rule.get(s.label), added, prepend) \
             if reach is not testenv.Reach.YES and missing_after else None
         results.append(TestResult(s.label, s.executable, before[s.label], missing_after,
-                                  error, reach, rule_fix))
+                                  error, reach, rule_fix, final[s.label]))
     results_out = tuple(results)
     notes = tuple(note for s in subjects for note in s.notes)
     skipped: dict[str, Skipped] = {}
