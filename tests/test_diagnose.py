@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tracemalloc
 from pathlib import Path
@@ -553,6 +554,8 @@ def cli_run(args: list[str], cwd: Path, capsys: pytest.CaptureFixture[str]) -> t
 def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fake = fake_bazel(tmp_path)
     code, out, _ = cli_run([], fake.workspace, capsys)
+    assert code == 1 and re.search(r"^    libxdemo\.so\.11  .* for //t:app_test$", out, re.M)
+    code, out, _ = cli_run(["-v"], fake.workspace, capsys)
     assert code == 1 and "//t:app_test cannot load libxdemo.so.11" in out
     code, out, _ = cli_run(["--json", "//t:app_test"], fake.workspace, capsys)
     assert code == 1 and json.loads(out)["failures"][0]["soname"] == "libxdemo.so.11"

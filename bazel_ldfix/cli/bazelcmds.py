@@ -156,7 +156,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         # diagnosis reads.
         base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
         code = bazel.stream("test", bazel_args)
-        if isinstance(base, str) and _diagnose_after(session, base, code, None) \
+        if isinstance(base, str) and _diagnose_after(session, base, code, None,
+                                                     repaired=False) \
                 and rerun_failures:
             click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
                        "(no repair was computed)", err=True)
@@ -316,16 +317,17 @@ def _ran_with(repair: Repair) -> RanWith | None:
                    {t.label: t.library_path for t in repair.tests}, default)
 
 
-def _diagnose_after(session: Session, output_base: str, code: int, ran_with: RanWith | None
-                    ) -> Diagnosis | None:
+def _diagnose_after(session: Session, output_base: str, code: int, ran_with: RanWith | None,
+                    *, repaired: bool = True) -> Diagnosis | None:
     """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
+    ``repaired``: the run had the repair, so `bazel-ldfix test` is not suggested again.
 
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
     """
     if code != 3:
         return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
+    from bazel_ldfix.diagnosis import brief
     from bazel_ldfix.diagnosis import diagnose as diagnosing
-    from bazel_ldfix.diagnosis import render
     from bazel_ldfix.repair import failopen
 
     result = failopen.attempt(lambda: diagnosing.after_test(
@@ -335,8 +337,8 @@ def _diagnose_after(session: Session, output_base: str, code: int, ran_with: Ran
         click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
         return None
     if result is not None:
-        click.echo(render.to_text(result, prefix="bazel-ldfix: ", color=session.color_err),
-                   err=True)
+        click.echo(brief.to_text(result, prefix="bazel-ldfix: ", color=session.color_err,
+                                 after_run=repaired), err=True)
     return result
 
 
@@ -392,16 +394,21 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Each failure in full, the .bazelrc line and the BUILD changes.")
 @loader_option
 @pass_session
 def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
              log_files: tuple[str, ...], output_base: str | None, as_json: bool,
-             loader: str | None) -> int:
+             verbose: bool, loader: str | None) -> int:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
-    PATTERNS narrow them. Exit 0 when no failed test was stopped by the loader, 1 when
-    some were, 2 for bad input (a pattern that matches no failed test among them).
+    PATTERNS narrow them. Prints the command to run first, then one line per missing
+    library under the cc_import that causes it; -v prints every detail.
+
+    Exit 0 when no failed test was stopped by the loader, 1 when some were, 2 for bad
+    input (a pattern that matches no failed test among them).
 
     \b
     Examples:
@@ -409,8 +416,8 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose //app:vendor_test
       bazel-ldfix diagnose --json --bep events.json
     """
+    from bazel_ldfix.diagnosis import brief, logs, render
     from bazel_ldfix.diagnosis import diagnose as diagnosing
-    from bazel_ldfix.diagnosis import logs, render
 
     found = logs.find(session.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
@@ -430,8 +437,12 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     result = diagnosing.diagnose(found, ran_with=ran_with, on_error=warn_unreadable,
                                  shell_library_path=session.env.get("LD_LIBRARY_PATH"),
                                  make_loader=loaders.make_loader, cache_for=loaders.cache_for)
-    click.echo(render.to_json(result) if as_json
-               else render.to_text(result, color=session.color))
+    if as_json:
+        click.echo(render.to_json(result))
+    elif verbose:
+        click.echo(render.to_text(result, color=session.color))
+    else:
+        click.echo(brief.to_text(result, color=session.color))
     return result.exit_code
 
 

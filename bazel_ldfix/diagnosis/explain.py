@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix import elf, pathlist
-from bazel_ldfix.diagnosis import fixes, logs
+from bazel_ldfix.diagnosis import cause, fixes, logs
+from bazel_ldfix.diagnosis.cause import Cause
 from bazel_ldfix.diagnosis.context import Entries, TestContext, same_file, versions
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.hermetic import build_fix
@@ -51,6 +52,7 @@ class Finding:
     symbol: str | None = None
     passed_over: tuple[PassedOver, ...] = ()
     notes: tuple[str, ...] = ()
+    cause: Cause | None = None      # what to group it under on one screen
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Explained:
     ldfix: bool = False                 # `bazel-ldfix test` finds it by itself
     modelled: bool = False              # the loader model misses it too
     build: str | None = None
+    cause: Cause | None = None
 
     def noting(self, *notes: str) -> Explained:
         return dataclasses.replace(self, notes=self.notes + notes)
@@ -119,7 +122,7 @@ def explain_test(test: TestContext, entries: Entries) -> list[Finding]:
             seen_failure.line if seen_failure else "", seen_failure is not None,
             e.needed_by_source, seen_failure.version if seen_failure else None,
             seen_failure.symbol if seen_failure else None,
-            e.passed_over, e.notes + (test.notes if seen_failure else ())))
+            e.passed_over, e.notes + (test.notes if seen_failure else ()), e.cause))
     return out
 
 
@@ -169,7 +172,7 @@ def _not_found(test: TestContext, failure: LoaderFailure) -> Explained:
                 one.noting("loaded with dlopen by name: no ELF file of the test names it, so "
                            "bazel-ldfix test cannot know it is needed; the flag below adds "
                            "its directory"),
-                needed_by_source="dlopen",
+                needed_by_source="dlopen", cause=cause.dlopen(),
                 build=fixes.dlopen_by_name(soname, one.found[0] if one.found else None,
                                            test.output_base, test.label))
         elif test.executable is not None and test.output_base is not None:
@@ -180,6 +183,9 @@ def _not_found(test: TestContext, failure: LoaderFailure) -> Explained:
                              "a file the sandbox hides (a stale _solib_ symlink of an "
                              "earlier build)")
     one = dataclasses.replace(one, failure=failure, kind=failure.kind)
+    if failure.kind is ErrorKind.WRONG_CLASS and one.cause is not None \
+            and one.cause.kind is cause.CauseKind.NO_IMPORT:
+        one = dataclasses.replace(one, cause=cause.wrong_class())
     if failure.kind is ErrorKind.WRONG_CLASS:
         one = one.noting(f"every {soname} the loader tried was of the other class "
                          f"({failure.detail}); it skips those and keeps searching")
@@ -210,12 +216,14 @@ def _from_model(test: TestContext, soname: str, missing: Missing) -> Explained:
                      needed_by_source="loader model" if missing.needed_by else "unknown",
                      found=found, passed_over=passed_over, notes=notes, append=append,
                      ldfix=missing.dir is not None, modelled=True,
-                     build=build_fix(test, soname, found))
+                     build=build_fix(test, soname, found),
+                     cause=cause.of_missing(test, soname, found))
 
 
 def _search(test: TestContext, soname: str) -> Explained:
     """Look for ``soname`` as the repair would, for a name the model does not miss."""
-    one = Explained(None, ErrorKind.CANNOT_OPEN, soname)
+    one = Explained(None, ErrorKind.CANNOT_OPEN, soname,
+                    cause=cause.of_missing(test, soname, ()))
     if test.output_base is None:
         return one.noting("output_base unknown (pass --output-base): not searched")
     choice = index.locate([soname], test.roots(), test.expect, test.preferred(),
@@ -225,7 +233,7 @@ def _search(test: TestContext, soname: str) -> Explained:
         one, found=found, passed_over=passed_over,
         append=(choice.dir,) if choice.dir is not None else (),
         notes=() if choice.dir is not None else (test.nowhere(soname),),
-        build=build_fix(test, soname, found))
+        build=build_fix(test, soname, found), cause=cause.of_missing(test, soname, found))
 
 
 def _version(test: TestContext, failure: LoaderFailure) -> Explained:
@@ -239,6 +247,7 @@ def _version(test: TestContext, failure: LoaderFailure) -> Explained:
         else None
     one = Explained(failure, failure.kind, soname, needed_by=(required_by,) if required_by
                     else (), needed_by_source="message" if required_by else "unknown",
+                    cause=cause.lacks_version(_real(lacking)),
                     notes=(f"the loader took {lacking}, which does not define {version}"
                            + _defined_note(lacking),))
     if version.startswith("GLIBC_"):
@@ -287,7 +296,7 @@ def _symbol(failure: LoaderFailure) -> Explained:
     obj = _real(logs.unsandbox(failure.name))
     version = f" (version {failure.version})" if failure.version else ""
     return Explained(failure, failure.kind, None, needed_by=(obj,), needed_by_source="message",
-                     notes=(
+                     cause=cause.lacks_symbol(obj), notes=(
         f"{obj} uses {failure.symbol}{version}, which no object loaded with it defines: "
         "it was built against another version of one of its libraries, or a library it "
         "needs is missing from its DT_NEEDED entries. bazel-ldfix does not search symbol "
@@ -307,15 +316,17 @@ def _bad_file(test: TestContext, failure: LoaderFailure) -> Explained:
     if failure.kind is ErrorKind.OTHER:
         return dataclasses.replace(
             one.noting(_OTHER_HINTS.get(_hint_key(failure.detail),
-                                        f"glibc says: {failure.detail}")), append=())
+                                        f"glibc says: {failure.detail}")), append=(),
+            cause=cause.other())
     if failure.kind is ErrorKind.WRONG_CLASS:
         opener = "a dlopen call" if failure.dlopen else "a DT_NEEDED entry with a slash"
         return dataclasses.replace(one.noting(
             f"{path} was opened by its path ({opener}): LD_LIBRARY_PATH cannot redirect a "
             "path; the path itself must name a file of the test's class and machine"
-            + (f", such as {one.found[0]}" if one.found else "")), append=(), build=None)
+            + (f", such as {one.found[0]}" if one.found else "")), append=(), build=None,
+            cause=cause.wrong_class())
     # file too short / invalid ELF header: the search stopped at a broken copy.
-    one = dataclasses.replace(one, prepend=one.append, append=())
+    one = dataclasses.replace(one, prepend=one.append, append=(), cause=cause.broken_file(path))
     if one.found:
         one = one.noting(f"the loader stops at a broken copy instead of going on; put "
                          f"{os.path.dirname(one.found[0])} first on LD_LIBRARY_PATH, "
