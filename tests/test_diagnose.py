@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tracemalloc
 from pathlib import Path
 from typing import TypeVar
@@ -432,6 +433,29 @@ def test_a_version_error_names_the_copies_that_define_it(tmp_path: Path) -> None
     assert f.fix.command is not None and f.fix.command.startswith("bazel test ")
     assert any("it defines VDEMO_1" in n for n in f.notes)
     assert f.fix.build is not None and "Take it out of the test's environment" in f.fix.build
+
+
+def test_a_version_only_the_systems_copy_defines_is_found_there(tmp_path: Path) -> None:
+    # A C++ program run with an old libstdc++.so.6 first on LD_LIBRARY_PATH; the system's
+    # own copy, the one the real loader takes without it, defines every version it needs.
+    fake = fake_bazel(tmp_path)
+    result = glibcxx_not_found(tmp_path / "cxx")
+    log = tmp_path / "cxx.log"
+    log.write_text("\n".join(result.lines) + "\n")
+    found = logs.find(str(tmp_path), log_files=[str(log)], output_base=str(fake.output_base))
+    failures = diagnose.diagnose(found).findings
+    assert {f.error_kind for f in failures} == {ErrorKind.VERSION_NOT_FOUND}
+    interp = elf.read_elf(str(tmp_path / "cxx" / "cxx_app")).interp
+    assert interp is not None
+    listed = subprocess.run([interp, "--list", str(tmp_path / "cxx" / "cxx_app")],
+                            capture_output=True, text=True, check=True).stdout
+    system = re.search(r"libstdc\+\+\.so\.6 => (\S+)", listed)
+    assert system is not None, listed
+    for f in failures:
+        assert f.found and os.path.samefile(f.found[0], system.group(1)), f
+        assert any(n == f"{f.found[0]} defines {f.version}" for n in f.notes), f.notes
+        assert f.cause is not None and f.cause.subject == str(tmp_path / "cxx" / "fake" /
+                                                              "libstdc++.so.6")
 
 
 def test_a_glibc_version_has_no_library_path_fix(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from bazel_ldfix.diagnosis.render import (
     paint,
     summary,
 )
+from bazel_ldfix.loader.search import PassReason
 from bazel_ldfix.report import OUTPUT_BASE, abbreviate
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.explain import Finding
 
 SHOWN_LABELS = 3        # a row names this many tests, then how many more
+_FIXED_BY_FIX = (CauseKind.IMPORTS_UNVERSIONED, CauseKind.NOT_A_DEPENDENCY,
+                 CauseKind.NO_IMPORT)
 
 
 def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False,
@@ -78,7 +81,9 @@ def _lines(d: Diagnosis, base: str | None, marks: tuple[str, str, str, str]) -> 
     out += notes
     if assumed(d):
         out.append(UNKNOWN_ENVIRONMENT)
-    labels = sorted({f.test for f in d.findings if f.test and f.fix.build})
+    # What `fix` changes: the cc_imports of libraries the loader did not find.
+    labels = sorted({f.test for f in d.findings if f.test and f.fix.build and f.cause
+                     and f.cause.kind in _FIXED_BY_FIX})
     if labels:
         out.append(f"for good: `bazel-ldfix fix {_targets(labels)}` shows the BUILD change, "
                    "--write makes it")
@@ -135,20 +140,26 @@ def _name(f: Finding) -> str:
 def _where(f: Finding) -> str:
     """Where a usable copy is, in a few words."""
     kind = f.error_kind
-    if kind is ErrorKind.VERSION_NOT_FOUND:
+    if kind in (ErrorKind.VERSION_NOT_FOUND, ErrorKind.UNDEFINED_SYMBOL):
+        needer = f"needed by {os.path.basename(f.needed_by[0])}; " if f.needed_by else ""
         if (f.version or "").startswith("GLIBC_"):
-            return "glibc's own: no library path brings it (build for an older glibc)"
-        return f"defined by {f.found[0]}" if f.found else "no copy found defines it"
-    if kind is ErrorKind.UNDEFINED_SYMBOL:
-        return f"defined by {f.found[0]}" if f.found else "no copy found defines it"
+            return needer + "glibc's own: no library path brings it (build for an older glibc)"
+        return needer + (f"defined by {f.found[0]}" if f.found else "no copy found defines it")
     if kind is ErrorKind.OTHER:
         return f.message.rsplit(": ", 1)[-1] if f.message else "see -v"
+    skipped = ""
+    if kind is ErrorKind.WRONG_CLASS:
+        # What the loader tried, and why it went on: the copies of the other class.
+        other = [p for p in f.passed_over if p.kind is PassReason.NOT_LOADABLE]
+        needer = f"needed by {os.path.basename(f.needed_by[0])}; " if f.needed_by else ""
+        skipped = needer + (f"skipped {other[0].path} ({other[0].reason}); "
+                            if other else "")
     if not f.found:
-        return "no usable copy anywhere searched"
+        return skipped + "no usable copy anywhere searched"
     where = os.path.dirname(f.found[0])
     if kind in (ErrorKind.FILE_TOO_SHORT, ErrorKind.INVALID_ELF_HEADER):
         return f"a good copy is in {where}"
-    return f"in {where}"
+    return f"{skipped}in {where}"
 
 
 def _some(labels: Sequence[str]) -> str:

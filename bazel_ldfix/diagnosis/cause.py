@@ -74,12 +74,18 @@ def dlopen() -> Cause:
                  "repair reads names")
 
 
-def lacks_version(lacking: str) -> Cause:
+def lacks_version(lacking: str, defined: Sequence[str]) -> Cause:
+    has = (f"defines only {', '.join(defined[-4:])}" if defined
+           else "defines no versions")
     return Cause(CauseKind.LACKS_VERSION, lacking,
-                 f"the loader took {lacking}, which lacks the version")
+                 f"the loader took {lacking}, which {has}")
 
 
-def lacks_symbol(needer: str) -> Cause:
+def lacks_symbol(needer: str, lacking: str | None = None) -> Cause:
+    if lacking is not None:
+        return Cause(CauseKind.LACKS_SYMBOL, lacking,
+                     f"the loader took {lacking}, which lacks a symbol "
+                     f"{os.path.basename(needer)} uses")
     return Cause(CauseKind.LACKS_SYMBOL, needer,
                  f"{needer} uses a symbol no object loaded with it defines")
 
