@@ -49,8 +49,13 @@ def test_the_loader_says_only_the_library_the_rc_file_does_not_provide(ws: Works
 
 def test_after_bazel_ldfix_test_no_failure_is_predicted_that_the_rc_file_prevents(
         ws: Workspace) -> None:
-    result = ws.ldfix("test", TEST)
+    result = ws.ldfix("test", "--github", TEST)
     assert result.returncode == 3
+    # On a CI page: one error for the test nothing could repair, saying what it misses.
+    [error] = [line for line in result.stdout.splitlines() if line.startswith("::")]
+    assert error.startswith("::error title=//app%3Asdk_test%3A cannot load,file=app/BUILD,"
+                            "line=1:://app:sdk_test was stopped by the dynamic loader: "
+                            "libnvx.so.11 (no usable copy anywhere searched)"), error
     ours = [line for line in result.stderr.splitlines() if line.startswith("bazel-ldfix")]
     assert any("libnvx.so.11" in line for line in ours), ours
     assert not any("libtc.so.5" in line for line in ours), ours
@@ -94,4 +99,7 @@ def test_the_repair_keeps_the_rc_files_value_and_the_test_then_loads(
     [test] = json.loads(result.stdout)["tests"]
     toolchain = ws.root.parent / "toolchain" / "lib"
     assert test["library_path"].split(":")[0] == str(toolchain)
-    assert ws.ldfix("test", TEST).returncode == 0
+    repaired = ws.ldfix("test", TEST, env={"GITHUB_ACTIONS": "true"})
+    assert repaired.returncode == 0
+    [notice] = [line for line in repaired.stdout.splitlines() if line.startswith("::")]
+    assert notice.startswith("::notice title=//app%3Asdk_test%3A repaired,")

@@ -142,6 +142,22 @@ def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
                            "//app:ext_test >> .bazelrc`")
 
 
+def test_on_github_one_notice_per_repaired_test_and_none_for_another_failure(
+        ws: Workspace, failed: str) -> None:
+    result = ws.ldfix("test", *TESTS, "//app:broken_test", env={"GITHUB_ACTIONS": "true"})
+    assert result.returncode == 3, result.stderr[-3000:]   # broken_test fails, not loading
+    commands = [line for line in result.stdout.splitlines() if line.startswith("::")]
+    notices = sorted(line for line in commands if line.startswith("::notice "))
+    assert len(notices) == len(commands) == 2, commands
+    for notice, label, line in zip(notices, sorted(TESTS), ("4", "2"), strict=True):
+        title = label.replace(":", "%3A")
+        assert notice.startswith(f"::notice title={title}%3A repaired,file=app/BUILD,"
+                                 f"line={line}::{label} could not load "), notice
+        assert f"added {failed}/external/vendor/lib to its LD_LIBRARY_PATH" in notice
+    quiet = ws.ldfix("test", "--no-github", *TESTS, env={"GITHUB_ACTIONS": "true"})
+    assert not [line for line in quiet.stdout.splitlines() if line.startswith("::")]
+
+
 def test_resolve_says_the_unversioned_file_has_the_versioned_soname_and_folds_the_system(
         ws: Workspace, failed: str) -> None:
     exe = str(ws.root / "bazel-bin" / "app" / "vendor_test")

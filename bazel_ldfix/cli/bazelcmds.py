@@ -6,6 +6,7 @@ import dataclasses
 import os
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -15,16 +16,19 @@ from bazel_ldfix.cli.options import (
     BazelArgsCommand,
     bazel_options,
     force_local_option,
+    github_option,
     loader_option,
     warn_unreadable,
 )
 from bazel_ldfix.cli.root import cli
 from bazel_ldfix.cli.session import Session, pass_session
+from bazel_ldfix.diagnosis import github as _github
 from bazel_ldfix.errors import BadInputError, BazelError, CannotEditError
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.runner import Bazel
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.diagnosis.ranwith import RanWith
     from bazel_ldfix.repair.command import StepFailed
     from bazel_ldfix.repair.failopen import Fallback
@@ -109,12 +113,13 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
               help="Run the tests that failed in the loader once more, with the directories "
                    "the diagnosis found (a library opened with dlopen by name).")
 @force_local_option
+@github_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
          output_base: str | None, prepend: bool, no_cache: bool, dry_run: bool,
          no_repair: bool, rerun_failures: bool,
-         force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
+         force_local_path: bool, github: bool | None, bazel_args: tuple[str, ...]) -> int:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
     BAZEL_ARGS are what you would give `bazel test`. The options of bazel-ldfix (below)
@@ -156,11 +161,13 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         # diagnosis reads.
         base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
         code = bazel.stream("test", bazel_args)
-        if isinstance(base, str) and _diagnose_after(session, base, code, None,
-                                                     repaired=False) \
-                and rerun_failures:
+        diagnosis = _diagnose_after(session, base, code, None, repaired=False) \
+            if isinstance(base, str) else None
+        if diagnosis is not None and rerun_failures:
             click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
                        "(no repair was computed)", err=True)
+        if _github.enabled(github, session.env):
+            _annotate(session, diagnosis.findings if diagnosis else ())
         return code
     from bazel_ldfix import report
 
@@ -180,13 +187,23 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         # For a later `diagnose` of this run (its command.log): what each test was given.
         ranwith.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
     diagnosis = _diagnose_after(session, repair.output_base, code, ran_with)
+    stopped = list(diagnosis.findings) if diagnosis else []
+    rerun_ok: tuple[str, ...] = ()
+    revealed: tuple[tuple[str, str], ...] = ()
     if rerun_failures and diagnosis is not None:
         if _remote(repair) and not force_local_path:
             click.echo("bazel-ldfix: no rerun: under remote execution, directories of this "
                        "machine mean nothing to the executors (see `bazel-ldfix fix`)",
                        err=True)
         else:
-            code = _rerun(session, bazel, bazel_args, repair, diagnosis, code, prepend)
+            outcome = _rerun(session, bazel, bazel_args, repair, diagnosis, code, prepend)
+            code, rerun_ok, revealed = outcome.code, outcome.now_pass, outcome.added
+            if outcome.rerun:
+                # What the rerun says of the tests it ran; the first run of the others.
+                stopped = [f for f in stopped if f.test not in outcome.rerun] + list(
+                    outcome.diagnosis.findings if outcome.diagnosis else ())
+    if _github.enabled(github, session.env):
+        _annotate(session, stopped, repair, rerun_ok, revealed)
     line = None if session.quiet else report.repaired_line(repair, bazel_args, code)
     if line:
         click.echo(line, err=True)
@@ -342,24 +359,33 @@ def _diagnose_after(session: Session, output_base: str, code: int, ran_with: Ran
     return result
 
 
+@dataclass(frozen=True)
+class _Rerun:
+    code: int                               # the two runs' code
+    rerun: tuple[str, ...] = ()             # the labels run again
+    now_pass: tuple[str, ...] = ()          # of those, the ones that passed
+    added: tuple[tuple[str, str], ...] = ()  # (soname, directory) the first run revealed
+    diagnosis: Diagnosis | None = None      # the rerun's, when tests still failed in it
+
+
 def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
-           diagnosis: Diagnosis, first: int, prepend: bool) -> int:
+           diagnosis: Diagnosis, first: int, prepend: bool) -> _Rerun:
     """The one rerun of the tests that failed in the loader; the two runs' combined code."""
     from bazel_ldfix.repair import failopen, rerun
 
     planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback):
         click.echo(f"bazel-ldfix: no rerun: {planned.reason}", err=True)
-        return first
+        return _Rerun(first)
     for test, why in planned.not_rerun:
         click.echo(f"bazel-ldfix: not rerunning {test}: {why}", err=True)
     if not planned.labels:
-        return first
+        return _Rerun(first)
     args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
     if args is None:
         click.echo("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
                    "the options' values", err=True)
-        return first
+        return _Rerun(first)
     for soname, directory in planned.added:
         click.echo(f"bazel-ldfix: the run revealed {soname}, in {directory}", err=True)
     click.echo(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with {planned.flag}",
@@ -370,19 +396,36 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
         click.echo(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
                    f"pass{'es' if len(now_pass) == 1 else ''} (failed in the loader before)",
                    err=True)
+    again = None
     if still:
         click.echo(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
                    f"fail{'s' if len(still) == 1 else ''}", err=True)
         from bazel_ldfix.diagnosis.ranwith import RanWith
 
-        _diagnose_after(session, repair.output_base, second, RanWith(
+        again = _diagnose_after(session, repair.output_base, second, RanWith(
             "the rerun's --test_env", {}, planned.ld_library_path))
     code = rerun.combined_code(first, second, planned)
     left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
     click.echo(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
                + (f"; not rerun, failed in the first run: {', '.join(left)}" if left else "")
                + ")", err=True)
-    return code
+    return _Rerun(code, tuple(planned.labels), tuple(now_pass), tuple(planned.added), again)
+
+
+def _annotate(session: Session, stopped: Sequence[Finding], repair: Repair | None = None,
+              rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
+              err: bool = False) -> None:
+    """The run's GitHub Actions annotations (see diagnosis/github.py)."""
+    from bazel_ldfix.bazel.runner import workspace_of
+
+    places = _github.Places(workspace_of(session.cwd), session.env.get("GITHUB_WORKSPACE"))
+    lines = _github.errors(stopped, places)
+    if repair is not None:
+        failing = [f.test for f in stopped if f.test]
+        lines += _github.notices(repair, [*failing, *rerun_ok], places)
+    lines += _github.revealed(rerun_ok, revealed, places)
+    for line in lines:
+        click.echo(line, err=err)
 
 
 @cli.command(short_help="Why failed tests could not load a library; the fix.")
@@ -396,11 +439,12 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Each failure in full, the .bazelrc line and the BUILD changes.")
+@github_option
 @loader_option
 @pass_session
 def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
              log_files: tuple[str, ...], output_base: str | None, as_json: bool,
-             verbose: bool, loader: str | None) -> int:
+             verbose: bool, github: bool | None, loader: str | None) -> int:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
@@ -443,6 +487,9 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
         click.echo(render.to_text(result, color=session.color))
     else:
         click.echo(brief.to_text(result, color=session.color))
+    if _github.enabled(github, session.env):
+        # Not into the JSON on stdout: the runner reads stderr as well.
+        _annotate(session, result.findings, err=as_json)
     return result.exit_code
 
 

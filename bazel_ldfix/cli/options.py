@@ -115,6 +115,12 @@ def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+github_option = click.option(
+    "--github/--no-github", "github", default=None,
+    help="Print GitHub Actions annotations: an ::error per test the loader stopped, a "
+         "::notice per repair (default: when GITHUB_ACTIONS=true).")
+
+
 def _checked_loader(_ctx: click.Context, _param: click.Parameter,
                     value: str | None) -> str | None:
     """A --loader that is not a file is the user's mistake, whatever the command reaches."""

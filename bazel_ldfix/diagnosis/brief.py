@@ -129,6 +129,11 @@ def _rows(served: Sequence[Finding]) -> list[tuple[str, str, str]]:
     return out
 
 
+def row(f: Finding) -> tuple[str, str]:
+    """What a finding's line says: the library (or version, or symbol), and where it is."""
+    return _name(f), _where(f)
+
+
 def _name(f: Finding) -> str:
     if f.error_kind is ErrorKind.VERSION_NOT_FOUND:
         return f"{f.soname} {f.version}"

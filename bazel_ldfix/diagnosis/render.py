@@ -103,9 +103,10 @@ def paint(body: list[str], prefix: str) -> str:
     from bazel_ldfix.quoting import printable
 
     # Names come from logs and files: escaped, so that none can forge a line or drive the
-    # terminal.
-    text = "\n".join(f"{prefix}{printable(line)}" if line else prefix.rstrip()
-                     for line in body)
+    # terminal, nor start a line a CI runner reads as its command (GitHub's `::name::`,
+    # Azure's `##[`; a line is one when it starts so, blanks aside).
+    text = "\n".join(f"{prefix}{_not_a_command(printable(line))}" if line
+                     else prefix.rstrip() for line in body)
     for stand_in, code in _COLOURS.items():
         text = text.replace(stand_in, code)
     return text
@@ -190,6 +191,13 @@ def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None
 
     body += ["", short(summary)]
     return body
+
+
+def _not_a_command(line: str) -> str:
+    start = len(line) - len(line.lstrip())
+    if line.startswith(("::", "##["), start):
+        return line[:start] + ("\\x3a" if line[start] == ":" else "\\x23") + line[start + 1:]
+    return line
 
 
 def _labels(served: Sequence[Finding]) -> list[str]:
