@@ -61,7 +61,11 @@ def test_diagnose_fits_a_screen_with_the_command_to_run_first(
     assert lines[second + 1].endswith("  next for //app:ext_test, //app:vendor_test")
     assert "$OUTPUT_BASE/external/vendor/lib" in lines[first + 1]
     # The rest is one option away.
-    assert lines[-1] == "details: `bazel-ldfix diagnose -v`; for scripts: --json"
+    # `fix` edits the cc_import of the unversioned file; the dependency to add is -v's.
+    assert lines[-2] == ("for good: `bazel-ldfix fix //app:ext_test //app:vendor_test` shows "
+                         "the BUILD change, --write makes it")
+    assert lines[-1] == ("details: `bazel-ldfix diagnose -v` (with the changes to make by "
+                         "hand); for scripts: --json")
     verbose = ws.ldfix("diagnose", "-v").stdout
     assert "BUILD fix" in verbose and "BUILD fix" not in result.stdout
     assert len(verbose.splitlines()) > 3 * len(lines)

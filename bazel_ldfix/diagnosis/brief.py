@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.explain import Finding
 
 SHOWN_LABELS = 3        # a row names this many tests, then how many more
-_FIXED_BY_FIX = (CauseKind.IMPORTS_UNVERSIONED, CauseKind.NOT_A_DEPENDENCY,
-                 CauseKind.NO_IMPORT)
+# What `bazel-ldfix fix` edits: a cc_import of the unversioned file. The other BUILD
+# changes (a dependency to add, a cc_import to write) are described, with -v.
+_FIXED_BY_FIX = (CauseKind.IMPORTS_UNVERSIONED,)
 
 
 def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False,
@@ -87,7 +88,11 @@ def _lines(d: Diagnosis, base: str | None, marks: tuple[str, str, str, str]) -> 
     if labels:
         out.append(f"for good: `bazel-ldfix fix {_targets(labels)}` shows the BUILD change, "
                    "--write makes it")
-    out.append("details: `bazel-ldfix diagnose -v`; for scripts: --json")
+    by_hand = any(f.fix.build and not (f.cause and f.cause.kind in _FIXED_BY_FIX)
+                  for f in d.findings)
+    out.append("details: `bazel-ldfix diagnose -v`"
+               + (" (with the changes to make by hand)" if by_hand else "")
+               + "; for scripts: --json")
     return out
 
 
