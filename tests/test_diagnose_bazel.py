@@ -213,7 +213,10 @@ def test_the_wrong_class(scenario: Scenario) -> None:
     # The file, wherever it was reached (the output_base or the real directory behind it).
     assert [os.path.realpath(p) for p in f["found"]] == [
         os.path.realpath(f"{ob}/external/wsdk/lib/libwdemo.so.1")]
-    assert f["passed_over"] == []  # found beside the staged file: nothing else is walked
+    # The copies of the other class, which the loader went past: the 32-bit one.
+    assert [(os.path.realpath(p["path"]), p["reason"]) for p in f["passed_over"]] == [
+        (os.path.realpath(f"{ob}/external/wsdk/lib32/libwdemo.so.1"),
+         "wrong ELF class: ELFCLASS32")]
 
 
 def test_a_version_not_found(scenario: Scenario) -> None:

@@ -193,7 +193,7 @@ def test_a_library_opened_by_name_is_repaired_by_one_rerun(setup: Setup) -> None
     (added,) = rest
     assert os.path.realpath(os.path.join(added, "libpdemo.so.3")) == str(
         setup.sdk / "plib" / "libpdemo.so.3")
-    assert re.search(r"passed over \S+/arm/libpdemo.so.3: wrong machine: aarch64", out), out
+    assert "/arm" not in flag.group(1)
     # Bazel's summaries (stdout): the first run's, then the rerun's, of exactly that test.
     first_run, rerun = summaries(result.stdout)
     assert re.search(r"//t:py_dlopen\s+FAILED", first_run), first_run
