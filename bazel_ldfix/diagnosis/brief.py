@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from bazel_ldfix.diagnosis import cause
 from bazel_ldfix.diagnosis.cause import Cause, CauseKind
 from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.diagnosis.render import (
@@ -70,7 +71,7 @@ def _lines(d: Diagnosis, base: str | None, marks: tuple[str, str, str, str]) -> 
                + (f"; {_others(d.other_failures)}" if d.other_failures else "") + ":")
     groups: dict[tuple[str, str | None], tuple[Cause, list[Finding]]] = {}
     for f in d.findings:
-        why = f.cause or Cause(CauseKind.OTHER, None, "other errors of the loader")
+        why = f.cause or cause.other()
         groups.setdefault(why.key, (why, []))[1].append(f)
     rows = [(why, _rows(served)) for why, served in groups.values()]
     width = min(40, max(len(name) for _, group in rows for name, _, _ in group))
