@@ -40,7 +40,8 @@ def test_bazel_not_installed(tmp_path: Path) -> None:
         result = run(command, "--bazel", str(tmp_path / "nope"), "//...", cwd=tmp_path)
         assert result.returncode == 65
         assert result.stderr.splitlines() == [
-            f"error: cannot run {tmp_path / 'nope'}: No such file or directory"]
+            f"error: cannot run {tmp_path / 'nope'}: No such file or directory (named by "
+            "--bazel)"]
 
 
 def test_a_crashing_bazel_is_reported_with_its_exit_code_and_last_words(tmp_path: Path) -> None:

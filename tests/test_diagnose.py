@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
 import tracemalloc
 from pathlib import Path
 from typing import TypeVar
@@ -35,6 +37,7 @@ from hypothesis import strategies as st
 from bazel_ldfix import cli, elf
 from bazel_ldfix.diagnosis import diagnose, fixes, logs, messages, render
 from bazel_ldfix.diagnosis.messages import ErrorKind, parse_log
+from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
 HAVE_CXX = shutil.which("c++") is not None
@@ -432,6 +435,29 @@ def test_a_version_error_names_the_copies_that_define_it(tmp_path: Path) -> None
     assert f.fix.build is not None and "Take it out of the test's environment" in f.fix.build
 
 
+def test_a_version_only_the_systems_copy_defines_is_found_there(tmp_path: Path) -> None:
+    # A C++ program run with an old libstdc++.so.6 first on LD_LIBRARY_PATH; the system's
+    # own copy, the one the real loader takes without it, defines every version it needs.
+    fake = fake_bazel(tmp_path)
+    result = glibcxx_not_found(tmp_path / "cxx")
+    log = tmp_path / "cxx.log"
+    log.write_text("\n".join(result.lines) + "\n")
+    found = logs.find(str(tmp_path), log_files=[str(log)], output_base=str(fake.output_base))
+    failures = diagnose.diagnose(found).findings
+    assert {f.error_kind for f in failures} == {ErrorKind.VERSION_NOT_FOUND}
+    interp = elf.read_elf(str(tmp_path / "cxx" / "cxx_app")).interp
+    assert interp is not None
+    listed = subprocess.run([interp, "--list", str(tmp_path / "cxx" / "cxx_app")],
+                            capture_output=True, text=True, check=True).stdout
+    system = re.search(r"libstdc\+\+\.so\.6 => (\S+)", listed)
+    assert system is not None, listed
+    for f in failures:
+        assert f.found and os.path.samefile(f.found[0], system.group(1)), f
+        assert any(n == f"{f.found[0]} defines {f.version}" for n in f.notes), f.notes
+        assert f.cause is not None and f.cause.subject == str(tmp_path / "cxx" / "fake" /
+                                                              "libstdc++.so.6")
+
+
 def test_a_glibc_version_has_no_library_path_fix(tmp_path: Path) -> None:
     run = glibc_not_found(tmp_path)
     log = tmp_path / "glibc.log"
@@ -526,7 +552,8 @@ def test_no_workspace_and_no_testlogs(tmp_path: Path) -> None:
 def test_after_test_only_speaks_of_loader_failures(tmp_path: Path) -> None:
     fake = fake_bazel(tmp_path)
     assert diagnose.after_test(str(fake.output_base), 0) is None
-    result = diagnose.after_test(str(fake.output_base), 3, library_path="/keep/me")
+    result = diagnose.after_test(str(fake.output_base), 3,
+                                 ran_with=RanWith("the run's", {}, "/keep/me"))
     assert result is not None
     flag = result.findings[0].fix.flag
     assert flag == f"--test_env=LD_LIBRARY_PATH=/keep/me:{fake.sdk_lib}"
@@ -551,6 +578,8 @@ def cli_run(args: list[str], cwd: Path, capsys: pytest.CaptureFixture[str]) -> t
 def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fake = fake_bazel(tmp_path)
     code, out, _ = cli_run([], fake.workspace, capsys)
+    assert code == 1 and re.search(r"^    libxdemo\.so\.11  .* for //t:app_test$", out, re.M)
+    code, out, _ = cli_run(["-v"], fake.workspace, capsys)
     assert code == 1 and "//t:app_test cannot load libxdemo.so.11" in out
     code, out, _ = cli_run(["--json", "//t:app_test"], fake.workspace, capsys)
     assert code == 1 and json.loads(out)["failures"][0]["soname"] == "libxdemo.so.11"

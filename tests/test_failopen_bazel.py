@@ -193,7 +193,7 @@ def test_a_library_opened_by_name_is_repaired_by_one_rerun(setup: Setup) -> None
     (added,) = rest
     assert os.path.realpath(os.path.join(added, "libpdemo.so.3")) == str(
         setup.sdk / "plib" / "libpdemo.so.3")
-    assert re.search(r"passed over \S+/arm/libpdemo.so.3: wrong machine: aarch64", out), out
+    assert "/arm" not in flag.group(1)
     # Bazel's summaries (stdout): the first run's, then the rerun's, of exactly that test.
     first_run, rerun = summaries(result.stdout)
     assert re.search(r"//t:py_dlopen\s+FAILED", first_run), first_run
@@ -230,8 +230,9 @@ def test_a_failing_build_step_runs_bazel_test_unchanged(setup: Setup) -> None:
     assert ws.bazel("test", *args).returncode == 0
     result = ws.ldfix("test", *args)
     assert result.returncode == 0, result.stderr
-    assert ("bazel-ldfix: no repair: the build step of `bazel test` failed (exit code 1); "
-            "running `bazel test` unchanged") in result.stderr.splitlines()
+    assert ("bazel-ldfix: no repair: the build step of `bazel test` failed (exit code 1): "
+            "it built more than `bazel test --build_tests_only` builds; running `bazel test` "
+            "unchanged") in result.stderr.splitlines()
     assert re.search(r"//b:ok\s+(\(cached\) )?PASSED", result.stdout), result.stdout
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, Workspace
+from bazelws import BAZEL, Workspace, logged_commands, logging_bazel
 from newcomer_ws import newcomer_workspace
 
 from bazel_ldfix import cli
@@ -115,6 +115,27 @@ def test_quiet_prints_nothing_of_its_own_on_a_repaired_run(ws: Workspace) -> Non
                 if line.startswith("bazel-ldfix")]
     loud = ws.ldfix("test", "//app:vendor_test")
     assert [line for line in loud.stderr.splitlines() if line.startswith("bazel-ldfix")]
+
+
+@pytest.mark.bazel
+@needs_bazel
+def test_a_typo_in_a_target_shows_bazels_error_once_and_exits_with_its_code(
+        ws: Workspace, tmp_path: Path) -> None:
+    plain = ws.bazel("test", "//app:vendr_test")
+    assert plain.returncode == 1
+    errors = [line for line in plain.stderr.splitlines() if line.startswith("ERROR:")]
+    assert any("no such target '//app:vendr_test'" in line for line in errors), errors
+    bazel, log = logging_bazel(tmp_path)
+    result = ws.ldfix("test", "--bazel", str(bazel), "//app:vendr_test")
+    assert result.returncode == plain.returncode
+    # Bazel's error block as many times as a plain `bazel test` prints it: once.
+    shown = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    assert shown == errors
+    assert logged_commands(log) == ["test"]          # the build step, and nothing again
+    ours = [line for line in result.stderr.splitlines() if line.startswith("bazel-ldfix")]
+    assert ours == ["bazel-ldfix: the build step of `bazel test` failed (exit code 1); "
+                    "`bazel test` fails the same way, so it is not run again: Bazel's "
+                    "error is above"]
 
 
 def test_every_command_has_an_example_and_whole_summaries(

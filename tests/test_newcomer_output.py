@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,9 +38,54 @@ def on_terminal(ws: Workspace, *args: str, env: dict[str, str] | None = None) ->
     return terminal.on_terminal(list(args), cwd=ws.root, env={**ws.env, **(env or {})})[1]
 
 
-def test_diagnose_writes_the_output_base_once_and_one_fix_for_one_directory(
+def test_diagnose_fits_a_screen_with_the_command_to_run_first(
         ws: Workspace, failed: str) -> None:
     result = ws.ldfix("diagnose")
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 12, result.stdout
+    # What to run comes first; then the output_base, once; nothing else spells it out.
+    assert lines[0] == "run first: bazel-ldfix test //app:ext_test //app:vendor_test"
+    assert lines[1] == f"$OUTPUT_BASE is {failed}"
+    assert result.stdout.count(failed) == 1
+    # One line per missing library, under the cc_import that causes it.
+    rows = [line.split() for line in lines if line.startswith("    ")]
+    assert [row[0] for row in rows] == ["libvendor.so.3", "libvendor_core.so.3"]
+    first = lines.index("  @vendor//:vendor imports lib/libvendor.so, not the file named "
+                        "like its SONAME:")
+    assert lines[first + 1].split()[0] == "libvendor.so.3"
+    assert lines[first + 1].endswith("  for //app:ext_test, //app:vendor_test")
+    second = lines.index("  @vendor//:vendor_core is not a dependency of the tests that "
+                         "need it:")
+    assert lines[second + 1].split()[0] == "libvendor_core.so.3"
+    assert lines[second + 1].endswith("  next for //app:ext_test, //app:vendor_test")
+    assert "$OUTPUT_BASE/external/vendor/lib" in lines[first + 1]
+    # The rest is one option away.
+    # `fix` edits the cc_import of the unversioned file; the dependency to add is -v's.
+    assert lines[-2] == ("for good: `bazel-ldfix fix //app:ext_test //app:vendor_test` shows "
+                         "the BUILD change, --write makes it")
+    assert lines[-1] == ("details: `bazel-ldfix diagnose -v` (with the changes to make by "
+                         "hand); for scripts: --json")
+    verbose = ws.ldfix("diagnose", "-v").stdout
+    assert "BUILD fix" in verbose and "BUILD fix" not in result.stdout
+    assert len(verbose.splitlines()) > 3 * len(lines)
+
+
+def test_the_command_diagnose_says_to_run_first_makes_the_tests_pass(
+        ws: Workspace, failed: str) -> None:
+    command = ws.ldfix("diagnose").stdout.splitlines()[0].removeprefix("run first: ")
+    argv = shlex.split(command)
+    assert argv[0] == "bazel-ldfix"
+    result = ws.ldfix(*argv[1:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    for label in TESTS:
+        assert re.search(rf"^{re.escape(label)}\s+PASSED", result.stdout, re.M), result.stdout
+    assert ws.bazel("test", *TESTS).returncode == 3      # the plain run fails again
+
+
+def test_diagnose_v_writes_the_output_base_once_and_one_fix_for_one_directory(
+        ws: Workspace, failed: str) -> None:
+    result = ws.ldfix("diagnose", "-v")
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"$OUTPUT_BASE is {failed}"
@@ -61,7 +107,7 @@ def test_diagnose_writes_the_output_base_once_and_one_fix_for_one_directory(
 
 def test_the_shells_ld_library_path_brings_the_note_that_applies(
         ws: Workspace, failed: str, tmp_path: Path) -> None:
-    result = ws.ldfix("diagnose", env={"LD_LIBRARY_PATH": str(tmp_path)})
+    result = ws.ldfix("diagnose", "-v", env={"LD_LIBRARY_PATH": str(tmp_path)})
     assert result.returncode == 1
     notes = [line for line in result.stdout.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and f"LD_LIBRARY_PATH={tmp_path}" in notes[0]
@@ -98,6 +144,22 @@ def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
     assert last.startswith("bazel-ldfix: 2 tests repaired; make it permanent on this machine "
                            "with `bazel-ldfix env --format bazelrc //app:vendor_test "
                            "//app:ext_test >> .bazelrc`")
+
+
+def test_on_github_one_notice_per_repaired_test_and_none_for_another_failure(
+        ws: Workspace, failed: str) -> None:
+    result = ws.ldfix("test", *TESTS, "//app:broken_test", env={"GITHUB_ACTIONS": "true"})
+    assert result.returncode == 3, result.stderr[-3000:]   # broken_test fails, not loading
+    commands = [line for line in result.stdout.splitlines() if line.startswith("::")]
+    notices = sorted(line for line in commands if line.startswith("::notice "))
+    assert len(notices) == len(commands) == 2, commands
+    for notice, label, line in zip(notices, sorted(TESTS), ("4", "2"), strict=True):
+        title = label.replace(":", "%3A")
+        assert notice.startswith(f"::notice title={title}%3A repaired,file=app/BUILD,"
+                                 f"line={line}::{label} could not load "), notice
+        assert f"added {failed}/external/vendor/lib to its LD_LIBRARY_PATH" in notice
+    quiet = ws.ldfix("test", "--no-github", *TESTS, env={"GITHUB_ACTIONS": "true"})
+    assert not [line for line in quiet.stdout.splitlines() if line.startswith("::")]
 
 
 def test_resolve_says_the_unversioned_file_has_the_versioned_soname_and_folds_the_system(

@@ -73,7 +73,8 @@ FIELDS[Shadowed] = {"test": TEXT, "soname": TEXT, "before": OPTIONAL, "after": O
                     "directory": OPTIONAL, "cause": st.sampled_from(ShadowCause)}
 FIELDS[Result] = {"label": TEXT, "executable": TEXT, "missing_before": texts(),
                       "missing_after": texts(), "error": OPTIONAL,
-                      "reach": st.sampled_from(Reach), "rule_fix": OPTIONAL}
+                      "reach": st.sampled_from(Reach), "rule_fix": OPTIONAL,
+                      "library_path": OPTIONAL}
 FIELDS[Repair] = {"output_base": TEXT, "base": texts(), "base_source": TEXT,
                   "tests": tuples(Result), "missing": tuples(Missing), "added": texts(),
                   "ld_library_path": OPTIONAL, "options": tuples(Option), "notes": texts(),
@@ -224,7 +225,8 @@ class CountedResult(Result):
 
 def test_a_new_field_of_a_known_type_is_stored_and_changes_the_first_line() -> None:
     kind = stored._kind(NotedResult, "tests[]")
-    result = NotedResult("//p:t", "/t", ("libx.so",), (), None, Reach.UNKNOWN, None, "n")
+    result = NotedResult("//p:t", "/t", ("libx.so",), (), None, Reach.UNKNOWN, None, None,
+                         "n")
     assert kind.dump(result)[-1] == "n"
     assert same(kind.load(json.loads(json.dumps(kind.dump(result)))), result)
     assert kind.shape != stored._kind(Result, "tests[]").shape

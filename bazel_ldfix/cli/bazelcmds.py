@@ -6,6 +6,7 @@ import dataclasses
 import os
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -16,17 +17,22 @@ from bazel_ldfix.cli.options import (
     bazel_options,
     bazel_timeout_option,
     force_local_option,
+    github_option,
     loader_option,
     printable,
     warn_unreadable,
 )
 from bazel_ldfix.cli.root import cli
 from bazel_ldfix.cli.session import Session, pass_session
+from bazel_ldfix.diagnosis import github as _github
 from bazel_ldfix.errors import BadInputError, BazelError, CannotEditError
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.runner import Bazel
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.diagnosis.explain import Finding
+    from bazel_ldfix.diagnosis.ranwith import RanWith
+    from bazel_ldfix.repair.command import StepFailed
     from bazel_ldfix.repair.failopen import Fallback
     from bazel_ldfix.repair.plan import Repair
 
@@ -82,11 +88,13 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
-    repair, code = _plan(session, session.bazel(bazel_path, startup, bazel_timeout),
-                         output_base, prepend, no_cache, bazel_args)
+    from bazel_ldfix.repair.command import StepFailed
+
+    repair = _plan(session, session.bazel(bazel_path, startup, bazel_timeout), output_base,
+                   prepend, no_cache, bazel_args)
     from bazel_ldfix import report  # after: Bazel starts first
-    if repair is None:
-        raise _build_failed(code)
+    if isinstance(repair, StepFailed):
+        raise _build_failed(repair.code)
     repair = remote_guard(repair, force_local_path)
     render = {"flags": report.repair_flags, "shell": report.repair_shell,
               "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
@@ -115,12 +123,13 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
               help="Run the tests that failed in the loader once more, with the directories "
                    "the diagnosis found (a library opened with dlopen by name).")
 @force_local_option
+@github_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
          output_base: str | None, prepend: bool, no_cache: bool, bazel_timeout: float,
          dry_run: bool, no_repair: bool, rerun_failures: bool,
-         force_local_path: bool, bazel_args: tuple[str, ...]) -> int:
+         force_local_path: bool, github: bool | None, bazel_args: tuple[str, ...]) -> int:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
     BAZEL_ARGS are what you would give `bazel test`. The options of bazel-ldfix (below)
@@ -165,10 +174,13 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
             click.echo(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"),
                        err=True)
         code = bazel.stream("test", bazel_args)
-        if isinstance(base, str) and _diagnose_after(session, base, code, None) \
-                and rerun_failures:
+        diagnosis = _diagnose_after(session, base, code, None, repaired=False) \
+            if isinstance(base, str) else None
+        if diagnosis is not None and rerun_failures:
             click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
                        "(no repair was computed)", err=True)
+        if _github.enabled(github, session.env):
+            _annotate(session, diagnosis.findings if diagnosis else ())
         return code
     from bazel_ldfix import report
 
@@ -180,14 +192,31 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         click.echo(shlex.join(bazel.argv("test", args)))
         return 0
     code = bazel.stream("test", args)
-    diagnosis = _diagnose_after(session, repair.output_base, code, repair.ld_library_path)
+    ran_with = _ran_with(repair)
+    if ran_with is not None:
+        from bazel_ldfix import userdir
+        from bazel_ldfix.diagnosis import ranwith
+
+        # For a later `diagnose` of this run (its command.log): what each test was given.
+        ranwith.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
+    diagnosis = _diagnose_after(session, repair.output_base, code, ran_with)
+    stopped = list(diagnosis.findings) if diagnosis else []
+    rerun_ok: tuple[str, ...] = ()
+    revealed: tuple[tuple[str, str], ...] = ()
     if rerun_failures and diagnosis is not None:
         if _remote(repair) and not force_local_path:
             click.echo("bazel-ldfix: no rerun: under remote execution, directories of this "
                        "machine mean nothing to the executors (see `bazel-ldfix fix`)",
                        err=True)
         else:
-            code = _rerun(session, bazel, bazel_args, repair, diagnosis, code, prepend)
+            outcome = _rerun(session, bazel, bazel_args, repair, diagnosis, code, prepend)
+            code, rerun_ok, revealed = outcome.code, outcome.now_pass, outcome.added
+            if outcome.rerun:
+                # What the rerun says of the tests it ran; the first run of the others.
+                stopped = [f for f in stopped if f.test not in outcome.rerun] + list(
+                    outcome.diagnosis.findings if outcome.diagnosis else ())
+    if _github.enabled(github, session.env):
+        _annotate(session, stopped, repair, rerun_ok, revealed)
     line = None if session.quiet else report.repaired_line(repair, bazel_args, code)
     if line:
         click.echo(line, err=True)
@@ -234,15 +263,16 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     """
     from bazel_ldfix import buildfix
     from bazel_ldfix.bazel.runner import workspace_of
+    from bazel_ldfix.repair.command import StepFailed
 
     if check and (write or verify):
         raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
     if verify and not write:
         raise click.UsageError("--verify runs the tests after --write")
     bazel = session.bazel(bazel_path, startup, bazel_timeout)
-    repair, code = _plan(session, bazel, output_base, False, no_cache, bazel_args)
-    if repair is None:
-        raise _build_failed(code)
+    repair = _plan(session, bazel, output_base, False, no_cache, bazel_args)
+    if isinstance(repair, StepFailed):
+        raise _build_failed(repair.code)
     workspace = workspace_of(session.cwd) or session.cwd
     result = buildfix.plan_for(repair, workspace, interface=interface)
     text = buildfix.to_text(result, workspace)
@@ -264,7 +294,7 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 
 
 def _plan(session: Session, bazel: Bazel, output_base: str | None, prepend: bool,
-          no_cache: bool, bazel_args: Sequence[str]) -> tuple[Repair | None, int]:
+          no_cache: bool, bazel_args: Sequence[str]) -> Repair | StepFailed:
     from bazel_ldfix.repair.command import repair_tests
 
     def cache_dir(base: str) -> str | None:
@@ -282,65 +312,96 @@ def _repair_or_fallback(session: Session, bazel: Bazel, output_base: str | None,
                         prepend: bool, no_cache: bool,
                         bazel_args: Sequence[str]) -> Repair | Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
-    the command unchanged), or Bazel's code when the build step was interrupted."""
+    the command unchanged), or Bazel's code when the build step was interrupted or failed
+    as ``bazel test BAZEL_ARGS`` would (running it would only show the same error again).
+    """
     from bazel_ldfix.bazel.runner import INTERRUPTED
     from bazel_ldfix.repair import failopen
+    from bazel_ldfix.repair.command import StepFailed
 
     planned = failopen.attempt(lambda: _plan(session, bazel, output_base, prepend, no_cache,
                                              bazel_args))
-    if isinstance(planned, failopen.Fallback):
+    if not isinstance(planned, StepFailed):
         return planned
-    repair, code = planned
-    if repair is not None:
-        return repair
-    if code == INTERRUPTED:
-        return code
-    return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")
+    if planned.code == INTERRUPTED:
+        return planned.code
+    if planned.same_as_test:
+        click.echo(f"bazel-ldfix: the build step of `bazel test` failed (exit code "
+                   f"{planned.code}); `bazel test` fails the same way, so it is not run "
+                   "again: Bazel's error is above", err=True)
+        return planned.code
+    why = (": it built more than `bazel test --build_tests_only` builds"
+           if planned.builds_more else "")
+    return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
+                             f"{planned.code}){why}")
 
 
-def _diagnose_after(session: Session, output_base: str, code: int, library_path: str | None
-                    ) -> Diagnosis | None:
+def _ran_with(repair: Repair) -> RanWith | None:
+    """Each test's LD_LIBRARY_PATH in the run of the repaired command (None: not known,
+    when the repair's flag was held back under remote execution)."""
+    from bazel_ldfix.diagnosis.ranwith import RanWith
+
+    if repair.added and not repair.flags:
+        return None
+    default = repair.ld_library_path or ":".join(repair.base) or None
+    return RanWith("the options of this run (rc files included, from the build step's "
+                   "events) and the repair's --test_env",
+                   {t.label: t.library_path for t in repair.tests}, default)
+
+
+def _diagnose_after(session: Session, output_base: str, code: int, ran_with: RanWith | None,
+                    *, repaired: bool = True) -> Diagnosis | None:
     """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
+    ``repaired``: the run had the repair, so `bazel-ldfix test` is not suggested again.
 
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
     """
     if code != 3:
         return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
+    from bazel_ldfix.diagnosis import brief
     from bazel_ldfix.diagnosis import diagnose as diagnosing
-    from bazel_ldfix.diagnosis import render
     from bazel_ldfix.repair import failopen
 
     result = failopen.attempt(lambda: diagnosing.after_test(
-        output_base, code, library_path=library_path, on_error=warn_unreadable,
+        output_base, code, ran_with=ran_with, on_error=warn_unreadable,
         shell_library_path=session.env.get("LD_LIBRARY_PATH")))
     if isinstance(result, failopen.Fallback):
         click.echo(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"),
                    err=True)
         return None
     if result is not None:
-        click.echo(render.to_text(result, prefix="bazel-ldfix: ", color=session.color_err),
-                   err=True)
+        click.echo(brief.to_text(result, prefix="bazel-ldfix: ", color=session.color_err,
+                                 after_run=repaired), err=True)
     return result
 
 
+@dataclass(frozen=True)
+class _Rerun:
+    code: int                               # the two runs' code
+    rerun: tuple[str, ...] = ()             # the labels run again
+    now_pass: tuple[str, ...] = ()          # of those, the ones that passed
+    added: tuple[tuple[str, str], ...] = ()  # (soname, directory) the first run revealed
+    diagnosis: Diagnosis | None = None      # the rerun's, when tests still failed in it
+
+
 def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
-           diagnosis: Diagnosis, first: int, prepend: bool) -> int:
+           diagnosis: Diagnosis, first: int, prepend: bool) -> _Rerun:
     """The one rerun of the tests that failed in the loader; the two runs' combined code."""
     from bazel_ldfix.repair import failopen, rerun
 
     planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback):
         click.echo(printable(f"bazel-ldfix: no rerun: {planned.reason}"), err=True)
-        return first
+        return _Rerun(first)
     for test, why in planned.not_rerun:
         click.echo(printable(f"bazel-ldfix: not rerunning {test}: {why}"), err=True)
     if not planned.labels:
-        return first
+        return _Rerun(first)
     args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
     if args is None:
         click.echo("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
                    "the options' values", err=True)
-        return first
+        return _Rerun(first)
     for soname, directory in planned.added:
         click.echo(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"),
                    err=True)
@@ -352,16 +413,36 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
         click.echo(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
                              f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
                              "loader before)"), err=True)
+    again = None
     if still:
         click.echo(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
                              f"fail{'s' if len(still) == 1 else ''}"), err=True)
-        _diagnose_after(session, repair.output_base, second, planned.ld_library_path)
+        from bazel_ldfix.diagnosis.ranwith import RanWith
+
+        again = _diagnose_after(session, repair.output_base, second, RanWith(
+            "the rerun's --test_env", {}, planned.ld_library_path))
     code = rerun.combined_code(first, second, planned)
     left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
     click.echo(printable(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
                          + (f"; not rerun, failed in the first run: {', '.join(left)}"
                             if left else "") + ")"), err=True)
-    return code
+    return _Rerun(code, tuple(planned.labels), tuple(now_pass), tuple(planned.added), again)
+
+
+def _annotate(session: Session, stopped: Sequence[Finding], repair: Repair | None = None,
+              rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
+              err: bool = False) -> None:
+    """The run's GitHub Actions annotations (see diagnosis/github.py)."""
+    from bazel_ldfix.bazel.runner import workspace_of
+
+    places = _github.Places(workspace_of(session.cwd), session.env.get("GITHUB_WORKSPACE"))
+    lines = _github.errors(stopped, places)
+    if repair is not None:
+        failing = [f.test for f in stopped if f.test]
+        lines += _github.notices(repair, [*failing, *rerun_ok], places)
+    lines += _github.revealed(rerun_ok, revealed, places)
+    for line in lines:
+        click.echo(line, err=err)
 
 
 @cli.command(short_help="Why failed tests could not load a library; the fix.")
@@ -373,17 +454,23 @@ def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Re
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Each failure in full, the .bazelrc line and the BUILD changes.")
+@github_option
 @loader_option
 @pass_session
 def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
              log_files: tuple[str, ...], output_base: str | None, as_json: bool,
-             loader: str | None) -> int:
+             verbose: bool, github: bool | None, loader: str | None) -> int:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
-    PATTERNS narrow them. Exit 0 when no failed test was stopped by the loader, 1 when
-    some were, 2 for bad input (a pattern that matches no failed test among them, a failed
-    test whose log cannot be read).
+    PATTERNS narrow them. Prints the command to run first, then one line per missing
+    library under the cc_import that causes it; -v prints every detail.
+
+    Exit 0 when no failed test was stopped by the loader, 1 when some were, 2 for bad
+    input (a pattern that matches no failed test among them, a failed test whose log
+    cannot be read).
 
     \b
     Examples:
@@ -391,8 +478,8 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose //app:vendor_test
       bazel-ldfix diagnose --json --bep events.json
     """
+    from bazel_ldfix.diagnosis import brief, logs, render
     from bazel_ldfix.diagnosis import diagnose as diagnosing
-    from bazel_ldfix.diagnosis import logs, render
 
     found = logs.find(session.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
@@ -401,12 +488,26 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
                           output_base=output_base, patterns=())
         raise BadInputError(diagnosing.unmatched_patterns(
             patterns, every, logs.package_of(session.cwd)))
+    ran_with = None
+    if found.command_log is not None and found.output_base is not None:
+        from bazel_ldfix import userdir
+        from bazel_ldfix.diagnosis import ranwith
+
+        # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
+        ran_with = ranwith.recall(userdir.cache_root(session.env), found.output_base)
     loaders = session.loaders(loader)
-    result = diagnosing.diagnose(found, on_error=warn_unreadable,
+    result = diagnosing.diagnose(found, ran_with=ran_with, on_error=warn_unreadable,
                                  shell_library_path=session.env.get("LD_LIBRARY_PATH"),
                                  make_loader=loaders.make_loader, cache_for=loaders.cache_for)
-    click.echo(render.to_json(result) if as_json
-               else render.to_text(result, color=session.color))
+    if as_json:
+        click.echo(render.to_json(result))
+    elif verbose:
+        click.echo(render.to_text(result, color=session.color))
+    else:
+        click.echo(brief.to_text(result, color=session.color))
+    if _github.enabled(github, session.env):
+        # Not into the JSON on stdout: the runner reads stderr as well.
+        _annotate(session, result.findings, err=as_json)
     return result.exit_code
 
 

@@ -129,6 +129,12 @@ def bazel_timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+github_option = click.option(
+    "--github/--no-github", "github", default=None,
+    help="Print GitHub Actions annotations: an ::error per test the loader stopped, a "
+         "::notice per repair (default: when GITHUB_ACTIONS=true).")
+
+
 def _checked_loader(_ctx: click.Context, _param: click.Parameter,
                     value: str | None) -> str | None:
     """A --loader that is not a file is the user's mistake, whatever the command reaches."""

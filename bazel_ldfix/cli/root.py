@@ -14,14 +14,34 @@ import click
 from bazel_ldfix import __version__
 from bazel_ldfix.cli.options import printable
 from bazel_ldfix.cli.session import Session
-from bazel_ldfix.errors import BazelError, LdfixError
+from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError
+
+# The commands in the order a user meets them: the one to run instead of `bazel test`,
+# what to run after a failed one, the permanent fix, then the tools for one file.
+ORDER = ("test", "diagnose", "fix", "env", "locate", "resolve", "check", "inspect",
+         "assert-linkage", "dupes")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """``--help`` lists the commands in :data:`ORDER`, not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return [n for n in ORDER if n in names] + [n for n in names if n not in ORDER]
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(version=__version__, prog_name="bazel-ldfix")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
-    """Repair and explain Bazel tests that fail at load time."""
+    """Repair and explain Bazel tests that fail at load time.
+
+    \b
+    Start here:
+      bazel-ldfix test //...         bazel test, with the libraries the tests need
+      bazel-ldfix diagnose           after a failed bazel test: why, and the fix
+      bazel-ldfix fix --write //...  the BUILD change that fixes it for good
+    """
     if ctx.obj is None:  # called as a library (CliRunner), not through main()
         ctx.obj = Session.from_process()
 
@@ -40,6 +60,17 @@ def _wants_json(argv: Sequence[str]) -> bool:
     own = argv[: argv.index("--")] if "--" in argv else argv
     return "--json" in own or "--format=json" in own or any(
         a == "--format" and b == "json" for a, b in itertools.pairwise(own))
+
+
+def _next_step(exc: BazelNotFoundError, session: Session) -> str:
+    """What to do when Bazel cannot be started: where the name came from, and the way out."""
+    executable = exc.cmd[0] if exc.cmd else "bazel"
+    if session.env.get("BAZEL") == executable:
+        return " (named by $BAZEL; set it to a Bazel that runs, or unset it)"
+    if "/" in executable:
+        return " (named by --bazel)"
+    return (f"; no `{executable}` on PATH: install Bazel (Bazelisk, or Debian's "
+            "bazel-bootstrap), or name one with --bazel PATH or BAZEL=PATH")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
         # has lines of its own (Bazel's stderr, indented), escaped one by one.
         lines = exc.lines() if isinstance(exc, BazelError) else [str(exc)]
+        if isinstance(exc, BazelNotFoundError):
+            lines[0] += _next_step(exc, session)
         click.echo(f"error: {chr(10).join(printable(line) for line in lines)}", err=True)
         if _wants_json(list(argv) if argv is not None else sys.argv[1:]):
             from bazel_ldfix.report import error_json

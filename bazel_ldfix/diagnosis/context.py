@@ -16,7 +16,8 @@ from bazel_ldfix.diagnosis import fixes, logs
 from bazel_ldfix.diagnosis.fixes import SolibImport
 from bazel_ldfix.diagnosis.messages import LoaderFailure
 from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, OnError, missing_for
-from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.errors import BadInputError, LdfixError
+from bazel_ldfix.loader.search import Environment, Library
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class TestContext:
     other_imports: tuple[SolibImport, ...]
     notes: tuple[str, ...]
     on_error: OnError | None
+    make_loader: MakeLoader | None = None
+    cache_for: CacheFor | None = None
 
     @classmethod
     def build(cls, entries: Entries, output_base: str | None, library_path: str | None,
@@ -75,7 +78,8 @@ class TestContext:
                                                     apparent)
                      if i.staged not in own]
         return cls(label, executable, expect, output_base, library_path, missing,
-                   tuple(imports), tuple(other), tuple(notes), on_error)
+                   tuple(imports), tuple(other), tuple(notes), on_error, make_loader,
+                   cache_for)
 
     def roots(self) -> list[str]:
         return [os.path.join(self.output_base, "external")] if self.output_base else []
@@ -95,6 +99,48 @@ class TestContext:
                 for path in index.walk(root, soname.__eq__, self.on_error).get(soname, ()):
                     found.setdefault(path, None)
         return list(found)
+
+    def system_copies(self, soname: str) -> list[str]:
+        """The files named ``soname`` the system offers a program like the test's: the one
+        ``ld.so.cache`` gives, then those in the loader's default directories (as the loader
+        itself says them)."""
+        from bazel_ldfix.loader.resolve import host_of, interp_for
+
+        found: dict[str, None] = {}
+        info = self._info()
+        if info is None:
+            return []
+        lookup = self.cache_for(info) if self.cache_for is not None else None
+        cached = lookup(soname) if lookup is not None else None
+        if cached:
+            found.setdefault(cached, None)
+        with contextlib.suppress(BadInputError):
+            for directory in host_of(interp_for(info)).system_dirs:
+                path = os.path.join(directory, soname)
+                if os.path.isfile(path):
+                    found.setdefault(path, None)
+        return list(found)
+
+    def loaded(self, path: str) -> tuple[Library, ...]:
+        """What the loader model loads for ``path`` (the test's executable, or a library it
+        opens) in the test's environment, in the loader's order; nothing when it cannot."""
+        if self.make_loader is None:
+            return ()
+        try:
+            info = elf.read_elf(path)
+            env = Environment(self.library_path, os.path.dirname(path),
+                              self.cache_for(info) if self.cache_for is not None else None)
+            return self.make_loader(info, env).resolve(path, info=info).libraries
+        except LdfixError:
+            return ()
+
+    def _info(self) -> elf.ElfInfo | None:
+        """The test's executable, or this machine's Python for a script test."""
+        for path in (self.executable, os.path.realpath(sys.executable)):
+            if path:
+                with contextlib.suppress(BadInputError):
+                    return elf.read_elf(path)
+        return None
 
     def nowhere(self, soname: str) -> str:
         where = (f"{self.output_base}/external, and beside the libraries the test links"

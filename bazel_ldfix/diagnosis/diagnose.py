@@ -16,6 +16,7 @@ from bazel_ldfix.diagnosis.context import TestContext
 from bazel_ldfix.diagnosis.explain import Finding, explain_test
 from bazel_ldfix.diagnosis.messages import LoaderFailure, read_log
 from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, host_cache, host_loader
+from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.errors import BadInputError
 
 TESTS_FAILED = 3   # Bazel's exit code when tests ran and some failed
@@ -32,6 +33,9 @@ class Diagnosis:
     notes: tuple[str, ...] = ()
     # Failed tests (or logs) whose log is gone or cannot be read (a FIFO, a directory)
     unread: tuple[str, ...] = ()
+    # Where the tests' LD_LIBRARY_PATH is known from, in words; None: not known (a plain
+    # `bazel test` records its options nowhere), and the model assumed none.
+    environment: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -40,7 +44,7 @@ class Diagnosis:
         return 1 if self.findings else 2 if self.unread else 0
 
 
-def diagnose(found_logs: logs.LogSet, *, library_path: str | None = None,
+def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
              make_loader: MakeLoader | None = None, cache_for: CacheFor | None = None,
              on_error: Callable[[str, OSError], None] | None = None,
              shell_library_path: str | None = None) -> Diagnosis:
@@ -49,14 +53,14 @@ def diagnose(found_logs: logs.LogSet, *, library_path: str | None = None,
     ``shell_library_path`` is the LD_LIBRARY_PATH of the shell Bazel was started from, the
     value a test gets in Bazel 4 when no --test_env sets one (a note says a flag replaces it).
 
-    ``library_path`` is the LD_LIBRARY_PATH the tests had, when known (the value
-    ``bazel-ldfix test`` added, or the BEP's ``--test_env``); the loader model resolves with
-    it and the suggested value keeps it. ``make_loader`` and ``cache_for`` default to this
-    machine's loader and cache, as the repair uses them.
+    ``ran_with`` is the LD_LIBRARY_PATH each test had, when known (``bazel-ldfix test``'s
+    values, else the BEP's ``--test_env``); the loader model resolves each test with its
+    own, and the suggested value keeps it. ``make_loader`` and ``cache_for`` default to
+    this machine's loader and cache, as the repair uses them.
     """
     make_loader = make_loader or host_loader
     cache_for = cache_for or host_cache
-    library_path = library_path if library_path is not None else found_logs.library_path
+    ran_with = ran_with or found_logs.ran_with
     grouped: dict[str, list[tuple[logs.TestLog, tuple[LoaderFailure, ...]]]] = {}
     other: list[str] = []
     unread: dict[str, None] = {}
@@ -76,34 +80,36 @@ def diagnose(found_logs: logs.LogSet, *, library_path: str | None = None,
     other = [o for o in other if o not in grouped]
     findings: list[Finding] = []
     for entries in grouped.values():
+        library_path = ran_with.value(entries[0][0].label) if ran_with else None
         test = TestContext.build(entries, found_logs.output_base, library_path, make_loader,
                                  cache_for, on_error)
         findings += explain_test(test, entries)
-    if library_path is None and shell_library_path and any(f.fix.flag for f in findings):
+    if ran_with is None and shell_library_path and any(f.fix.flag for f in findings):
         notes.append(f"your shell has LD_LIBRARY_PATH={shell_library_path}, which Bazel 4 "
                      "passes to tests (without --incompatible_strict_action_env); the "
                      "--test_env=LD_LIBRARY_PATH below replaces it: add to it, or let "
                      "`bazel-ldfix test` merge it")
     return Diagnosis(found_logs.source, found_logs.output_base, tuple(findings),
                      len(found_logs.logs), tuple(other), found_logs.passed, tuple(notes),
-                     tuple(u for u in unread if u not in grouped and u not in other))
+                     tuple(u for u in unread if u not in grouped and u not in other),
+                     ran_with.source if ran_with else None)
 
 
-def after_test(output_base: str, exit_code: int, *, library_path: str | None = None,
+def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
                on_error: Callable[[str, OSError], None] | None = None,
                shell_library_path: str | None = None) -> Diagnosis | None:
     """What ``bazel-ldfix test`` prints after Bazel's summary: the loader failures of the
     run that just ended, or None (no test failed, or none failed in the loader).
 
     ``exit_code`` is Bazel's; only 3 (TESTS_FAILED) has test logs worth reading.
-    ``library_path`` is the LD_LIBRARY_PATH the run gave its tests (the repair's value).
+    ``ran_with`` is the LD_LIBRARY_PATH the run gave each test (the repair's values).
     """
     if exit_code != TESTS_FAILED:
         return None
     found = logs.from_command_log(output_base)
     if found is None:
         return None
-    result = diagnose(found, library_path=library_path, on_error=on_error,
+    result = diagnose(found, ran_with=ran_with, on_error=on_error,
                       shell_library_path=shell_library_path)
     return result if result.findings else None
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix import elf, pathlist
-from bazel_ldfix.diagnosis import fixes, logs
+from bazel_ldfix.diagnosis import cause, fixes, logs
+from bazel_ldfix.diagnosis.cause import Cause
 from bazel_ldfix.diagnosis.context import Entries, TestContext, same_file, versions
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.hermetic import build_fix
@@ -51,6 +52,7 @@ class Finding:
     symbol: str | None = None
     passed_over: tuple[PassedOver, ...] = ()
     notes: tuple[str, ...] = ()
+    cause: Cause | None = None      # what to group it under on one screen
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Explained:
     ldfix: bool = False                 # `bazel-ldfix test` finds it by itself
     modelled: bool = False              # the loader model misses it too
     build: str | None = None
+    cause: Cause | None = None
 
     def noting(self, *notes: str) -> Explained:
         return dataclasses.replace(self, notes=self.notes + notes)
@@ -119,7 +122,7 @@ def explain_test(test: TestContext, entries: Entries) -> list[Finding]:
             seen_failure.line if seen_failure else "", seen_failure is not None,
             e.needed_by_source, seen_failure.version if seen_failure else None,
             seen_failure.symbol if seen_failure else None,
-            e.passed_over, e.notes + (test.notes if seen_failure else ())))
+            e.passed_over, e.notes + (test.notes if seen_failure else ()), e.cause))
     return out
 
 
@@ -129,7 +132,7 @@ def explain(test: TestContext, failure: LoaderFailure) -> Explained:
     if kind is ErrorKind.VERSION_NOT_FOUND:
         return _version(test, failure)
     if kind is ErrorKind.UNDEFINED_SYMBOL:
-        return _symbol(failure)
+        return _symbol(test, failure)
     if kind in NOT_FOUND_KINDS and not failure.by_path:
         return _not_found(test, failure)
     return _bad_file(test, failure)
@@ -169,7 +172,7 @@ def _not_found(test: TestContext, failure: LoaderFailure) -> Explained:
                 one.noting("loaded with dlopen by name: no ELF file of the test names it, so "
                            "bazel-ldfix test cannot know it is needed; the flag below adds "
                            "its directory"),
-                needed_by_source="dlopen",
+                needed_by_source="dlopen", cause=cause.dlopen(),
                 build=fixes.dlopen_by_name(soname, one.found[0] if one.found else None,
                                            test.output_base, test.label))
         elif test.executable is not None and test.output_base is not None:
@@ -180,7 +183,18 @@ def _not_found(test: TestContext, failure: LoaderFailure) -> Explained:
                              "a file the sandbox hides (a stale _solib_ symlink of an "
                              "earlier build)")
     one = dataclasses.replace(one, failure=failure, kind=failure.kind)
+    if failure.kind is ErrorKind.WRONG_CLASS and one.cause is not None \
+            and one.cause.kind is cause.CauseKind.NO_IMPORT:
+        one = dataclasses.replace(one, cause=cause.wrong_class())
     if failure.kind is ErrorKind.WRONG_CLASS:
+        # The copies of the other class: what the loader tried, and went on past.
+        listed = {p.path for p in one.passed_over}
+        other = [p for p in (index.check_candidate(path, test.expect) for path in
+                             (*test.candidates(soname), *test.system_copies(soname))
+                             if path not in listed and not any(same_file(path, f)
+                                                               for f in one.found))
+                 if p is not None]
+        one = dataclasses.replace(one, passed_over=(*one.passed_over, *other))
         one = one.noting(f"every {soname} the loader tried was of the other class "
                          f"({failure.detail}); it skips those and keeps searching")
     return one
@@ -210,12 +224,14 @@ def _from_model(test: TestContext, soname: str, missing: Missing) -> Explained:
                      needed_by_source="loader model" if missing.needed_by else "unknown",
                      found=found, passed_over=passed_over, notes=notes, append=append,
                      ldfix=missing.dir is not None, modelled=True,
-                     build=build_fix(test, soname, found))
+                     build=build_fix(test, soname, found),
+                     cause=cause.of_missing(test, soname, found))
 
 
 def _search(test: TestContext, soname: str) -> Explained:
     """Look for ``soname`` as the repair would, for a name the model does not miss."""
-    one = Explained(None, ErrorKind.CANNOT_OPEN, soname)
+    one = Explained(None, ErrorKind.CANNOT_OPEN, soname,
+                    cause=cause.of_missing(test, soname, ()))
     if test.output_base is None:
         return one.noting("output_base unknown (pass --output-base): not searched")
     choice = index.locate([soname], test.roots(), test.expect, test.preferred(),
@@ -225,11 +241,14 @@ def _search(test: TestContext, soname: str) -> Explained:
         one, found=found, passed_over=passed_over,
         append=(choice.dir,) if choice.dir is not None else (),
         notes=() if choice.dir is not None else (test.nowhere(soname),),
-        build=build_fix(test, soname, found))
+        build=build_fix(test, soname, found), cause=cause.of_missing(test, soname, found))
 
 
 def _version(test: TestContext, failure: LoaderFailure) -> Explained:
-    lacking = logs.unsandbox(failure.name)
+    """A version the loaded copy does not define: which object needs it, what that copy
+    defines, which copy (under output_base, beside the test's libraries, on the system)
+    defines it, and how to have the loader take that one."""
+    lacking = _real(logs.unsandbox(failure.name))
     soname = failure.soname or lacking
     if os.path.isfile(lacking):
         with contextlib.suppress(BadInputError):
@@ -239,7 +258,9 @@ def _version(test: TestContext, failure: LoaderFailure) -> Explained:
         else None
     one = Explained(failure, failure.kind, soname, needed_by=(required_by,) if required_by
                     else (), needed_by_source="message" if required_by else "unknown",
-                    notes=(f"the loader took {lacking}, which does not define {version}"
+                    cause=cause.lacks_version(lacking, _defined(lacking)),
+                    notes=(f"{required_by or 'an object'} needs {version} of {soname}; the "
+                           f"loader took {lacking}, which does not define it"
                            + _defined_note(lacking),))
     if version.startswith("GLIBC_"):
         return one.noting(
@@ -249,49 +270,143 @@ def _version(test: TestContext, failure: LoaderFailure) -> Explained:
             "toolchain), or run the test where glibc is at least that new")
     if test.output_base is None:
         return one.noting("output_base unknown (pass --output-base): not searched")
-    candidates = test.candidates(soname)
-    defining = [path for path in candidates
-                if index.check_candidate(path, test.expect) is None
-                and version in versions(path)]
+    candidates = [*test.candidates(soname), *test.system_copies(soname)]
+    one = _other_copy(test, one, soname, lacking, candidates,
+                      lambda path: version in versions(path), version)
+    if not one.found and version.startswith(("GLIBCXX_", "CXXABI_")):
+        one = one.noting(
+            f"the C++ toolchain that built {required_by or 'the object'} is newer "
+            f"than the {soname} the test loads: ship that toolchain's {soname} with "
+            "the test (a cc_import of it), or link with -static-libstdc++")
+    return one
+
+
+def _symbol(test: TestContext, failure: LoaderFailure) -> Explained:
+    """A symbol no loaded object defines: the loaded copies of what the object needs are
+    searched for another copy that defines it (its ``.dynsym``, and the version)."""
+    obj = _real(logs.unsandbox(failure.name))
+    symbol = failure.symbol or ""
+    version = failure.version
+    what = symbol + (f" (version {version})" if version else "")
+    one = Explained(failure, failure.kind, None, needed_by=(obj,), needed_by_source="message",
+                    cause=cause.lacks_symbol(obj),
+                    notes=(f"{obj} uses {what}, which no object loaded with it defines",))
+    if test.output_base is None:
+        return one.noting("output_base unknown (pass --output-base): not searched")
+
+    def defines(path: str) -> bool:
+        return _defines(path, symbol) and (version is None or version in versions(path))
+
+    for soname, lacking in _loaded_for(test, obj):
+        if defines(lacking):
+            # The copy the model takes has it, so the test took another: through the
+            # LD_LIBRARY_PATH it had, which the model does not know.
+            one = dataclasses.replace(one, soname=soname, cause=cause.lacks_symbol(obj))
+            one = one.noting(
+                f"the loader model, in the environment assumed "
+                f"({_describe_env(test.library_path)}), takes {lacking}, which defines "
+                f"{symbol}: the test loaded another {soname}, through the LD_LIBRARY_PATH "
+                "it had (a --test_env of an rc file, the rule's env, the shell's)")
+            return _other_copy(test, one, soname, "", [lacking], defines, None,
+                               what=symbol)
+        candidates = [p for p in (*test.candidates(soname), *test.system_copies(soname))
+                      if not same_file(p, lacking)]
+        if not any(defines(p) for p in candidates):
+            continue
+        one = dataclasses.replace(one, soname=soname,
+                                  cause=cause.lacks_symbol(obj, lacking))
+        return _other_copy(test, one, soname, lacking, candidates, defines, None,
+                           what=symbol)
+    return one.noting(
+        f"no other copy of the libraries {os.path.basename(obj)} loads (under "
+        f"{test.output_base}/external, beside the test's libraries, on the system) defines "
+        f"{symbol}: {obj} was built against a library the test does not load at all (a "
+        "DT_NEEDED entry missing at link time), or a newer one than any here")
+
+
+def _loaded_for(test: TestContext, obj: str) -> list[tuple[str, str]]:
+    """``(soname, path)`` of the libraries loaded with ``obj``: its own DT_NEEDED first
+    (where its symbols should come from), then the rest of the test's process."""
+    out: dict[str, str] = {}
+    own: list[str] = []
+    with contextlib.suppress(BadInputError):
+        own = list(elf.read_elf(obj).needed)
+    for path in (obj, test.executable):
+        for lib in test.loaded(path) if path and os.path.isfile(path) else ():
+            if lib.path is not None and "/" not in lib.name:
+                # ($ORIGIN/../_solib_k8/...: Bazel's own directories, no symlink among them)
+                out.setdefault(lib.name, os.path.normpath(lib.path))
+    first = [n for n in own if n in out]
+    return [(n, out[n]) for n in (*first, *(n for n in out if n not in first))]
+
+
+def _defines(path: str, symbol: str) -> bool:
+    """Whether ``path`` exports a definition of ``symbol`` (its ``.dynsym``)."""
+    # The symbol reader of the linkage gates: it reads ELF files and depends on nothing
+    # above bazel_ldfix.elf. Imported here, as it imports pyelftools (50 ms).
+    from bazel_ldfix.linkage.symbols import read_symbols
+
+    try:
+        return read_symbols(path, relocations=False).defines(symbol) is not None
+    except BadInputError:
+        return False
+
+
+def _other_copy(test: TestContext, one: Explained, soname: str, lacking: str,
+                candidates: Sequence[str], usable: Callable[[str], bool],
+                version: str | None, what: str | None = None) -> Explained:
+    """``one`` with the copy that has what ``lacking`` lacks (``version``, or the symbol
+    ``what``), chosen as the repair chooses, and the change that makes the loader take it."""
+    what = what or version or ""
+    defining = [p for p in dict.fromkeys(candidates)
+                if index.check_candidate(p, test.expect) is None and usable(p)]
     choice = index.choose(soname, defining, test.expect, test.preferred())
     found, passed_over = split_choice(choice.dir, soname, choice.passed_over)
     one = dataclasses.replace(one, found=found, passed_over=passed_over)
     if choice.dir is None:
-        others = ", ".join(candidates) if candidates else "none"
-        one = one.noting(f"no {soname} under {test.output_base}/external or beside the "
-                         f"test's libraries defines {version} (copies seen: {others})")
-        if version.startswith(("GLIBCXX_", "CXXABI_")):
-            one = one.noting(
-                f"the C++ toolchain that built {required_by or 'the object'} is newer "
-                f"than the {soname} the test loads: ship that toolchain's {soname} with "
-                "the test (a cc_import of it), or link with -static-libstdc++")
-        return one
-    one = one.noting(f"{choice.path} defines {version}; LD_LIBRARY_PATH is searched "
-                     "before RUNPATH, ld.so.cache and the system directories, so it wins "
-                     "over the copy taken now (unless that one was found through a "
-                     "DT_RPATH or an earlier LD_LIBRARY_PATH entry)")
-    build = build_fix(test, soname, found, version)
-    if not _is_system(lacking) and not any(same_file(i.staged, lacking)
-                                           for i in test.imports):
-        # Not a system copy and not one Bazel staged: it came through LD_LIBRARY_PATH
-        # (or a DT_RPATH), which every RUNPATH, hence every BUILD change, comes after.
-        build = (f"{os.path.dirname(lacking)} is not a system directory nor one Bazel "
-                 "staged, so the loader found it through LD_LIBRARY_PATH (an env "
-                 "attribute, a --test_env, or the shell's) or a DT_RPATH (guessed). Take "
-                 "it out of the test's environment first; nothing in a BUILD file can "
-                 "come before it.\n" + ("\n" + build if build else ""))
+        seen = ", ".join(dict.fromkeys(candidates)) or "none"
+        return one.noting(f"no {soname} under {test.output_base}/external, beside the "
+                          f"test's libraries or on the system defines {what} (copies seen: "
+                          f"{seen})")
+    one = one.noting(f"{choice.path} defines {what}")
+    if not lacking:
+        # Which copy the test took is not known: only that the one found comes first.
+        return dataclasses.replace(one.noting(
+            f"LD_LIBRARY_PATH is searched before RUNPATH, ld.so.cache and the system "
+            f"directories: {choice.dir} first on it is taken (the flag below)"),
+            prepend=(choice.dir,))
+    # The entry of the test's LD_LIBRARY_PATH the loader took it from, if it did.
+    entries = [d for d in pathlist.split(test.library_path)
+               if same_file(os.path.join(d, soname), lacking)]
+    on_path = bool(entries)
+    where = entries[0] if entries else os.path.dirname(lacking)
+    staged = [i for i in test.imports if same_file(i.staged, lacking)]
+    if on_path:
+        # LD_LIBRARY_PATH comes before every RUNPATH, hence before any BUILD change.
+        one = one.noting(f"{where} is on the test's LD_LIBRARY_PATH, "
+                         f"{test.library_path}: take it out (from the --test_env, the "
+                         f"rule's env or the shell that sets it), or put {choice.dir} "
+                         "before it (the flag below)")
+    else:
+        one = one.noting(f"LD_LIBRARY_PATH is searched before RUNPATH, ld.so.cache and the "
+                         f"system directories: {choice.dir} first on it wins over {lacking} "
+                         "(the flag below)")
+    build = build_fix(test, soname, found, version) if version else None
+    if staged and build is None:
+        imp = staged[0]
+        build = (f"{imp.shown_label} (a cc_import, in {fixes.where(imp)}) stages "
+                 f"{imp.attribute_value}, a {soname} without {what}. Import one that has "
+                 f"it, such as {found[0]}.\n")
+    if on_path or not (_is_system(lacking) or staged):
+        # Not a system copy and not one Bazel staged: it came through LD_LIBRARY_PATH (or
+        # a DT_RPATH), which every RUNPATH, hence every BUILD change, comes after.
+        build = (f"{where} is " + ("on the test's LD_LIBRARY_PATH" if on_path else
+                 "not a system directory nor one Bazel staged, so the loader found it "
+                 "through LD_LIBRARY_PATH (an env attribute, a --test_env, or the "
+                 "shell's) or a DT_RPATH (guessed)") + ". Take it out of the test's "
+                 "environment first; nothing in a BUILD file can come before it.\n"
+                 + ("\n" + build if build else ""))
     return dataclasses.replace(one, prepend=(choice.dir,), build=build)
-
-
-def _symbol(failure: LoaderFailure) -> Explained:
-    obj = _real(logs.unsandbox(failure.name))
-    version = f" (version {failure.version})" if failure.version else ""
-    return Explained(failure, failure.kind, None, needed_by=(obj,), needed_by_source="message",
-                     notes=(
-        f"{obj} uses {failure.symbol}{version}, which no object loaded with it defines: "
-        "it was built against another version of one of its libraries, or a library it "
-        "needs is missing from its DT_NEEDED entries. bazel-ldfix does not search symbol "
-        "tables; `nm -D --defined-only` on the candidates tells which file defines it",))
 
 
 def _bad_file(test: TestContext, failure: LoaderFailure) -> Explained:
@@ -307,15 +422,17 @@ def _bad_file(test: TestContext, failure: LoaderFailure) -> Explained:
     if failure.kind is ErrorKind.OTHER:
         return dataclasses.replace(
             one.noting(_OTHER_HINTS.get(_hint_key(failure.detail),
-                                        f"glibc says: {failure.detail}")), append=())
+                                        f"glibc says: {failure.detail}")), append=(),
+            cause=cause.other())
     if failure.kind is ErrorKind.WRONG_CLASS:
         opener = "a dlopen call" if failure.dlopen else "a DT_NEEDED entry with a slash"
         return dataclasses.replace(one.noting(
             f"{path} was opened by its path ({opener}): LD_LIBRARY_PATH cannot redirect a "
             "path; the path itself must name a file of the test's class and machine"
-            + (f", such as {one.found[0]}" if one.found else "")), append=(), build=None)
+            + (f", such as {one.found[0]}" if one.found else "")), append=(), build=None,
+            cause=cause.wrong_class())
     # file too short / invalid ELF header: the search stopped at a broken copy.
-    one = dataclasses.replace(one, prepend=one.append, append=())
+    one = dataclasses.replace(one, prepend=one.append, append=(), cause=cause.broken_file(path))
     if one.found:
         one = one.noting(f"the loader stops at a broken copy instead of going on; put "
                          f"{os.path.dirname(one.found[0])} first on LD_LIBRARY_PATH, "
@@ -340,10 +457,21 @@ def _real(path: str) -> str:
     return os.path.realpath(path) if os.path.exists(path) else path
 
 
+def _defined(path: str) -> tuple[str, ...]:
+    """The versions ``path`` defines, less its own name (the base version)."""
+    if not os.path.isfile(path):
+        return ()
+    try:
+        own = elf.read_elf(path).soname
+    except BadInputError:
+        own = None
+    return tuple(v for v in versions(path) if v != own and v != os.path.basename(path))
+
+
 def _defined_note(path: str) -> str:
     if not os.path.isfile(path):
         return ""
-    defined = versions(path)
+    defined = _defined(path)
     if not defined:
         return " (it defines no versions)"
     shown = ", ".join(defined[-4:])

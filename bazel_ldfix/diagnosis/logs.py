@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from bazel_ldfix.bazel import bep
 from bazel_ldfix.bazel.runner import workspace_of
+from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.elf import open_regular
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 
@@ -72,7 +73,14 @@ class LogSet:
     output_base: str | None
     passed: int = 0                 # test logs left out because the test passed
     notes: tuple[str, ...] = ()     # warnings: a truncated BEP file, an unreadable log, ...
-    library_path: str | None = None  # --test_env=LD_LIBRARY_PATH=V of the run, when known
+    ran_with: RanWith | None = None  # the tests' LD_LIBRARY_PATH, when the run's options
+                                     # are known (a BEP file); None: not known
+    command_log: str | None = None   # the command.log the logs were named by
+
+    @property
+    def library_path(self) -> str | None:
+        """The LD_LIBRARY_PATH the run's options gave every test, when known."""
+        return self.ran_with.default if self.ran_with is not None else None
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -386,12 +394,13 @@ def from_command_log(output_base: str, patterns: Sequence[str] = (),
                 note = (f"{path} says tests failed but names no log that was understood; "
                         f"read the latest failed log of each test in {testlogs}")
                 return LogSet(kept_logs, source, output_base, found.passed,
-                              (note, *found.notes))
+                              (note, *found.notes), command_log=path)
     # Every log named is kept, even one that is gone or no regular file: its test failed,
     # and the diagnosis says it cannot read it rather than that nothing failed.
     notes = tuple(f"{log.path}: named by {path} but gone (bazel clean?)"
                   for log in logs.values() if not os.path.lexists(log.path))
-    return LogSet(tuple(logs.values()), source, output_base, notes=(*fallback, *notes))
+    return LogSet(tuple(logs.values()), source, output_base, notes=(*fallback, *notes),
+                  command_log=path)
 
 
 def _testlogs_under(output_base: str) -> str | None:
@@ -513,8 +522,9 @@ def from_bep(path: str, patterns: Sequence[str] = (), package: str = "") -> LogS
                          "run of the test?): what it says may be newer than that run")
     output_base = events.output_base or next(
         (ob for ob in (output_base_of(log.path) for log in kept) if ob), None)
+    ran_with = RanWith(f"the options in {path} (rc files included)", {}, library_path)
     return LogSet(tuple(kept), f"the test results in {path}", output_base, passed,
-                  tuple(notes), library_path)
+                  tuple(notes), ran_with)
 
 
 _SLACK = 60.0   # seconds between a test's end and its log's last write, at most

@@ -25,6 +25,17 @@ if TYPE_CHECKING:
 # (quoting.printable), so that escaping cannot touch them.
 RED, YELLOW, BOLD, RESET = "\ue010", "\ue011", "\ue012", "\ue013"
 _COLOURS = {RED: "\x1b[31m", YELLOW: "\x1b[33m", BOLD: "\x1b[1m", RESET: "\x1b[0m"}
+UNKNOWN_ENVIRONMENT = (
+    "note: a plain `bazel test` records its options nowhere, so the model assumed the tests "
+    "had no LD_LIBRARY_PATH; an rc file's --test_env may provide what is predicted (run "
+    "`bazel-ldfix test`, or pass --bep FILE, for what they had)")
+
+
+def assumed(diagnosis: Diagnosis) -> bool:
+    """The environment is not known and a prediction rests on it: a library predicted
+    missing that is nowhere found (the kind an rc file's --test_env provides)."""
+    return diagnosis.environment is None and any(
+        not f.seen_in_log and not f.found for f in diagnosis.findings)
 FLAG_CAVEAT = ("the flag replaces any LD_LIBRARY_PATH the test had (an env attribute, an "
                "rc file's --test_env); `bazel-ldfix test` merges instead")
 
@@ -41,6 +52,7 @@ def to_json(diagnosis: Diagnosis) -> str:
         "unread": list(diagnosis.unread),
         "passed": diagnosis.passed,
         "notes": list(diagnosis.notes),
+        "environment": diagnosis.environment,
     })
 
 
@@ -54,6 +66,8 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "needed_by_source": f.needed_by_source, "version": f.version, "symbol": f.symbol,
         "passed_over": [{"path": p.path, "reason": p.reason} for p in f.passed_over],
         "notes": list(f.notes),
+        "cause": None if f.cause is None else {"kind": f.cause.kind.value,
+                                                "subject": f.cause.subject},
     }
 
 
@@ -69,24 +83,31 @@ _WHAT = {
 
 
 def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False) -> str:
-    """For people: one block per finding, each fix once, then one summary line."""
-    summary = _summary(diagnosis)
-    plain = _render(diagnosis, summary, color, None)
+    """For people (``diagnose -v``): one block per finding, each fix once, then one
+    summary line."""
+    text = summary(diagnosis)
+    plain = _render(diagnosis, text, color, None)
     base = diagnosis.output_base
     if base and sum(line.count(base) for line in plain) > 1:
         # Written once, then $OUTPUT_BASE (a path printed once stays as it is).
-        body = _render(diagnosis, summary, color, base)
+        body = _render(diagnosis, text, color, base)
         body.insert(0, f"{OUTPUT_BASE} is {base}")
     else:
         body = plain
+    return paint(body, prefix)
+
+
+def paint(body: list[str], prefix: str) -> str:
+    """The lines, escaped, prefixed, and with their colour stand-ins made escape codes."""
     while body and not body[0]:
         body.pop(0)
     from bazel_ldfix.quoting import printable
 
     # Names come from logs and files: escaped, so that none can forge a line or drive the
-    # terminal.
-    text = "\n".join(f"{prefix}{printable(line)}" if line else prefix.rstrip()
-                     for line in body)
+    # terminal, nor start a line a CI runner reads as its command (GitHub's `::name::`,
+    # Azure's `##[`; a line is one when it starts so, blanks aside).
+    text = "\n".join(f"{prefix}{_not_a_command(printable(line))}" if line
+                     else prefix.rstrip() for line in body)
     for stand_in, code in _COLOURS.items():
         text = text.replace(stand_in, code)
     return text
@@ -113,6 +134,8 @@ def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None
     body: list[str] = []
     for note in diagnosis.notes:
         body.append(f"note: {short(note)}")
+    if assumed(diagnosis):
+        body.append(UNKNOWN_ENVIRONMENT)
     for f in diagnosis.findings:
         words = _WHAT[f.error_kind].format(soname=f.soname, version=f.version, symbol=f.symbol)
         if f.seen_in_log:
@@ -171,6 +194,13 @@ def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None
     return body
 
 
+def _not_a_command(line: str) -> str:
+    start = len(line) - len(line.lstrip())
+    if line.startswith(("::", "##["), start):
+        return line[:start] + ("\\x3a" if line[start] == ":" else "\\x23") + line[start + 1:]
+    return line
+
+
 def _labels(served: Sequence[Finding]) -> list[str]:
     return sorted({f.test for f in served if f.test})
 
@@ -187,7 +217,7 @@ def _command(labels: Sequence[str], command: str | None, flag: str | None) -> st
     return command
 
 
-def _summary(d: Diagnosis) -> str:
+def summary(d: Diagnosis) -> str:
     tests = {f.test or f.log for f in d.findings}
     if not d.logs_read:
         return (f"nothing to diagnose: no failed test in {d.source}"

@@ -15,6 +15,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix.bazel import runner as bazel
@@ -25,6 +26,45 @@ if TYPE_CHECKING:
     from bazel_ldfix.repair.plan import Repair
 
 VARIABLE = "LD_LIBRARY_PATH"
+# Bazel's exit codes for a build that failed and a command line it refused
+# (ExitCode.BUILD_FAILURE, ExitCode.COMMAND_LINE_ERROR): the same command fails the same way
+# again. Others (out of memory, a lost remote input, an internal error) may not.
+BUILD_FAILURE = 1
+COMMAND_LINE_ERROR = 2
+
+
+@dataclass(frozen=True)
+class StepFailed:
+    """The build step failed, with Bazel's exit code."""
+
+    code: int
+    # The user's options ask for --build_tests_only, which the step's own
+    # --nobuild_tests_only overrides: it built more than `bazel test ARGS` builds.
+    builds_more: bool
+
+    @property
+    def same_as_test(self) -> bool:
+        """``bazel test ARGS`` fails the same way: the step built what it builds (with the
+        same options and rc files), and Bazel's code says the build or the command line is
+        wrong, which running it again does not change."""
+        return self.code in (BUILD_FAILURE, COMMAND_LINE_ERROR) and not self.builds_more
+
+
+def builds_more(command_line: Sequence[str]) -> bool:
+    """Whether the options as Bazel parsed them (``optionsParsed.cmdLine``: rc files and
+    ``--config`` expansions in place) ask for ``--build_tests_only`` before the step's own
+    ``--nobuild_tests_only``, the last one."""
+    words = list(command_line)
+    own = max((at for at, w in enumerate(words) if w == "--nobuild_tests_only"), default=-1)
+    value = False
+    for word in words[:own] if own >= 0 else words:
+        if word == "--build_tests_only":
+            value = True
+        elif word == "--nobuild_tests_only":
+            value = False
+        elif word.startswith("--build_tests_only="):
+            value = word.split("=", 1)[1].lower() in ("1", "true", "yes")
+    return value
 
 
 def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
@@ -33,9 +73,9 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                  links_root: str | None = None,
                  progress: ProgressFn | None = None,
                  on_error: Callable[[str, OSError], None] | None = None
-                 ) -> tuple[Repair | None, int]:
-    """The repair for ``bazel test ARGS``: (the repair, 0), or (None, Bazel's exit code)
-    when the build step fails. Raises NoTestsError when the patterns select no test.
+                 ) -> Repair | StepFailed:
+    """The repair for ``bazel test ARGS``, or :class:`StepFailed` when the build step
+    fails. Raises NoTestsError when the patterns select no test.
 
     Bazel is asked as little as possible: the output_base and each test's tags come from
     the build step's events (unless given), and the rules' ``env`` (``bazel query``) only
@@ -113,7 +153,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     finally:
         events, code = step.result(read_ahead)
     if code not in (0, bazel.NO_TESTS_FOUND):
-        return None, code
+        return StepFailed(code, builds_more(events.command_line))
     if not session.memo.still_true():
         # Bazel changed something that was read while it built: read everything anew.
         session = planning.Session()
@@ -204,7 +244,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                 linkdir.renew(again.links_dir)
             _write_memo(memo, again.flags)
             return dataclasses.replace(again, options=events.options,
-                                       patterns=events.patterns, given_again=True), 0
+                                       patterns=events.patterns, given_again=True)
     used: Mapping[str, bazel.RuleInfo] | None = None   # the rules' answer the repair used
     asked_ns = time.time_ns()
     # The last run of this command needed a repair: this one most likely does too, so the
@@ -236,7 +276,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     if inputs is not None:
         keep = replay.save if cache_dir else replay.replace_differing
         keep(kept_at, inputs, replay.rules_of(used), session.memo.facts(), result)
-    return result, 0
+    return result
 
 
 def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]

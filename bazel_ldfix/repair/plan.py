@@ -109,6 +109,9 @@ class TestResult:
     # the change to its rule that works in every version.
     reach: testenv.Reach = testenv.Reach.YES
     rule_fix: str | None = None
+    # The LD_LIBRARY_PATH the test gets with the repair's flag (without one: the value it
+    # had), as Bazel lays the options, the rc files' included, and the rule's env.
+    library_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -242,13 +245,15 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         return found
 
     after: dict[str, _Outcome] = {}
+    final: dict[str, str | None] = {}
     for _ in range(_MAX_SETTLES):
         for extras in (False, True) if search else ():
             for _ in range(_MAX_ROUNDS):
                 if not locate_round(scan.run(current(), extras=extras)):
                     break
                 added = exposer.added()
-        after = {s.label: o for s, o in scan.run(current(), extras=True)}
+        final = current()
+        after = {s.label: o for s, o in scan.run(final, extras=True)}
         changed = [(label, change) for label, outcome in after.items()
                    if outcome is not before[label]
                    for change in exposure.changes(before[label].entries, outcome.entries,
@@ -284,7 +289,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             if reach is not testenv.Reach.YES and still else None
         was = before[s.label]
         results.append(TestResult(s.label, s.executable, was.missing, still,
-                                  error, reach, rule_fix))
+                                  error, reach, rule_fix, final[s.label]))
         if was.missing and env.current.get(s.label):
             # What the test's own value already makes it load instead (kept as it is).
             plain = session.outcomes([s], {s.label: None}, make_loader, cache_for,

@@ -1,0 +1,83 @@
+"""GitHub Actions annotations read back as the runner reads them.
+
+The runner is not here to run, so its parser is written out from its source
+(actions/runner, src/Runner.Common/ActionCommand.cs, ``TryParseV2``): a line that starts
+with ``::`` (leading blanks trimmed), the command name up to a space, properties split at
+``,`` and each at its first ``=``, the data after the next ``::``; properties unescaped
+``%0D %0A %3A %2C %25`` in that order, the data ``%0D %0A %25``.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bazel_ldfix.diagnosis import brief, github
+from bazel_ldfix.diagnosis.cause import Cause, CauseKind
+from bazel_ldfix.diagnosis.diagnose import Diagnosis
+from bazel_ldfix.diagnosis.explain import Finding
+from bazel_ldfix.diagnosis.fixes import Fix
+from bazel_ldfix.diagnosis.messages import ErrorKind
+
+
+def runner_parse(line: str) -> tuple[str, dict[str, str], str] | None:
+    """What the runner makes of one line: (command, properties, data), or None."""
+    message = line.lstrip()
+    if not message.startswith("::"):
+        return None
+    end = message.find("::", 2)
+    if end < 0:
+        return None
+    info = message[2:end]
+    name, space, rest = info.partition(" ")
+    properties = {}
+    if space:
+        for item in filter(None, rest.strip().split(",")):
+            key, eq, value = item.partition("=")
+            if eq and key and value:
+                for escaped, char in (("%0D", "\r"), ("%0A", "\n"), ("%3A", ":"),
+                                      ("%2C", ","), ("%25", "%")):
+                    value = value.replace(escaped, char)
+                properties[key] = value
+    data = message[end + 2:]
+    for escaped, char in (("%0D", "\r"), ("%0A", "\n"), ("%25", "%")):
+        data = data.replace(escaped, char)
+    return name, properties, data
+
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@given(title=TEXT, message=TEXT, file=TEXT)
+def test_every_text_reads_back_as_written(title: str, message: str, file: str) -> None:
+    line = github.command("error", message, {"title": title, "file": file})
+    assert "\n" not in line and "\r" not in line
+    parsed = runner_parse(line)
+    assert parsed is not None
+    name, properties, data = parsed
+    assert name == "error" and data == message
+    # The runner trims the properties' text and drops an empty value: none is written.
+    assert properties == {k: v.strip() for k, v in (("title", title), ("file", file))
+                          if v.strip()}
+
+
+def finding(label: str, soname: str) -> Finding:
+    return Finding(label, "/ob/x/test.log", ErrorKind.CANNOT_OPEN, soname, (), (),
+                   Fix(None, None, None, None), "", True, "loader model",
+                   cause=Cause(CauseKind.NO_IMPORT, None, "no cc_import"))
+
+
+def test_a_hostile_name_stays_inside_its_one_annotation() -> None:
+    soname = "libx.so.1\n::add-mask::%0A,title=x:y"
+    [line] = github.errors([finding("//t:x", soname)], github.Places(None, None))
+    parsed = runner_parse(line)
+    assert parsed is not None
+    name, properties, data = parsed
+    assert name == "error" and properties == {"title": "//t:x: cannot load"}
+    assert soname in data
+
+
+def test_no_line_of_the_screen_diagnosis_is_a_runner_command() -> None:
+    d = Diagnosis("the logs given", None, (finding("//t:x", "::error::forged"),), 1, (), 0)
+    for line in brief.to_text(d).splitlines():
+        assert runner_parse(line) is None, line

@@ -1,0 +1,60 @@
+"""What a newcomer reads before anything runs: `--help`, and a machine without Bazel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from bazel_ldfix.cli import cli
+
+
+def run(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bazel_ldfix", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+
+
+def test_help_opens_with_where_to_start_and_lists_commands_in_the_order_of_use() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    start = lines.index("  Start here:")
+    # Where to start comes before the options and the list of commands.
+    assert start < lines.index("Options:") < lines.index("Commands:")
+    first = [line.split()[1] for line in lines[start + 1:start + 4]]
+    assert first == ["test", "diagnose", "fix"]
+    listed = [line.split()[0] for line in lines[lines.index("Commands:") + 1:] if line.strip()]
+    assert listed[:4] == ["test", "diagnose", "fix", "env"]
+    assert sorted(listed) == sorted(cli.commands)    # every command, once
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_no_bazel_on_path_names_the_three_ways_out(tmp_path: Path) -> None:
+    (tmp_path / "WORKSPACE").touch()
+    env = {k: v for k, v in os.environ.items() if k != "BAZEL"}
+    env["PATH"] = str(tmp_path / "empty")     # a PATH with no bazel on it
+    for args in (["test", "//..."], ["env", "//..."], ["fix", "//..."],
+                 ["locate", "libx.so.1"]):
+        result = run(*args, cwd=tmp_path, env=env)
+        assert result.returncode == 65, (args, result.stderr)
+        [line] = result.stderr.splitlines()
+        assert line.startswith("error: cannot run bazel: No such file or directory; "
+                               "no `bazel` on PATH: install Bazel"), line
+        assert "--bazel PATH" in line and "BAZEL=PATH" in line
+
+
+def test_a_bazel_named_by_the_user_that_does_not_run_says_who_named_it(tmp_path: Path) -> None:
+    (tmp_path / "WORKSPACE").touch()
+    env = {k: v for k, v in os.environ.items() if k != "BAZEL"}
+    given = run("env", "--bazel", str(tmp_path / "nope"), "//...", cwd=tmp_path, env=env)
+    assert given.returncode == 65
+    assert given.stderr.splitlines() == [
+        f"error: cannot run {tmp_path / 'nope'}: No such file or directory (named by --bazel)"]
+    named = run("env", "//...", cwd=tmp_path, env={**env, "BAZEL": str(tmp_path / "nope")})
+    assert named.returncode == 65
+    assert named.stderr.splitlines() == [
+        f"error: cannot run {tmp_path / 'nope'}: No such file or directory (named by $BAZEL; "
+        "set it to a Bazel that runs, or unset it)"]
