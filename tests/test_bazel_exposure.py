@@ -158,7 +158,7 @@ def test_prepended_before_the_callers_entry_the_sdk_still_shadows_nothing(
                       f"--test_env=LD_LIBRARY_PATH={caller}")
     assert result.returncode == 0, result.stderr[-3000:]
     flag = next(line for line in result.stderr.splitlines() if "adding --test_env" in line)
-    assert flag.endswith(f":{caller}") and str(setup.vsdk) not in flag
+    assert flag.endswith(f":{caller}") and "/external/vsdk" not in flag
     assert loaded(ws, "t", "sdk_test")["libbar.so.2"] == str(setup.bar)
 
 
@@ -188,3 +188,18 @@ def test_an_extension_opened_through_its_runfiles_link_finds_its_origin_there(
     got = loaded(ws, "py", "ext_test")
     assert got["libdep.so.1"] == str(ws.root / "py" / "libdep.so.1")
     assert got["libfoo.so.3"] == str(setup.vsdk / "libfoo.so.3")
+
+
+def test_the_diagnosis_offers_the_missing_library_alone(setup: Setup) -> None:
+    ws = setup.ws
+    plain = ws.bazel("test", "//t:sdk_test")
+    assert plain.returncode == 3
+    doc = json.loads(ws.ldfix("diagnose", "--json").stdout)
+    (failure,) = doc["failures"]
+    assert failure["soname"] == "libfoo.so.3"
+    flag = failure["fix"]["flag"]
+    assert flag.startswith("--test_env=LD_LIBRARY_PATH=") and "/external/vsdk" not in flag
+    # The value the diagnosis offers, given to the test as it is: it passes.
+    given = ws.bazel("test", "//t:sdk_test", flag)
+    assert given.returncode == 0, given.stderr[-2000:]
+    assert loaded(ws, "t", "sdk_test")["libbar.so.2"] == str(setup.bar)

@@ -126,9 +126,11 @@ def test_the_rerun_keeps_the_options_and_names_exactly_the_tests() -> None:
 
 def finding(test: str, soname: str, found: tuple[str, ...],
             kind: ErrorKind = ErrorKind.CANNOT_OPEN) -> Finding:
-    flag = "--test_env=LD_LIBRARY_PATH=x" if found else None
+    # The diagnosis' value: the directory found (after what the run had, left out here).
+    value = os.path.dirname(found[0]) if found else None
+    flag = f"--test_env=LD_LIBRARY_PATH={value}" if value else None
     return Finding(test, f"/logs/{test}", kind, soname, (), found,
-                   Fix(None, flag, None, None), "", True, "unknown")
+                   Fix(None, flag, None, None, value), "", True, "unknown")
 
 
 def diagnosis(*findings: Finding, other: tuple[str, ...] = ()) -> Diagnosis:

@@ -364,7 +364,8 @@ def _diagnose_after(session: Session, output_base: str, code: int, ran_with: Ran
 
     result = failopen.attempt(lambda: diagnosing.after_test(
         output_base, code, ran_with=ran_with, on_error=warn_unreadable,
-        shell_library_path=session.env.get("LD_LIBRARY_PATH")))
+        shell_library_path=session.env.get("LD_LIBRARY_PATH"),
+        links_root=session.links_root()))
     if isinstance(result, failopen.Fallback):
         click.echo(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"),
                    err=True)
@@ -498,7 +499,8 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     loaders = session.loaders(loader)
     result = diagnosing.diagnose(found, ran_with=ran_with, on_error=warn_unreadable,
                                  shell_library_path=session.env.get("LD_LIBRARY_PATH"),
-                                 make_loader=loaders.make_loader, cache_for=loaders.cache_for)
+                                 make_loader=loaders.make_loader, cache_for=loaders.cache_for,
+                                 links_root=session.links_root())
     if as_json:
         click.echo(render.to_json(result))
     elif verbose:

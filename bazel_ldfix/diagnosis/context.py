@@ -15,7 +15,7 @@ from bazel_ldfix.bazel import runfiles
 from bazel_ldfix.diagnosis import fixes, logs
 from bazel_ldfix.diagnosis.fixes import SolibImport
 from bazel_ldfix.diagnosis.messages import LoaderFailure
-from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, OnError, missing_for
+from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, OnError, exposed, missing_for
 from bazel_ldfix.errors import BadInputError, LdfixError
 from bazel_ldfix.loader.search import Environment, Library
 from bazel_ldfix.outputbase import index
@@ -43,11 +43,12 @@ class TestContext:
     on_error: OnError | None
     make_loader: MakeLoader | None = None
     cache_for: CacheFor | None = None
+    links_root: str | None = None           # where a links directory may be made
 
     @classmethod
     def build(cls, entries: Entries, output_base: str | None, library_path: str | None,
               make_loader: MakeLoader, cache_for: CacheFor,
-              on_error: OnError | None) -> TestContext:
+              on_error: OnError | None, links_root: str | None = None) -> TestContext:
         label = entries[0][0].label
         notes: list[str] = []
         executable = _executable(entries)
@@ -79,13 +80,24 @@ class TestContext:
                      if i.staged not in own]
         return cls(label, executable, expect, output_base, library_path, missing,
                    tuple(imports), tuple(other), tuple(notes), on_error, make_loader,
-                   cache_for)
+                   cache_for, links_root)
 
     def roots(self) -> list[str]:
         return [os.path.join(self.output_base, "external")] if self.output_base else []
 
     def preferred(self) -> tuple[str, ...]:
-        return index.preferred_dirs(i.staged for i in self.imports)
+        """Where the test's libraries lead, as the repair ranks them (index.test_dirs)."""
+        return index.test_dirs([i.staged for i in self.imports], ())
+
+    def exposed(self, given: Sequence[index.Choice]) -> tuple[str, ...] | None:
+        """The entries that give the test ``given`` and change nothing else it loads
+        (see :func:`model.exposed`); None when the model cannot say."""
+        if self.executable is None or self.output_base is None \
+                or self.make_loader is None or self.cache_for is None:
+            return None
+        return exposed(self.label, self.executable, self.output_base, self.library_path,
+                       given, self.make_loader, self.cache_for, self.links_root,
+                       self.on_error)
 
     def candidates(self, soname: str) -> list[str]:
         """Every file named ``soname`` beside the test's libraries or under external/."""

@@ -47,9 +47,12 @@ class Diagnosis:
 def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
              make_loader: MakeLoader | None = None, cache_for: CacheFor | None = None,
              on_error: Callable[[str, OSError], None] | None = None,
-             shell_library_path: str | None = None) -> Diagnosis:
+             shell_library_path: str | None = None,
+             links_root: str | None = None) -> Diagnosis:
     """Read each log, and explain every loader failure in it (see the module docstring).
 
+    ``links_root`` is where a links directory may be made for the value the diagnosis
+    offers (:mod:`bazel_ldfix.linkdir`; None: directories only).
     ``shell_library_path`` is the LD_LIBRARY_PATH of the shell Bazel was started from, the
     value a test gets in Bazel 4 when no --test_env sets one (a note says a flag replaces it).
 
@@ -82,7 +85,7 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
     for entries in grouped.values():
         library_path = ran_with.value(entries[0][0].label) if ran_with else None
         test = TestContext.build(entries, found_logs.output_base, library_path, make_loader,
-                                 cache_for, on_error)
+                                 cache_for, on_error, links_root)
         findings += explain_test(test, entries)
     if ran_with is None and shell_library_path and any(f.fix.flag for f in findings):
         notes.append(f"your shell has LD_LIBRARY_PATH={shell_library_path}, which Bazel 4 "
@@ -97,7 +100,8 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
 
 def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
                on_error: Callable[[str, OSError], None] | None = None,
-               shell_library_path: str | None = None) -> Diagnosis | None:
+               shell_library_path: str | None = None,
+               links_root: str | None = None) -> Diagnosis | None:
     """What ``bazel-ldfix test`` prints after Bazel's summary: the loader failures of the
     run that just ended, or None (no test failed, or none failed in the loader).
 
@@ -110,7 +114,7 @@ def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = N
     if found is None:
         return None
     result = diagnose(found, ran_with=ran_with, on_error=on_error,
-                      shell_library_path=shell_library_path)
+                      shell_library_path=shell_library_path, links_root=links_root)
     return result if result.findings else None
 
 

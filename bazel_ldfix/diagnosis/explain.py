@@ -104,8 +104,14 @@ def explain_test(test: TestContext, entries: Entries) -> list[Finding]:
                 explained.append(dataclasses.replace(
                     one, log=explained[0].log, notes=(_PREDICTED, *one.notes)))
     base = pathlist.split(test.library_path)
+    append = [d for e in explained for d in e.append]
+    given = [index.Choice(e.soname, os.path.dirname(e.found[0]), e.found[0], ())
+             for e in explained if e.append and e.found and e.soname]
+    # What is appended gives the test its libraries and nothing else it loads: a directory
+    # that holds other copies is given as links (repair/exposure.py).
+    exposed = test.exposed(given) if given else None
     value = fixes.library_path_value(
-        base, [d for e in explained for d in e.append],
+        base, exposed if exposed is not None else append,
         [d for e in explained for d in e.prepend])
     ldfix = all(e.ldfix for e in explained if e.append or e.prepend) and any(
         e.ldfix for e in explained)
@@ -115,7 +121,7 @@ def explain_test(test: TestContext, entries: Entries) -> list[Finding]:
         fix = Fix(fixes.command(test.label, value, ldfix=ldfix) if helps else None,
                   fixes.flag(value) if helps else None,
                   fixes.bazelrc(value) if helps else None,
-                  e.build)
+                  e.build, value if helps else None)
         seen_failure = e.failure
         out.append(Finding(
             test.label, e.log, e.kind, e.soname, e.needed_by, e.found, fix,

@@ -42,6 +42,7 @@ class Fix:
     flag: str | None        # --test_env=LD_LIBRARY_PATH=...
     bazelrc: str | None     # the caveat as a comment, then `test --test_env=...`
     build: str | None       # the BUILD change, with where it goes
+    value: str | None = None    # the LD_LIBRARY_PATH the flag gives
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ stops at the first library it cannot load.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf, pathlist
@@ -62,6 +62,26 @@ def missing_for(label: str | None, executable: str, output_base: str,
         return {}, f"the loader model could not resolve {executable}: {exc}"
     return _chain({m.soname: m for m in plan.missing}, library_path, make_loader, cache_for,
                   output_base, on_error), None
+
+
+def exposed(label: str | None, executable: str, output_base: str, library_path: str | None,
+            given: Sequence[index.Choice], make_loader: MakeLoader, cache_for: CacheFor,
+            links_root: str | None, on_error: OnError | None) -> tuple[str, ...] | None:
+    """The entries that give the test ``given`` (and what else the repair finds it
+    missing) without changing anything it loads: their directories, or a links directory
+    (:mod:`bazel_ldfix.repair.exposure`); None when the model cannot resolve the test."""
+    from bazel_ldfix.repair import plan as repair
+
+    key = label or executable
+    env = repair.TestEnvironment(pathlist.split(library_path), "the run's value",
+                                 {key: library_path})
+    try:
+        planned = repair.plan([repair.TestInput(key, executable)], env, output_base,
+                              make_loader, cache_for, on_error=on_error,
+                              links_root=links_root, given=given)
+    except LdfixError:
+        return None
+    return planned.added
 
 
 def _chain(found: Mapping[str, Missing], library_path: str | None, make_loader: MakeLoader,

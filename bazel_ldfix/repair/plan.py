@@ -164,7 +164,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          on_error: Callable[[str, OSError], None] | None = None,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
          search: bool = True, host: elf.ElfHeader | None = None,
-         session: Session | None = None, links_root: str | None = None) -> Repair:
+         session: Session | None = None, links_root: str | None = None,
+         given: Sequence[index.Choice] = ()) -> Repair:
     """Find what the tests cannot load and how to give them exactly that.
 
     Each round resolves every test in the environment it would get with what was found so
@@ -181,6 +182,10 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     be trusted), and the rounds run again through them, until nothing that loaded before
     changes; what cannot be kept so is withheld, or (when a library given looks the name up
     itself) reported in ``shadowed``.
+
+    ``given`` are libraries known to be needed that no DT_NEEDED names (opened by name at
+    run time, as a test's log shows): they are given as the others are, and what the tests
+    load is kept the same in the same way.
 
     A file the model cannot take (see :mod:`failopen`) is skipped and listed in
     ``skipped``; it never stops the plan. ``host`` is the class and machine a test that is
@@ -205,7 +210,9 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
         links_root = None   # LD_LIBRARY_PATH could not carry its directories
     exposer = exposure.Exposer(links_root, lambda d: memo.listing(d).names or frozenset(),
                                memo.realpath, _system_lookup(subjects, cache_for, memo))
-    added: tuple[str, ...] = ()
+    for choice in given:
+        exposer.choose(choice)
+    added: tuple[str, ...] = exposer.added() if given else ()
 
     def current(rule_wins: bool = False) -> dict[str, str | None]:
         """Each test's value with the flag; ``rule_wins``: as if an unknown Bazel were 7.2+."""

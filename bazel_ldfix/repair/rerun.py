@@ -43,39 +43,45 @@ class Rerun:
 
 def plan(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -> Rerun:
     """Which loader failures of the first run one rerun can repair, and with what value."""
-    by_test: dict[str, list[tuple[str | None, str | None]]] = {}
+    first = pathlist.merge(repair.base, repair.added, prepend=prepend)
+    # Per test: (soname, the directory found, the entries the diagnosis' value adds to the
+    # first run's: that directory, or a links directory where it would shadow something).
+    by_test: dict[str, list[tuple[str | None, str | None, tuple[str, ...]]]] = {}
     not_rerun: list[tuple[str, str]] = []
     for f in diagnosis.findings:
         if f.test is None:
             not_rerun.append((f.log, "the log names no test"))
             continue
         usable = (f.error_kind in _REPAIRABLE and f.soname is not None and bool(f.found)
-                  and f.fix.flag is not None)
+                  and f.fix.value is not None)
+        entries = tuple(e for e in pathlist.split(f.fix.value) if e not in first) \
+            if usable else ()
         by_test.setdefault(f.test, []).append(
-            (f.soname, os.path.dirname(f.found[0]) if usable else None))
-    first = pathlist.merge(repair.base, repair.added, prepend=prepend)
+            (f.soname, os.path.dirname(f.found[0]) if usable else None, entries))
     labels: list[str] = []
     new: dict[str, str] = {}
+    extra: dict[str, None] = {}
     for test, found in by_test.items():
-        lacking = [soname or "?" for soname, directory in found if directory is None]
+        lacking = [soname or "?" for soname, directory, _ in found if directory is None]
         if lacking:
             not_rerun.append((test, f"no usable copy of {', '.join(lacking)} was found, or "
                                     "the failure is not one a directory on "
                                     f"{VARIABLE} repairs"))
             continue
-        dirs = {soname or "": d for soname, d in found if d is not None}
-        fresh = {s: d for s, d in dirs.items() if d not in first}
+        fresh = [entry for _, _, entries in found for entry in entries]
         if not fresh:
             not_rerun.append((test, f"every directory the diagnosis found was on {VARIABLE} "
                                     "already"))
             continue
         labels.append(test)
-        for soname, directory in fresh.items():
-            new.setdefault(soname, directory)
+        extra.update(dict.fromkeys(fresh))
+        for soname, directory, _ in found:
+            if directory is not None:
+                new.setdefault(soname or "", directory)
     value = None
     if labels:
-        value = pathlist.join(pathlist.merge(
-            repair.base, [*repair.added, *dict.fromkeys(new.values())], prepend=prepend))
+        value = pathlist.join(pathlist.merge(repair.base, [*repair.added, *extra],
+                                             prepend=prepend))
     return Rerun(tuple(labels), tuple(new.items()), value, tuple(not_rerun),
                  tuple(diagnosis.other_failures))
 
