@@ -495,7 +495,8 @@ def matrix_json(matrices: Sequence[Matrix]) -> str:
 def locate_json(found: Mapping[str, Sequence[Copy]]) -> str:
     """``{soname: [{dir, machine, class, path, reason}...]}``, best first."""
     return _json({name: [{"dir": c.dir, "machine": c.machine_name, "class": c.class_name,
-                          "path": c.path, "reason": c.reason} for c in copies]
+                          "path": c.path, "reason": c.reason, "passed": c.passed}
+                         for c in copies]
                   for name, copies in found.items()})
 
 
@@ -510,6 +511,8 @@ def locate_text(found: Mapping[str, Sequence[Copy]], root: str) -> str:
             what = f"{c.class_name}, {c.machine_name}" if c.class_name else "not ELF"
             if c.reason is not None and c.class_name:
                 what += f"; {c.reason}"
+            elif c.passed is not None:
+                what += f"; not the one: {c.passed}"
             elif c.reason is not None:
                 what = c.reason
             lines.append(f"  {c.dir}  ({what})")

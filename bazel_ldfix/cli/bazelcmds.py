@@ -548,7 +548,11 @@ def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
         output_base = ask_output_base(session.bazel(bazel_path, startup, bazel_timeout))
     root = index.external_root(output_base)
     # The copies this machine's loader would take: the host's class and machine.
+    from bazel_ldfix.bazel import solib
+
+    # Ranked as the repair ranks them: where what the workspace's tests import leads first.
     found = index.copies(sonames, [root], session.host_header(),
+                         preferred=index.test_dirs(solib.staged(output_base), ()),
                          cache_dir=None if no_cache else session.cache_dir(),
                          on_error=warn_unreadable, progress=session.progress())
     click.echo(locate_json(found) if as_json else locate_text(found, root))

@@ -9,6 +9,7 @@ skipped for what it is called; only directories already walked are.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -524,6 +525,9 @@ class Copy:
     elf_class: int | None   # elf.ELFCLASS32 or ELFCLASS64; None: not an ELF file
     machine: int | None     # e_machine; None: not an ELF file
     reason: str | None      # why a program like the one given could not load it; None: it could
+    # Why a copy that would load is not the one the repair takes (None: it is, or it
+    # would not load).
+    passed: str | None = None
 
     @property
     def class_name(self) -> str | None:
@@ -538,20 +542,27 @@ class Copy:
 
 
 def copies(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader, *,
-           cache_dir: str | None = None, on_error: OnError | None = None,
+           preferred: Sequence[str] = (), cache_dir: str | None = None,
+           on_error: OnError | None = None,
            progress: ProgressFn | None = None) -> dict[str, tuple[Copy, ...]]:
-    """Every copy of each soname under ``roots``, best first.
-
-    Best: a copy a program like ``expect`` would load (class, machine and the loader's
-    other checks), then the shortest path, then sort order, as :func:`choose` ranks them.
-    A soname found nowhere maps to ``()``.
+    """Every copy of each soname under ``roots``, best first, ranked as the repair ranks
+    them (:func:`choose`): a copy a program like ``expect`` would load (class, machine and
+    the loader's other checks), one in ``preferred`` first (:func:`test_dirs`: where what
+    the tests import leads), then the shortest path, then sort order. Each other copy that
+    would load says why it is not the one. A soname found nowhere maps to ``()``.
     """
     names = list(dict.fromkeys(sonames))
     found = candidates(names, roots, cache_dir=cache_dir, on_error=on_error, progress=progress)
     out: dict[str, tuple[Copy, ...]] = {}
     for name in names:
-        listed = [_copy(path, expect) for path in found[name]]
-        listed.sort(key=lambda c: (c.reason is not None, c.path.count("/"), c.path))
+        choice = choose(name, found[name], expect, preferred)
+        why = {p.path: p.reason for p in choice.passed_over
+               if p.kind in (PassReason.NOT_PREFERRED, PassReason.SAME_FILE)}
+        order = {p.path: at for at, p in enumerate(choice.passed_over)}
+        listed = [dataclasses.replace(_copy(path, expect), passed=why.get(path))
+                  for path in found[name]]
+        listed.sort(key=lambda c: (c.path != choice.path, c.reason is not None,
+                                   order.get(c.path, 0), c.path.count("/"), c.path))
         out[name] = tuple(listed)
     return out
 
