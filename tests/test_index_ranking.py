@@ -10,6 +10,7 @@ from elfbuild import lib
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import solib
+from bazel_ldfix.loader.search import PassReason
 from bazel_ldfix.outputbase import index
 
 
@@ -40,3 +41,13 @@ def test_locate_ranks_the_copy_the_tests_import_first(tmp_path: Path) -> None:
     assert (first.path, first.passed) == (str(new), None)
     assert other.path == str(old) and other.reason is None
     assert other.passed is not None and str(new) in other.passed
+
+
+def test_a_copy_found_beside_the_tests_libraries_names_the_others(tmp_path: Path) -> None:
+    old, new, _ = _layout(tmp_path)
+    expect = elf.read_header(str(new))
+    near = index.choose("libnvx.so.11", [str(new)], expect, [str(new.parent)])
+    assert near.passed_over == ()
+    whole = index.with_others(near, [str(new), str(old)], expect)
+    assert [(p.path, p.kind) for p in whole.passed_over] == [
+        (str(old), PassReason.NOT_PREFERRED)]

@@ -305,6 +305,36 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     return Choice(soname, os.path.dirname(best), best, tuple(passed))
 
 
+def with_others(choice: Choice, paths: Iterable[str], expect: elf.ElfHeader,
+                memo: Memo | None = None) -> Choice:
+    """``choice`` with every other copy in ``paths`` it did not look at (it was found
+    beside the test's libraries, so nothing was walked) passed over, with the reason."""
+    if choice.path is None:
+        return choice
+    seen = {choice.path, *(p.path for p in choice.passed_over)}
+    status = memo.stat if memo else os.stat
+    try:
+        st = status(choice.path)
+        chosen = (st.st_dev, st.st_ino)
+    except OSError:
+        return choice
+    passed = list(choice.passed_over)
+    for path in sorted(set(paths) - seen):
+        refused = check_candidate(path, expect, memo)
+        if refused is not None:
+            passed.append(refused)
+            continue
+        try:
+            st = status(path)
+        except OSError:
+            continue
+        passed.append(PassedOver(path, PassReason.SAME_FILE, f"the same file as {choice.path}")
+                      if (st.st_dev, st.st_ino) == chosen else
+                      PassedOver(path, PassReason.NOT_PREFERRED, "another copy was preferred "
+                                 f"(beside a library the test links): {choice.path}"))
+    return dataclasses.replace(choice, passed_over=tuple(passed))
+
+
 def _ranks(preferred: Sequence[str], realpath: Callable[[str], str]
            ) -> tuple[dict[str, int], dict[str, int]]:
     """Each preferred directory's rank, by its name as given and by its real path."""
@@ -319,14 +349,15 @@ def _ranks(preferred: Sequence[str], realpath: Callable[[str], str]
 
 def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str | None = None,
                on_error: OnError | None = None, progress: ProgressFn | None = None,
-               mounts: Mounts | None = None, memo: Memo | None = None
-               ) -> dict[str, list[str]]:
+               mounts: Mounts | None = None, memo: Memo | None = None,
+               cached_only: bool = False) -> dict[str, list[str]]:
     """Every file named like one of ``sonames`` under ``roots``, as name -> sorted paths.
 
     Without ``cache_dir``, one walk per root collects only these names. With it, the index
     of each root (every library-like name) comes from the cache when the cache is valid
     (see :mod:`bazel_ldfix.outputbase.indexcache`), else from one walk that rewrites it. A cached
     path that no longer exists makes the cache stale, and the root is walked again.
+    ``cached_only``: a root without a valid cached index is not walked (it adds nothing).
     """
     names = set(sonames)
     out: dict[str, list[str]] = {n: [] for n in sorted(names)}
@@ -342,7 +373,13 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str |
         if not os.path.isdir(root):
             continue
         found: Mapping[str, list[str]]
-        if cache_dir is None:
+        if cached_only:
+            from bazel_ldfix.outputbase import indexcache
+
+            hit = indexcache.load(cache_dir, root, indexcache.state(root), names) \
+                if cache_dir else None
+            found = hit or {}
+        elif cache_dir is None:
             found = scan(root, names.__contains__, on_error, progress=progress, mounts=mounts)
         else:
             found = _cached_scan(root, names, cache_dir, on_error, progress, mounts)

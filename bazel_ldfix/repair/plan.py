@@ -271,6 +271,16 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             break
         added = exposer.added()
     exposer.discard_unused()
+    if cache_dir is not None and scan.expect is not None:
+        # Every other copy, from the cached index if there is one (never a walk for this),
+        # for what was found beside the tests' libraries: a wrong version elsewhere is
+        # named too.
+        chosen = [name for name, c in exposer.choices.items() if c.path is not None]
+        elsewhere = index.candidates(chosen, roots, cache_dir=cache_dir, memo=memo,
+                                     cached_only=True)
+        for name in chosen:
+            exposer.choices[name] = index.with_others(exposer.choices[name], elsewhere[name],
+                                                      scan.expect, memo)
     # What stays changed: a library given looks the name up itself (its own RUNPATH).
     shadowed = [exposure.Shadowed(label, change.soname, change.before, change.after,
                                   os.path.dirname(change.after) if change.after else None,
