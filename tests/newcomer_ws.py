@@ -57,13 +57,16 @@ SDK_TEST = ("int nvx_value(void);\nint tc_value(void);\n"
 def toolchain_workspace(top: Path) -> Workspace:
     """A test that loads ``libtc.so.5`` of a toolchain only through the rc file's
     ``--test_env=LD_LIBRARY_PATH=<toolchain>/lib``, and ``libnvx.so.11`` of an SDK that ships
-    only its dev file ``lib/libnvx.so`` (that SONAME exists nowhere: no repair finds it)."""
+    only its dev file ``lib/libnvx.so``, imported as provided by the system: Bazel stages
+    nothing of it, so that SONAME exists nowhere a repair looks (a library staged under
+    another name than its SONAME would be given by a link of that name)."""
     toolchain = cc(top / "toolchain" / "lib" / "libtc.so.5", "-shared",
                    "-Wl,-soname,libtc.so.5", src="int tc_value(void){return 5;}")
     nvx = cc(top / "sdks" / "nvx" / "lib" / "libnvx.so", "-shared", "-Wl,-soname,libnvx.so.11",
              src="int nvx_value(void){return 11;}")
     build = ('package(default_visibility = ["//visibility:public"])\n'
-             'cc_import(name = "nvx", shared_library = "lib/libnvx.so")\n')
+             'cc_import(name = "nvx", interface_library = "lib/libnvx.so", '
+             'system_provided = 1)\n')
     files = {
         "WORKSPACE": f'new_local_repository(name = "nvx", path = "{nvx.parent.parent}", '
                      f"build_file_content = {json.dumps(build)})\n",
