@@ -16,6 +16,7 @@ from bazel_ldfix.cli.options import (
     bazel_options,
     force_local_option,
     loader_option,
+    printable,
     warn_unreadable,
 )
 from bazel_ldfix.cli.root import cli
@@ -193,8 +194,9 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.option("--no-cache", is_flag=True,
               help="Walk output_base/external and query the rules' env; read and write no "
                    "cache.")
-@click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
-                                            "by a rename).")
+@click.option("--write", is_flag=True,
+              help="Apply the changes, then have Bazel analyse them (`bazel build --nobuild "
+                   "BAZEL_ARGS`); restore every file if Bazel rejects them.")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
 @click.option("--verify", is_flag=True,
               help="After --write, run `bazel test BAZEL_ARGS` as given (no --test_env) and "
@@ -202,24 +204,30 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.option("--interface", is_flag=True,
               help="Keep linking against the unversioned file (interface_library) and import "
                    "the versioned one as shared_library.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the planned and written edits as JSON (each with file, old, new "
+                   "and why) instead of diffs.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         output_base: str | None, no_cache: bool, write: bool, check: bool, verify: bool,
-        interface: bool, bazel_args: tuple[str, ...]) -> int:
+        interface: bool, as_json: bool, bazel_args: tuple[str, ...]) -> int:
     """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
 
     Prints a unified diff of each file it would edit, and describes what it cannot edit.
-    Exit 0: nothing needed, or every change written; 1: a change is needed (--check) or
-    only described; 68: a change cannot be made safely (nothing written). The options of
-    bazel-ldfix come before Bazel's arguments; a `--` is Bazel's, as with `bazel test`.
+    With --write, Bazel then analyses the change; if it rejects it, every file gets its
+    old bytes back. Exit 0: nothing needed, or every change written; 1: a change is needed
+    (--check) or only described; 68: a change cannot be made safely, or Bazel rejected
+    it (nothing left changed). The options of bazel-ldfix come before Bazel's arguments;
+    a `--` is Bazel's, as with `bazel test`.
 
     \b
     Examples:
       bazel-ldfix fix //app:vendor_test
       bazel-ldfix fix --write --verify -- //... -//app:ext_test
+      bazel-ldfix fix --json //app:vendor_test
     """
-    from bazel_ldfix import buildfix
+    from bazel_ldfix import buildfix, report
     from bazel_ldfix.bazel.runner import workspace_of
 
     if check and (write or verify):
@@ -232,19 +240,52 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         raise _build_failed(code)
     workspace = workspace_of(session.cwd) or session.cwd
     result = buildfix.plan_for(repair, workspace, interface=interface)
+    document = buildfix.to_jsonable(result, workspace) if as_json else None
+
+    def stop(error: CannotEditError) -> int:
+        """One error line on stderr; with --json, the error in the one document."""
+        if document is None:
+            raise error
+        click.echo(f"error: {printable(str(error))}", err=True)
+        document["error"] = {"message": str(error), "exit_code": error.exit_code}
+        click.echo(report.dumps(document))
+        return error.exit_code
+
     text = buildfix.to_text(result, workspace)
-    if text:
+    if text and document is None:
         click.echo(text)
     if result.problems:
-        raise CannotEditError(f"{len(result.problems)} change(s) cannot be made (see "
-                              "above); nothing written")
+        return stop(CannotEditError(f"{len(result.problems)} change(s) cannot be made "
+                                    "(see above); nothing written"))
     if not result.needed:
         click.echo("bazel-ldfix: no BUILD change needed", err=True)
-        return 0
-    if check or not write:
-        return 1 if check else 0
-    for path in buildfix.write(result.files, repair.output_base):
-        click.echo(f"bazel-ldfix: wrote {path}", err=True)
+    if check or not write or not result.needed:
+        if document is not None:
+            click.echo(report.dumps(document))
+        return (1 if check else 0) if result.needed else 0
+    try:
+        applied = buildfix.apply(result, session.bazel(bazel_path, startup), bazel_args,
+                                 repair.output_base)
+    except CannotEditError as exc:
+        return stop(exc)
+    paths = [w.before.path for w in applied.written]
+    if document is not None:
+        document = buildfix.to_jsonable(result, workspace, paths if not applied.restored
+                                        else ())
+        document["analysis"] = None if applied.verdict is None else {
+            "accepted": applied.verdict.accepted, "error": applied.verdict.error}
+    for w in applied.written:
+        click.echo(f"bazel-ldfix: wrote {w.before.path}"
+                   + (" (in place: it has other hard links or another owner)"
+                      if w.how is buildfix.files.How.IN_PLACE else ""), err=True)
+    if applied.restored:
+        assert applied.verdict is not None
+        kept = "; ".join(applied.not_restored)
+        return stop(CannotEditError(
+            f"Bazel rejects the change: {applied.verdict.error}; "
+            + (kept or "every file written was restored as it was")))
+    if document is not None:
+        click.echo(report.dumps(document))
     if verify:
         return session.bazel(bazel_path, startup).stream("test", bazel_args)
     return 1 if result.described_only else 0
