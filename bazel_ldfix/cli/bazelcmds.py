@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shlex
 from collections.abc import Sequence
@@ -38,6 +39,22 @@ def remote_guard(repair: Repair, force_local_path: bool) -> Repair:
         return repair
     click.echo(f"bazel-ldfix: {execution.REMOTE_REFUSAL}", err=True)
     return dataclasses.replace(repair, ld_library_path=None)
+
+
+def _say_leftovers(repair: Repair) -> None:
+    """One line per test that loads here only what an earlier build left in bazel-out."""
+    from bazel_ldfix import pathlist
+    from bazel_ldfix.bazel import declared
+    from bazel_ldfix.repair import failopen
+
+    base = pathlist.join(repair.base) if repair.base else None
+    for t in repair.tests:
+        if t.missing_after:
+            continue    # it fails anyway: the diagnosis says why
+        found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base))
+        if isinstance(found, tuple) and found:
+            click.echo(f"bazel-ldfix: warning: {printable(declared.words(t.label, found))}",
+                       err=True)
 
 
 def _remote(repair: Repair) -> bool:
@@ -164,6 +181,7 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     repair = remote_guard(repair, force_local_path)
     if not session.quiet:
         click.echo(report.repair_summary(repair), err=True)
+        _say_leftovers(repair)
     args = with_options(bazel_args, repair.flags)
     if dry_run:
         click.echo(shlex.join(bazel.argv("test", args)))
