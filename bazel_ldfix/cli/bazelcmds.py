@@ -187,7 +187,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         click.echo(shlex.join(bazel.argv("test", args)))
         return 0
     code = bazel.stream("test", args)
-    diagnosis = _diagnose_after(session, repair.output_base, code, repair.ld_library_path)
+    diagnosis = _diagnose_after(session, repair.output_base, code, repair.ld_library_path,
+                                remote=_remote(repair) and not force_local_path)
     if rerun_failures and diagnosis is not None:
         if _remote(repair) and not force_local_path:
             click.echo("bazel-ldfix: no rerun: under remote execution, directories of this "
@@ -344,11 +345,12 @@ def _repair_or_fallback(session: Session, bazel_path: str | None, startup: Seque
     return failopen.Fallback(f"the build step of `bazel test` failed (exit code {code})")
 
 
-def _diagnose_after(session: Session, output_base: str, code: int, library_path: str | None
-                    ) -> Diagnosis | None:
+def _diagnose_after(session: Session, output_base: str, code: int, library_path: str | None,
+                    remote: bool = False) -> Diagnosis | None:
     """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
 
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
+    ``remote``: the tests ran on remote executors, where only the BUILD change helps.
     """
     if code != 3:
         return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
@@ -363,6 +365,10 @@ def _diagnose_after(session: Session, output_base: str, code: int, library_path:
         click.echo(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}", err=True)
         return None
     if result is not None:
+        if remote:
+            from bazel_ldfix.diagnosis.hermetic import remote_only
+
+            result = remote_only(result)
         click.echo(render.to_text(result, prefix="bazel-ldfix: ", color=session.color_err),
                    err=True)
     return result
