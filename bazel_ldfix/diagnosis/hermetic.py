@@ -85,23 +85,26 @@ def carrier(label: str | None, executable: str | None,
     needs it, else the C/C++ target that built that object (read from where Bazel put
     it), going up through prebuilt libraries (``libvendor.so.3`` needs
     ``libvendor_core.so.3``: whatever links ``libvendor.so.3`` carries both).
-    ``needed_by`` maps each name the test misses to the files that need it; who needs a
-    prebuilt library that was found is read from the test's objects (its executable and
-    the shared objects its runfiles manifest stages). A test with no such target gets the
+    ``needed_by`` maps each name the test misses to the files that need it (those of
+    other tests are left out: only the test's objects count, its executable and the
+    shared objects its runfiles manifest stages); who needs a prebuilt library that was
+    found is read from those objects' DT_NEEDED. A test with no such target gets the
     test's own label (which ``fix`` then writes only on a C/C++ rule).
     """
     seen: set[str] = set()
     wanted = [soname]
-    objects: list[str] | None = None
+    listed = _objects(executable)
+    objects = listed or []
+    mine = set(objects)         # empty: no manifest to tell this test's files by
     while wanted:
         name = wanted.pop(0)
         if name in seen:
             continue
         seen.add(name)
-        needers = list(needed_by.get(name, ()))
+        # Of the files that need it, this test's own (``needed_by`` may pool the tests).
+        needers = [n for n in needed_by.get(name, ()) if os.path.realpath(n) in mine] \
+            if mine else list(needed_by.get(name, ()))
         if not needers:
-            if objects is None:
-                objects = _objects(executable)
             needers = [o for o in objects if name in _needed(o)]
         for needer in needers:
             if executable and same_file(needer, executable):
@@ -124,13 +127,16 @@ def carrier(label: str | None, executable: str | None,
     return fixes.Carrier(label, None)
 
 
-def _objects(executable: str | None) -> list[str]:
-    """The test's executable (when ELF) and the shared objects its runfiles manifest
-    stages, by real path, each once."""
+def _objects(executable: str | None) -> list[str] | None:
+    """The test's executable and the shared objects its runfiles manifest stages, by real
+    path, each once; None without a manifest."""
     if not executable:
-        return []
+        return None
+    entries = runfiles.read_manifest(runfiles.manifest_of(executable))
+    if entries is None:
+        return None
     out = [os.path.realpath(executable)]
-    for entry in runfiles.read_manifest(runfiles.manifest_of(executable)) or ():
+    for entry in entries:
         name = os.path.basename(entry.path)
         if entry.target and index.looks_like_library(name):
             real = os.path.realpath(entry.target)
