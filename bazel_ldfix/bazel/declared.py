@@ -9,8 +9,9 @@ declared inputs, what a remote executor or a clean checkout gets. A file of a ``
 directory the test's RUNPATH reaches that the manifest does not list is a leftover, and a
 library the loader model finds there is one the test loads only by accident.
 
-The check is cheap when there is nothing to find: the directories are listed and the
-manifest read; the loader model runs only when some file there is not declared.
+The check is cheap when there is nothing to find: the manifest is read and its ``_solib_``
+directories listed (once per command); the loader model runs only when some file there is
+not declared.
 """
 
 from __future__ import annotations
@@ -32,68 +33,73 @@ class Leftover:
     path: str           # the file the model found: <bin>/_solib_<cpu>/<dir>/<name>
 
 
-def undeclared(executable: str) -> frozenset[str]:
-    """The files of the ``_solib_`` directories ``executable``'s RUNPATH reaches that its
-    runfiles manifest does not list (normalized paths; empty for a test that is not an
-    ELF program under ``bin``, or that has no manifest)."""
-    real = os.path.realpath(executable)
-    at = real.rfind("/bin/")
-    if at < 0:
-        return frozenset()
-    bindir = real[: at + len("/bin")]
-    try:
-        info = elf.read_elf(real)
-    except BadInputError:
-        return frozenset()
+def undeclared(executable: str, listed: dict[str, tuple[str, list[str]]] | None = None
+               ) -> frozenset[str]:
+    """The files of the test's ``_solib_`` directories that its runfiles manifest does
+    not list (by real directory; empty when there is no manifest).
+
+    The directories are those of the ``_solib_`` files the manifest declares: the test's
+    RUNPATH names the directories of the libraries it links, and Bazel stages each of
+    those libraries in its runfiles. Each manifest line gives the file's path in
+    ``bazel-out`` (its target), so neither the executable nor a symlink is read.
+    ``listed`` keeps each directory's listing for the next test of the same command.
+    """
     entries = runfiles.read_manifest(runfiles.manifest_of(executable))
-    if entries is None:
+    if not entries:
         return frozenset()
-    declared = {rest for e in entries
-                if (rest := e.path.partition("/")[2]).startswith("_solib_")}
+    declared: dict[str, set[str]] = {}
+    for e in entries:
+        rest = e.path.partition("/")[2]
+        if rest.startswith("_solib_") and e.target and "/bin/_solib_" in e.target:
+            directory, _, name = e.target.rpartition("/")
+            declared.setdefault(directory, set()).add(name)
     out: set[str] = set()
-    for directory in _solib_dirs(info, real, bindir):
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(directory, name)
-            if os.path.relpath(path, bindir) not in declared:
-                out.add(os.path.normpath(path))
+    listed = {} if listed is None else listed
+    for directory, names in declared.items():
+        seen = listed.get(directory)
+        if seen is None:
+            # By its real path: the model finds files through the executable's real path.
+            try:
+                seen = listed[directory] = (os.path.realpath(directory),
+                                            os.listdir(directory))
+            except OSError:
+                seen = listed[directory] = (directory, [])
+        real, found = seen
+        out.update(os.path.join(real, n) for n in found if n not in names)
     return frozenset(out)
 
 
-def leftovers(executable: str, library_path: str | None = None) -> tuple[Leftover, ...]:
-    """The libraries ``executable`` would load only from undeclared files."""
+def leftovers(executable: str, library_path: str | None = None,
+              listed: dict[str, tuple[str, list[str]]] | None = None) -> tuple[Leftover, ...]:
+    """The libraries ``executable`` would load only from undeclared files (none for a test
+    that is not an ELF program)."""
     from bazel_ldfix.loader.resolve import LoaderFactory
 
-    stale = undeclared(executable)
+    stale = undeclared(executable, listed)
     if not stale:
         return ()
     real = os.path.realpath(executable)
-    info = elf.read_elf(real)
+    try:
+        info = elf.read_elf(real)
+    except BadInputError:
+        return ()
     loaders = LoaderFactory()
     env = Environment(library_path, os.path.dirname(real), loaders.cache_for(info))
     resolution = loaders.make_loader(info, env).resolve(real, info=info)
     out: dict[str, Leftover] = {}
     for lib in resolution.libraries:
-        if lib.path is not None and os.path.normpath(lib.path) in stale:
+        if lib.path is not None and among(lib.path, stale):
             out.setdefault(lib.name, Leftover(lib.name, lib.path))
     return tuple(out.values())
 
 
-def _solib_dirs(info: elf.ElfInfo, real: str, bindir: str) -> list[str]:
-    """The ``_solib_`` directories under ``bindir`` that the RUNPATH (or RPATH) reaches,
-    ``$ORIGIN`` being the executable's real directory."""
-    origin = os.path.dirname(real)
-    out: list[str] = []
-    for value in (info.runpath, info.rpath):
-        for entry in (value or "").split(":"):
-            path = os.path.normpath(entry.replace("${ORIGIN}", origin).replace(
-                "$ORIGIN", origin))
-            if path.startswith(bindir + "/_solib_") and path not in out:
-                out.append(path)
-    return out
+def among(path: str, stale: frozenset[str]) -> bool:
+    """Whether the file ``path`` names (its directory's real path, its own name) is one of
+    ``stale`` (from :func:`undeclared`)."""
+    if not stale:
+        return False
+    directory, _, name = os.path.normpath(path).rpartition("/")
+    return os.path.join(os.path.realpath(directory), name) in stale
 
 
 def words(label: str, found: tuple[Leftover, ...]) -> str:

@@ -47,9 +47,10 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
     found = {m.soname: m.dir for m in repair.missing if m.dir}
     needed_by = {m.soname: m.needed_by for m in repair.missing}
     tests = []
+    listed: dict[str, tuple[str, list[str]]] = {}
     for t in repair.tests:
         names = list(t.missing_before)
-        names += [f.soname for f in declared.leftovers(t.executable, base)
+        names += [f.soname for f in declared.leftovers(t.executable, base, listed)
                   if f.soname not in names]
         if not names:
             continue

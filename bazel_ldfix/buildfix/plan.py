@@ -74,10 +74,10 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
         # What an earlier build left in bazel-out is no import of this build's.
         stale = declared.undeclared(test.executable)
         own = [i for i in fixes.solib_imports(fixes.solib_dirs_of(test.executable))
-               if os.path.normpath(i.staged) not in stale]
+               if not declared.among(i.staged, stale)]
         staged = {i.staged for i in own}
         other = [i for i in fixes.solib_imports(fixes.every_solib_dir(test.executable))
-                 if i.staged not in staged and os.path.normpath(i.staged) not in stale]
+                 if i.staged not in staged and not declared.among(i.staged, stale)]
         added: list[tuple[str, str]] = []       # what Bazel would stage after the change
         settled: set[str] = set()               # names the model need not find afterwards
         for soname in test.missing:

@@ -58,7 +58,7 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
                 target = os.path.join(tmp, "bin", solib, directory)
                 os.makedirs(target, exist_ok=True)
                 for entry in _listdir(source):
-                    if os.path.normpath(os.path.join(source, entry)) in stale:
+                    if declared.among(os.path.join(source, entry), stale):
                         continue    # left by an earlier build: Bazel stages it no more
                     os.symlink(os.path.realpath(os.path.join(source, entry)),
                                os.path.join(target, entry))

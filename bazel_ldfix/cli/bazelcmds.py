@@ -48,10 +48,12 @@ def _say_leftovers(repair: Repair) -> None:
     from bazel_ldfix.repair import failopen
 
     base = pathlist.join(repair.base) if repair.base else None
+    listed: dict[str, tuple[str, list[str]]] = {}   # each directory listed once
     for t in repair.tests:
         if t.missing_after:
             continue    # it fails anyway: the diagnosis says why
-        found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base))
+        found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
+                                                   listed))
         if isinstance(found, tuple) and found:
             click.echo(f"bazel-ldfix: warning: {printable(declared.words(t.label, found))}",
                        err=True)

@@ -73,11 +73,11 @@ class TestContext:
             stale = declared.undeclared(executable)
             imports = [i for i in fixes.solib_imports(fixes.solib_dirs_of(executable),
                                                       apparent)
-                       if os.path.normpath(i.staged) not in stale]
+                       if not declared.among(i.staged, stale)]
             own = {i.staged for i in imports}
             other = [i for i in fixes.solib_imports(fixes.every_solib_dir(executable),
                                                     apparent)
-                     if i.staged not in own and os.path.normpath(i.staged) not in stale]
+                     if i.staged not in own and not declared.among(i.staged, stale)]
         return cls(label, executable, expect, output_base, library_path, missing,
                    tuple(imports), tuple(other), tuple(notes), on_error)
 
