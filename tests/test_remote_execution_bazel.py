@@ -102,6 +102,11 @@ def test_a_local_pass_through_a_leftover_fails_remotely(remote: Remote) -> None:
     code, out = remote.bazel("--noremote_accept_cached", "--nocache_test_results", TEST)
     assert code == 3, out[-3000:]
     assert "1 fails remotely" in out
+    # diagnose, on this machine, finds the library only where Bazel declares nothing.
+    code, out, err = remote.ldfix("diagnose", TEST)
+    assert code == 1, out + err[-3000:]
+    assert "which no rule declares for the test now (left in bazel-out" in " ".join(
+        out.split())
     code, out, err = remote.ldfix("fix", "--check", TEST)
     assert code == 1, out + err[-3000:]
     assert 'shared_library = \\"lib/libxdemo.so.11\\"' in out
