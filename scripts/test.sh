@@ -2,7 +2,8 @@
 # Runs every check of the project on a fresh Debian machine: installs Bazel
 # (Debian's bazel-bootstrap) when none is on PATH, aarch64 binutils (for test
 # libraries of another machine), the package and its test tools into .venv,
-# then ruff, mypy and the whole pytest suite.
+# BuildGrid into .venv-buildgrid (the remote-execution tests start it and stop
+# it by PID), then ruff, mypy and the whole pytest suite.
 # Extra arguments go to pytest (e.g. `-m "not bazel"` for the quick part).
 set -euo pipefail
 
@@ -54,6 +55,15 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+# The remote-execution tests run a real Remote Execution API server, BuildGrid, and a small
+# worker of ours (tests/rexserver.py, tests/rexworker.py). BuildGrid gets a venv of its own:
+# it pulls some 50 MB of dependencies (grpcio, protobuf, SQLAlchemy, boto3, cryptography)
+# with pins of their own, none of which the package or its other tests need. Made once.
+if [ ! -x .venv-buildgrid/bin/bgd ]; then
+  echo "test.sh: installing BuildGrid 0.2.53 into .venv-buildgrid (once)" >&2
+  python3 -m venv .venv-buildgrid
+  .venv-buildgrid/bin/pip install --quiet --disable-pip-version-check buildgrid==0.2.53
+fi
 
 .venv/bin/ruff check
 .venv/bin/mypy

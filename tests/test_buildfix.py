@@ -7,6 +7,8 @@ a file under output_base) gives a problem and leaves every file as it was.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -15,8 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bazel_ldfix.buildfix import starlark
+from bazel_ldfix.buildfix.change import Change, Kind
+from bazel_ldfix.buildfix.edit import edit_plan
 from bazel_ldfix.buildfix.locate import Layout, locate
-from bazel_ldfix.buildfix.plan import Change, Kind, _unique, edit_plan
+from bazel_ldfix.buildfix.plan import _unique
 from bazel_ldfix.errors import CannotEditError
 
 MULTI = '''# top comment
@@ -227,3 +231,110 @@ def test_layouts_are_read_from_workspace(tmp_path: Path) -> None:
     custom = locate("c", "", str(ws), None)
     assert (custom.layout, custom.rule, custom.bzl) == (
         Layout.REPOSITORY_RULE, "my_rule", "//tools:sdk.bzl")
+
+
+# -- edges only on C/C++ rules; a rule that makes the SONAME-named file; line endings -------
+
+@pytest.mark.parametrize(("rule", "words"), [
+    ("py_test", "//p:t is a py_test: its deps take no cc_import"),
+    ("sh_test", "//p:t is a sh_test: its deps take no cc_import"),
+    ("my_cc_test", "//p:t is made by `my_cc_test`, which is not a C/C++ rule"),
+])
+def test_a_dependency_edge_is_never_written_on_a_rule_that_cannot_carry_it(
+        tmp_path: Path, rule: str, words: str) -> None:
+    ws = workspace(tmp_path, f'{rule}(name = "t", srcs = ["t.py"], deps = [":lib"])\n')
+    before = files_of(ws)
+    plan = edit_plan([Change("//p:t", Kind.ADD, "deps", "@y//:y", "why")], str(ws), None,
+                     [], [])
+    assert not plan.files and not plan.problems and plan.described_only
+    [unwritten] = plan.unwritten
+    assert unwritten.reason.startswith(words)
+    assert files_of(ws) == before
+
+
+def test_a_dependency_edge_on_a_cc_binary_is_written(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, 'cc_binary(name = "_ext.so", linkshared = True, deps = [":x"])\n'
+                             'py_test(name = "t", data = [":_ext.so"])\n')
+    plan = edit_plan([Change("//p:_ext.so", Kind.ADD, "deps", "@y//:y", "")], str(ws), None,
+                     [], [])
+    [f] = plan.files
+    assert f.after.startswith(
+        'cc_binary(name = "_ext.so", linkshared = True, deps = [":x", "@y//:y"])\n')
+
+
+COPY = ('copy_file(\n    name = "x_libx_so_3",\n    src = "lib/libx-3.1.so",\n'
+        '    out = "lib/libx.so.3",\n    allow_symlink = True,\n)')
+
+
+def copy_changes() -> list[Change]:
+    return [Change("//p:x", Kind.RULE, "copy_file", COPY, "why",
+                   load=("@bazel_skylib//rules:copy_file.bzl", "copy_file")),
+            Change("//p:x", Kind.SET, "shared_library", "lib/libx.so.3", "why",
+                   "lib/libx-3.1.so")]
+
+
+def test_a_rule_that_makes_the_soname_named_file_goes_after_the_import(
+        tmp_path: Path) -> None:
+    build = ('load("@rules_cc//cc:defs.bzl", "cc_import")\n\n# the SDK\n'
+             'cc_import(\n    name = "x",\n    shared_library = "lib/libx-3.1.so",\n)\n\n'
+             'cc_test(name = "t", deps = [":x"])\n')
+    ws = workspace(tmp_path, build)
+    plan = edit_plan(copy_changes(), str(ws), None, [], [])
+    [f] = plan.files
+    assert f.after == (
+        'load("@rules_cc//cc:defs.bzl", "cc_import")\n'
+        'load("@bazel_skylib//rules:copy_file.bzl", "copy_file")\n\n# the SDK\n'
+        'cc_import(\n    name = "x",\n    shared_library = "lib/libx.so.3",\n)\n\n'
+        f'{COPY}\n\ncc_test(name = "t", deps = [":x"])\n')
+    # Planned again on the edited file, nothing more is added.
+    (ws / "p" / "BUILD").write_text(f.after)
+    assert not edit_plan(copy_changes(), str(ws), None, [], []).files
+
+
+def test_the_load_goes_before_the_first_statement_when_there_is_none(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, '# vendored\ncc_import(name = "x", shared_library = '
+                             '"lib/libx-3.1.so")\n')
+    [f] = edit_plan(copy_changes(), str(ws), None, [], []).files
+    assert f.after.startswith('# vendored\nload("@bazel_skylib//rules:copy_file.bzl", '
+                              '"copy_file")\n\ncc_import(name = "x", shared_library = '
+                              '"lib/libx.so.3")\n\ncopy_file(\n')
+
+
+def test_a_rule_added_inside_a_one_line_build_file_content(tmp_path: Path) -> None:
+    content = 'cc_import(name = "x", shared_library = "lib/libx-3.1.so")\n'
+    ws = workspace(tmp_path, "", 'new_local_repository(name = "xsdk", path = "/x", '
+                                 f'build_file_content = {json.dumps(content)})\n')
+    changes = [dataclasses.replace(c, label="@xsdk//:x") for c in copy_changes()]
+    [f] = edit_plan(changes, str(ws), None, [], []).files
+    tree = ast.parse(f.after)
+    call = tree.body[-1].value  # type: ignore[attr-defined]
+    value = ast.literal_eval(call.keywords[-1].value)
+    assert value == ('load("@bazel_skylib//rules:copy_file.bzl", "copy_file")\n\n'
+                     'cc_import(name = "x", shared_library = "lib/libx.so.3")\n\n'
+                     f'{COPY}\n')
+
+
+def test_a_crlf_workspace_keeps_crlf_inside_its_triple_quoted_content(tmp_path: Path) -> None:
+    content = 'cc_import(\n    name = "x",\n    shared_library = "lib/x.so",\n)\n'
+    text = ('new_local_repository(\n    name = "xsdk",\n    path = "/x",\n'
+            f'    build_file_content = """{content}""",\n)\n').replace("\n", "\r\n")
+    ws = workspace(tmp_path, "")
+    (ws / "WORKSPACE").write_bytes(text.encode())
+    plan = edit_plan([Change("@xsdk//:x", Kind.SET, "interface_library", "lib/x.so", "")],
+                     str(ws), None, [], [])
+    [f] = plan.files
+    assert f.after == text.replace('"lib/x.so",\r\n)', '"lib/x.so",\r\n'
+                                   '    interface_library = "lib/x.so",\r\n)')
+
+
+def test_a_file_that_is_a_symlink_into_the_output_base_is_never_edited(tmp_path: Path) -> None:
+    base = tmp_path / "output-base"
+    (base / "external" / "x").mkdir(parents=True)
+    (base / "external" / "x" / "BUILD").write_text(MULTI)
+    (tmp_path / "ws").mkdir()
+    ws = workspace(tmp_path / "ws", "")
+    (ws / "p" / "BUILD").unlink()
+    (ws / "p" / "BUILD").symlink_to(base / "external" / "x" / "BUILD")
+    plan = edit_plan([set_to("lib/libx.so.1")], str(ws), str(base), [], [])
+    assert not plan.files and "under the output_base" in plan.problems[0]
+    assert (base / "external" / "x" / "BUILD").read_text() == MULTI

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from bazel_ldfix.buildfix.change import Change, Kind
+from bazel_ldfix.buildfix.edit import edit_plan
 from bazel_ldfix.buildfix.locate import Layout, extension_repo, locate
-from bazel_ldfix.buildfix.plan import Change, Kind, edit_plan
 
 MODULE = '''module(name = "demo")
 

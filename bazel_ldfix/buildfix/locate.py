@@ -20,7 +20,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 
-from bazel_ldfix.buildfix import starlark
+from bazel_ldfix.buildfix import files, starlark
 from bazel_ldfix.buildfix.starlark import Source, function_name, string_attr
 from bazel_ldfix.errors import CannotEditError
 
@@ -106,12 +106,25 @@ def workspace_file(workspace: str) -> str | None:
 
 
 def read_source(path: str, name: str | None = None) -> Source:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(16 << 20)
-    except OSError as exc:
-        raise CannotEditError(f"cannot read {path}: {exc.strerror}") from None
-    return Source.parse(data.decode("utf-8", "surrogateescape"), name or path)
+    """The whole file, parsed (a file too large to read whole is refused, never cut)."""
+    return Source.parse(files.read(path).text, name or path)
+
+
+def defines_repository(name: str, workspace: str, output_base: str | None) -> bool:
+    """Whether the workspace can reach ``@name``: fetched already under the output_base,
+    or named by a call in WORKSPACE (``name = "..."``) or MODULE.bazel (``bazel_dep``)."""
+    if output_base and os.path.isdir(os.path.join(output_base, "external", name)):
+        return True
+    for path in (workspace_file(workspace), os.path.join(workspace, "MODULE.bazel")):
+        if path is None or not os.path.isfile(path):
+            continue
+        try:
+            source = read_source(path)
+        except CannotEditError:
+            continue
+        if any(string_attr(call, "name") == name for call in source.calls()):
+            return True
+    return False
 
 
 def locate(repository: str, package: str, workspace: str, output_base: str | None) -> Place:

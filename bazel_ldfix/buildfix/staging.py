@@ -5,8 +5,9 @@ comes from the import's label and the file's directory (unchanged when a version
 the same directory is imported) and ``<name>`` is the imported file's own name. The test's
 RUNPATH reaches those directories through ``$ORIGIN``. So a temporary tree holding a copy of
 the test executable at its place under ``bin`` and the ``_solib_`` directories (links to the
-same files, plus the names the change adds) is what the loader would see, and the model
-resolves the copy there. Nothing is run; the copy is only read.
+same files, less those the test's runfiles manifest does not declare, plus the names the
+change adds) is what the loader would see, and the model resolves the copy there. Nothing
+is run; the copy is only read.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 from collections.abc import Iterable
 
 from bazel_ldfix import elf
+from bazel_ldfix.bazel import declared
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.search import Environment
 
@@ -47,6 +49,7 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
             os.link(real, copy)
         except OSError:
             shutil.copyfile(real, copy)     # another file system
+        stale = declared.undeclared(executable)
         for solib in _listdir(bindir):
             if not solib.startswith("_solib_"):
                 continue
@@ -55,6 +58,8 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
                 target = os.path.join(tmp, "bin", solib, directory)
                 os.makedirs(target, exist_ok=True)
                 for entry in _listdir(source):
+                    if declared.among(os.path.join(source, entry), stale):
+                        continue    # left by an earlier build: Bazel stages it no more
                     os.symlink(os.path.realpath(os.path.join(source, entry)),
                                os.path.join(target, entry))
         for staged, file in added:

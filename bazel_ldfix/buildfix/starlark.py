@@ -125,7 +125,25 @@ class Source:
                     out[stmt.targets[0].id] = (callee, args)
         return out
 
+    @property
+    def newline(self) -> str:
+        """The file's line ending: CRLF when most of its lines end so, else LF."""
+        lines = self.data.count(b"\n")
+        return "\r\n" if lines and self.data.count(b"\r\n") * 2 > lines else "\n"
+
+    def line_end(self, at: int) -> int:
+        """Where the line holding offset ``at`` ends: its line break (``\\r\\n`` or
+        ``\\n``), or the end of the text."""
+        end = self.data.find(b"\n", at)
+        if end < 0:
+            return len(self.data)
+        return end - 1 if end > at and self.data[end - 1: end] == b"\r" else end
+
     def replace(self, span: Span, new: str) -> Source:
+        """The text with ``span`` replaced by ``new``, whose line breaks are written as the
+        file writes its own."""
+        if self.newline != "\n":
+            new = new.replace("\r\n", "\n").replace("\n", self.newline)
         data = self.data[: span.start] + new.encode("utf-8", "surrogateescape") \
             + self.data[span.end:]
         return Source.parse(data.decode("utf-8", "surrogateescape"), self.name)
@@ -196,7 +214,7 @@ def add_to_list(source: Source, call: ast.Call, attribute: str, item: str) -> So
             indent = " " * (len(indent) - len(indent.lstrip()))
         comma_at = source.data.find(b",", last.end, span.end - 1)
         if comma_at >= 0:
-            end_of_line = source.data.find(b"\n", comma_at)
+            end_of_line = source.line_end(comma_at)
             return source.replace(Span(end_of_line, end_of_line),
                                   f"\n{indent}{quote(item)},")
         return source.replace(Span(last.end, last.end), f",\n{indent}{quote(item)},")
@@ -221,7 +239,7 @@ def _insert_keyword(source: Source, call: ast.Call, text: str, after: str | None
         indent = source.data[line_start: first.start].decode()
         comma_at = source.data.find(b",", value_end, call_span.end - 1)
         if comma_at >= 0 and b"\n" not in source.data[value_end: comma_at]:
-            end_of_line = source.data.find(b"\n", comma_at)
+            end_of_line = source.line_end(comma_at)
             return source.replace(Span(end_of_line, end_of_line), f"\n{indent}{text},")
         return source.replace(Span(value_end, value_end), f",\n{indent}{text}")
     return source.replace(Span(value_end, value_end), f", {text}")
@@ -249,3 +267,31 @@ def string_literal_body(source: Source, node: ast.expr) -> tuple[Span, str] | No
             start = span.start + len(prefix.encode()) + len(mark)
             return Span(start, span.end - len(mark)), prefix + mark
     return None
+
+
+def add_call_after(source: Source, call: ast.Call, text: str) -> Source:
+    """Put the call ``text`` on lines of its own after ``call``, one blank line between."""
+    end = source.line_end(source.span(call).end)
+    return source.replace(Span(end, end), f"\n\n{text}")
+
+
+def ensure_load(source: Source, bzl: str, symbol: str) -> Source:
+    """``load("bzl", "symbol")`` in the file: kept if there, else added after the last
+    load (Bazel wants every load before the other statements), or before the first
+    statement."""
+    bound = source.loads().get(symbol)
+    if bound == (bzl, symbol):
+        return source
+    if bound is not None or symbol in source.assignments():
+        raise CannotEditError(f"{source.name}: {symbol} is already bound to something else; "
+                              "nothing changed")
+    line = f"load({quote(bzl)}, {quote(symbol)})"
+    loads = [c for c in source.calls() if function_name(c) == "load"]
+    if loads:
+        end = source.line_end(source.span(loads[-1]).end)
+        return source.replace(Span(end, end), f"\n{line}")
+    if not source.tree.body:
+        return source.replace(Span(len(source.data), len(source.data)), f"{line}\n")
+    first = source.tree.body[0]
+    start = source._line_starts()[first.lineno - 1]
+    return source.replace(Span(start, start), f"{line}\n\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shlex
 from collections.abc import Sequence
@@ -45,6 +46,24 @@ def remote_guard(repair: Repair, force_local_path: bool) -> Repair:
         return repair
     click.echo(f"bazel-ldfix: {execution.REMOTE_REFUSAL}", err=True)
     return dataclasses.replace(repair, ld_library_path=None)
+
+
+def _say_leftovers(repair: Repair) -> None:
+    """One line per test that loads here only what an earlier build left in bazel-out."""
+    from bazel_ldfix import pathlist
+    from bazel_ldfix.bazel import declared
+    from bazel_ldfix.repair import failopen
+
+    base = pathlist.join(repair.base) if repair.base else None
+    listed: dict[str, tuple[str, list[str]]] = {}   # each directory listed once
+    for t in repair.tests:
+        if t.missing_after:
+            continue    # it fails anyway: the diagnosis says why
+        found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
+                                                   listed))
+        if isinstance(found, tuple) and found:
+            click.echo(f"bazel-ldfix: warning: {printable(declared.words(t.label, found))}",
+                       err=True)
 
 
 def _remote(repair: Repair) -> bool:
@@ -187,6 +206,7 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     repair = remote_guard(repair, force_local_path)
     if not session.quiet:
         click.echo(report.repair_summary(repair), err=True)
+        _say_leftovers(repair)
     args = with_options(bazel_args, repair.flags)
     if dry_run:
         click.echo(shlex.join(bazel.argv("test", args)))
@@ -199,7 +219,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 
         # For a later `diagnose` of this run (its command.log): what each test was given.
         ranwith.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
-    diagnosis = _diagnose_after(session, repair.output_base, code, ran_with)
+    diagnosis = _diagnose_after(session, repair.output_base, code, ran_with,
+                                remote=_remote(repair) and not force_local_path)
     stopped = list(diagnosis.findings) if diagnosis else []
     rerun_ok: tuple[str, ...] = ()
     revealed: tuple[tuple[str, str], ...] = ()
@@ -235,8 +256,9 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
               help="Walk output_base/external and query the rules' env; read no cache (the "
                    "repair made replaces a kept one that differs).")
 @bazel_timeout_option
-@click.option("--write", is_flag=True, help="Apply the changes (each file replaced whole, "
-                                            "by a rename).")
+@click.option("--write", is_flag=True,
+              help="Apply the changes, then have Bazel analyse them (`bazel build --nobuild "
+                   "BAZEL_ARGS`); restore every file if Bazel rejects them.")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
 @click.option("--verify", is_flag=True,
               help="After --write, run `bazel test BAZEL_ARGS` as given (no --test_env) and "
@@ -244,24 +266,31 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 @click.option("--interface", is_flag=True,
               help="Keep linking against the unversioned file (interface_library) and import "
                    "the versioned one as shared_library.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the planned and written edits as JSON (each with file, old, new "
+                   "and why) instead of diffs.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
 def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         output_base: str | None, no_cache: bool, bazel_timeout: float, write: bool,
-        check: bool, verify: bool, interface: bool, bazel_args: tuple[str, ...]) -> int:
+        check: bool, verify: bool, interface: bool, as_json: bool,
+        bazel_args: tuple[str, ...]) -> int:
     """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
 
     Prints a unified diff of each file it would edit, and describes what it cannot edit.
-    Exit 0: nothing needed, or every change written; 1: a change is needed (--check) or
-    only described; 68: a change cannot be made safely (nothing written). The options of
-    bazel-ldfix come before Bazel's arguments; a `--` is Bazel's, as with `bazel test`.
+    With --write, Bazel then analyses the change; if it rejects it, every file gets its
+    old bytes back. Exit 0: nothing needed, or every change written; 1: a change is needed
+    (--check) or only described; 68: a change cannot be made safely, or Bazel rejected
+    it (nothing left changed). The options of bazel-ldfix come before Bazel's arguments;
+    a `--` is Bazel's, as with `bazel test`.
 
     \b
     Examples:
       bazel-ldfix fix //app:vendor_test
       bazel-ldfix fix --write --verify -- //... -//app:ext_test
+      bazel-ldfix fix --json //app:vendor_test
     """
-    from bazel_ldfix import buildfix
+    from bazel_ldfix import buildfix, report
     from bazel_ldfix.bazel.runner import workspace_of
     from bazel_ldfix.repair.command import StepFailed
 
@@ -275,19 +304,52 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         raise _build_failed(repair.code)
     workspace = workspace_of(session.cwd) or session.cwd
     result = buildfix.plan_for(repair, workspace, interface=interface)
+    document = buildfix.to_jsonable(result, workspace) if as_json else None
+
+    def stop(error: CannotEditError) -> int:
+        """One error line on stderr; with --json, the error in the one document."""
+        if document is None:
+            raise error
+        click.echo(f"error: {printable(str(error))}", err=True)
+        document["error"] = {"message": str(error), "exit_code": error.exit_code}
+        click.echo(report.dumps(document))
+        return error.exit_code
+
     text = buildfix.to_text(result, workspace)
-    if text:
+    if text and document is None:
         click.echo(text)
     if result.problems:
-        raise CannotEditError(f"{len(result.problems)} change(s) cannot be made (see "
-                              "above); nothing written")
+        return stop(CannotEditError(f"{len(result.problems)} change(s) cannot be made "
+                                    "(see above); nothing written"))
     if not result.needed:
         click.echo("bazel-ldfix: no BUILD change needed", err=True)
-        return 0
-    if check or not write:
-        return 1 if check else 0
-    for path in buildfix.write(result.files, repair.output_base):
-        click.echo(f"bazel-ldfix: wrote {printable(str(path))}", err=True)
+    if check or not write or not result.needed:
+        if document is not None:
+            click.echo(report.dumps(document))
+        return (1 if check else 0) if result.needed else 0
+    try:
+        applied = buildfix.apply(result, bazel, bazel_args,
+                                 repair.output_base)
+    except CannotEditError as exc:
+        return stop(exc)
+    paths = [w.before.path for w in applied.written]
+    if document is not None:
+        document = buildfix.to_jsonable(result, workspace, paths if not applied.restored
+                                        else ())
+        document["analysis"] = None if applied.verdict is None else {
+            "accepted": applied.verdict.accepted, "error": applied.verdict.error}
+    for w in applied.written:
+        click.echo(printable(f"bazel-ldfix: wrote {w.before.path}"
+                             + (" (in place: it has other hard links or another owner)"
+                                if w.how is buildfix.files.How.IN_PLACE else "")), err=True)
+    if applied.restored:
+        assert applied.verdict is not None
+        kept = "; ".join(applied.not_restored)
+        return stop(CannotEditError(
+            f"Bazel rejects the change: {applied.verdict.error}; "
+            + (kept or "every file written was restored as it was")))
+    if document is not None:
+        click.echo(report.dumps(document))
     if verify:
         return bazel.stream("test", bazel_args)
     return 1 if result.described_only else 0
@@ -350,11 +412,12 @@ def _ran_with(repair: Repair) -> RanWith | None:
 
 
 def _diagnose_after(session: Session, output_base: str, code: int, ran_with: RanWith | None,
-                    *, repaired: bool = True) -> Diagnosis | None:
+                    *, repaired: bool = True, remote: bool = False) -> Diagnosis | None:
     """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
     ``repaired``: the run had the repair, so `bazel-ldfix test` is not suggested again.
 
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
+    ``remote``: the tests ran on remote executors, where only the BUILD change helps.
     """
     if code != 3:
         return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
@@ -371,6 +434,10 @@ def _diagnose_after(session: Session, output_base: str, code: int, ran_with: Ran
                    err=True)
         return None
     if result is not None:
+        if remote:
+            from bazel_ldfix.diagnosis.hermetic import remote_only
+
+            result = remote_only(result)
         click.echo(brief.to_text(result, prefix="bazel-ldfix: ", color=session.color_err,
                                  after_run=repaired), err=True)
     return result

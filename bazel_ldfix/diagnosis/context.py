@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import runfiles
+from bazel_ldfix.bazel import declared, runfiles
 from bazel_ldfix.diagnosis import fixes, logs
 from bazel_ldfix.diagnosis.fixes import SolibImport
 from bazel_ldfix.diagnosis.messages import LoaderFailure
@@ -73,11 +73,15 @@ class TestContext:
             # repository writes them, from the test's runfiles repository mapping.
             mapping = runfiles.repo_mapping_of(executable)
             apparent = mapping.label if mapping is not None else None
-            imports = fixes.solib_imports(fixes.solib_dirs_of(executable), apparent)
+            # What an earlier build left in bazel-out is no import of this build's.
+            stale = declared.undeclared(executable)
+            imports = [i for i in fixes.solib_imports(fixes.solib_dirs_of(executable),
+                                                      apparent)
+                       if not declared.among(i.staged, stale)]
             own = {i.staged for i in imports}
             other = [i for i in fixes.solib_imports(fixes.every_solib_dir(executable),
                                                     apparent)
-                     if i.staged not in own]
+                     if i.staged not in own and not declared.among(i.staged, stale)]
         return cls(label, executable, expect, output_base, library_path, missing,
                    tuple(imports), tuple(other), tuple(notes), on_error, make_loader,
                    cache_for, links_root)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix import elf, pathlist
+from bazel_ldfix.bazel import declared
 from bazel_ldfix.diagnosis import cause, fixes, logs
 from bazel_ldfix.diagnosis.cause import Cause
 from bazel_ldfix.diagnosis.context import Entries, TestContext, same_file, versions
@@ -181,6 +182,13 @@ def _not_found(test: TestContext, failure: LoaderFailure) -> Explained:
                 needed_by_source="dlopen", cause=cause.dlopen(),
                 build=fixes.dlopen_by_name(soname, one.found[0] if one.found else None,
                                            test.output_base, test.label))
+        elif test.executable is not None and (stale := [
+                f for f in declared.leftovers(test.executable, test.library_path)
+                if f.soname == soname]):
+            one = one.noting(f"the loader model finds it only at {stale[0].path}, which no "
+                             "rule declares for the test now (left in bazel-out by an "
+                             "earlier build): a sandbox or a remote executor gives the "
+                             "test only what Bazel declares, and `bazel clean` removes it")
         elif test.executable is not None and test.output_base is not None:
             one = one.noting("the loader model finds it in the environment assumed "
                              f"({_describe_env(test.library_path)}, outside the "

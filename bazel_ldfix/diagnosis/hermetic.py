@@ -7,14 +7,21 @@ directories, decoded labels said to be decoded) and the target whose ``deps`` ca
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
+from bazel_ldfix.bazel import runfiles
 from bazel_ldfix.diagnosis import fixes
 from bazel_ldfix.diagnosis.context import TestContext, same_file, versions
 from bazel_ldfix.diagnosis.fixes import SolibImport
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.outputbase import index
+
+if TYPE_CHECKING:
+    from bazel_ldfix.diagnosis.diagnose import Diagnosis
 
 
 def build_fix(test: TestContext, soname: str, found: Sequence[str],
@@ -62,6 +69,14 @@ def build_fix(test: TestContext, soname: str, found: Sequence[str],
 
 
 def _carrier(test: TestContext, soname: str) -> fixes.Carrier:
+    return carrier(test.label, test.executable,
+                   {name: m.needed_by for name, m in test.missing.items()},
+                   test.output_base, soname)
+
+
+def carrier(label: str | None, executable: str | None,
+            needed_by: Mapping[str, Sequence[str]], output_base: str | None,
+            soname: str) -> fixes.Carrier:
     """The target whose deps can carry a dependency on ``soname``'s import.
 
     Bazel stages a cc_import's library for the C/C++ target that depends on it; a
@@ -70,34 +85,71 @@ def _carrier(test: TestContext, soname: str) -> fixes.Carrier:
     needs it, else the C/C++ target that built that object (read from where Bazel put
     it), going up through prebuilt libraries (``libvendor.so.3`` needs
     ``libvendor_core.so.3``: whatever links ``libvendor.so.3`` carries both).
+    ``needed_by`` maps each name the test misses to the files that need it (those of
+    other tests are left out: only the test's objects count, its executable and the
+    shared objects its runfiles manifest stages); who needs a prebuilt library that was
+    found is read from those objects' DT_NEEDED. A test with no such target gets the
+    test's own label (which ``fix`` then writes only on a C/C++ rule).
     """
     seen: set[str] = set()
     wanted = [soname]
+    listed = _objects(executable)
+    objects = listed or []
+    mine = set(objects)         # empty: no manifest to tell this test's files by
     while wanted:
         name = wanted.pop(0)
         if name in seen:
             continue
         seen.add(name)
-        missing = test.missing.get(name)
-        for needer in missing.needed_by if missing else ():
-            if test.executable and same_file(needer, test.executable):
-                return fixes.Carrier(test.label, None if name == soname else
+        # Of the files that need it, this test's own (``needed_by`` may pool the tests).
+        needers = [n for n in needed_by.get(name, ()) if os.path.realpath(n) in mine] \
+            if mine else list(needed_by.get(name, ()))
+        if not needers:
+            needers = [o for o in objects if name in _needed(o)]
+        for needer in needers:
+            if executable and same_file(needer, executable):
+                return fixes.Carrier(label, None if name == soname else
                                      f"it links {name}, which needs {soname}")
             try:
                 needer_soname = elf.read_elf(needer).soname
             except BadInputError:
                 needer_soname = None
-            if needer_soname in test.missing or _is_prebuilt(needer, test.output_base):
+            if needer_soname in needed_by or _is_prebuilt(needer, output_base):
                 if needer_soname:
                     wanted.append(needer_soname)
                 continue
-            label = fixes.label_of_output(needer)
-            if label is not None:
+            built = fixes.label_of_output(needer)
+            if built is not None:
                 what = f"which needs {soname}" if name == soname else \
                     f"which needs {name}, which needs {soname}"
-                return fixes.Carrier(label, f"the C/C++ target that builds "
+                return fixes.Carrier(built, f"the C/C++ target that builds "
                                             f"{os.path.basename(needer)}, {what}")
-    return fixes.Carrier(test.label, None)
+    return fixes.Carrier(label, None)
+
+
+def _objects(executable: str | None) -> list[str] | None:
+    """The test's executable and the shared objects its runfiles manifest stages, by real
+    path, each once; None without a manifest."""
+    if not executable:
+        return None
+    entries = runfiles.read_manifest(runfiles.manifest_of(executable))
+    if entries is None:
+        return None
+    out = [os.path.realpath(executable)]
+    for entry in entries:
+        name = os.path.basename(entry.path)
+        if entry.target and index.looks_like_library(name):
+            real = os.path.realpath(entry.target)
+            if real not in out:
+                out.append(real)
+    return out
+
+
+def _needed(path: str) -> tuple[str, ...]:
+    try:
+        return elf.read_elf(path).needed
+    except (BadInputError, OSError):
+        return ()
 
 
 def _is_prebuilt(path: str, output_base: str | None) -> bool:
@@ -113,3 +165,18 @@ def _verified(imp: SolibImport, text: str) -> str:
     return text + (f"(the label {imp.shown_label} is decoded from {os.path.dirname(imp.staged)}; "
                    "its repository path did not lead back to the staged file, so check it "
                    "with `bazel query`)\n")
+
+
+REMOTE_NOTE = ("the tests ran on remote workers (--remote_executor): a directory of this "
+               "machine means nothing there, so only the BUILD change is given; `bazel-ldfix "
+               "fix --write` makes it (for tests that run here, `bazel-ldfix test "
+               "--force-local-path` adds the directories)")
+
+
+def remote_only(diagnosis: Diagnosis) -> Diagnosis:
+    """The diagnosis of a run on remote executors: each fix is its BUILD change alone (no
+    --test_env, no .bazelrc line naming this machine's output_base), with a note why."""
+    findings = tuple(dataclasses.replace(f, fix=fixes.Fix(None, None, None, f.fix.build))
+                     for f in diagnosis.findings)
+    return dataclasses.replace(diagnosis, findings=findings,
+                               notes=(*diagnosis.notes, REMOTE_NOTE))

@@ -1,0 +1,105 @@
+"""Whether Bazel accepts what ``fix --write`` wrote: the targets analysed, nothing built.
+
+``bazel build --nobuild ARGS -- LABELS``: the user's own arguments, and as targets the
+rules the change touched. Bazel loads every BUILD file and analyses every target the
+patterns name and every rule the change edited, and stops there. A rejected dependency (a
+``cc_import`` in the ``deps`` of a ``py_test``, an import not visible to the target), a
+``load`` of a repository the workspace lacks, or a file name no rule makes fail here, in
+about a second on a warm server.
+
+``bazel test --nobuild`` would read the ``test`` lines of the rc files as well, but Bazel
+4.2.3 ends it with exit code 1 whatever the analysis says ("Couldn't start the build.
+Unable to run tests"), so ``build`` it is: a ``test:`` line of ``.bazelrc`` is not read.
+The few options of ``bazel test`` that ``bazel build`` refuses (how the test summary is
+printed, which changes no analysis) are left out.
+
+The call is bounded by time (:data:`TIMEOUT`): Bazel that has not answered by then is
+stopped, and the change counts as not accepted.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bazel_ldfix.bazel.runner import Bazel, with_options
+from bazel_ldfix.errors import BazelNotFoundError
+
+TIMEOUT = 900.0     # seconds: loading and analysing a large repository, fetches included
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# Options of `bazel test` alone (TestSummaryOptions: how results are printed), which
+# `bazel build` refuses; with whether they take a value.
+_TEST_ONLY = {"verbose_test_summary": False, "test_verbose_timeout_warnings": False,
+              "print_relative_test_log_paths": False, "test_summary": True,
+              "test_output": True}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool
+    error: str | None           # Bazel's first error line, or why there is no answer
+    exit_code: int | None       # Bazel's; None when it was stopped or could not start
+
+
+def analyse(bazel: Bazel, args: Sequence[str], labels: Sequence[str],
+            timeout: float = TIMEOUT) -> Verdict:
+    """``bazel build --nobuild ARGS -- LABELS``: whether the workspace still analyses."""
+    words = with_options(build_args(args), ["--nobuild", "--color=no", "--curses=no"])
+    if labels:
+        words = [*words, *([] if "--" in words else ["--"]), *labels]
+    cmd = bazel.argv("build", words)
+    try:
+        child = subprocess.Popen(cmd, cwd=bazel.cwd, env=dict(bazel.env), text=True,
+                                 errors="replace", stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
+                                 cmd) from None
+    with child:
+        try:
+            _out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            return Verdict(False, f"Bazel did not finish the analysis in {timeout:g} s "
+                                  "(stopped)", None)
+        except BaseException:
+            child.kill()
+            raise
+    if child.returncode == 0:
+        return Verdict(True, None, 0)
+    return Verdict(False, first_error(err) or f"`bazel build --nobuild` failed (exit code "
+                                              f"{child.returncode})", child.returncode)
+
+
+def build_args(args: Sequence[str]) -> list[str]:
+    """``bazel test`` arguments as ``bazel build`` takes them: its print-only options left
+    out (``--verbose_test_summary``, ``--test_output=all``, ``--test_summary terse``...)."""
+    out: list[str] = []
+    at = 0
+    while at < len(args):
+        word = args[at]
+        if word == "--":
+            out += args[at:]
+            break
+        name, eq, _ = word.removeprefix("--").partition("=")
+        plain = name.removeprefix("no")
+        takes_value = _TEST_ONLY.get(name)
+        if word.startswith("--") and (takes_value is not None or (
+                plain in _TEST_ONLY and not _TEST_ONLY[plain])):
+            at += 2 if takes_value and not eq else 1
+            continue
+        out.append(word)
+        at += 1
+    return out
+
+
+def first_error(stderr: str) -> str | None:
+    """Bazel's first ``ERROR:`` line, without colours."""
+    for line in stderr.splitlines():
+        line = _ANSI.sub("", line).strip()
+        if line.startswith("ERROR:"):
+            return line
+    return None

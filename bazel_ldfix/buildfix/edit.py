@@ -1,0 +1,182 @@
+"""The changes made to files: each file found, read whole, edited once, and written.
+
+Changes are grouped by the file that holds each rule's text, and files by their identity
+(device, inode): one ``build_file`` reached through two names (a symlink shared by two
+repositories) is read once and carries the edits of both. A dependency edge is only
+written on a rule whose ``deps`` can carry a ``cc_import`` (a C/C++ rule); on any other
+(a ``py_test``, a ``sh_test``, a macro) it is printed, not written.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+from bazel_ldfix.buildfix import files, starlark
+from bazel_ldfix.buildfix.change import Change, FileChange, Kind, Plan, Unwritten, shown
+from bazel_ldfix.buildfix.locate import Layout, Place, locate
+from bazel_ldfix.errors import CannotEditError
+
+# The rules whose deps take a cc_import, and link it into what they build.
+CC_RULES = ("cc_test", "cc_binary", "cc_library")
+# Bazel's own rules of other languages, named as such (any other name is a macro's).
+_OTHER_RULES = frozenset(f"{lang}_{kind}" for lang in ("py", "sh", "java")
+                         for kind in ("test", "binary", "library"))
+
+
+def edit_plan(changes: Sequence[Change], workspace: str, output_base: str | None,
+              problems: list[str], notes: list[str]) -> Plan:
+    """The files that carry ``changes``, with their new text (nothing written)."""
+    by_place: dict[Place, list[Change]] = {}
+    for change in changes:
+        repository, _, rest = change.label.lstrip("@").partition("//")
+        package = rest.split(":", 1)[0]
+        try:
+            place = locate(repository, package, workspace, output_base)
+        except CannotEditError as exc:
+            problems.append(str(exc))
+            continue
+        by_place.setdefault(place, []).append(change)
+    # Two places in one file (two packages of one file, a build_file shared by two
+    # repositories, one file named two ways) edit it in turn.
+    found: dict[tuple[int, int], FileChange] = {}
+    described: list[tuple[Place, tuple[Change, ...]]] = []
+    unwritten: list[Unwritten] = []
+    for place, group in by_place.items():
+        path = place.file if place.layout.editable else place.generated
+        if path is None:
+            described.append((place, tuple(group)))
+            continue
+        try:
+            if place.layout.editable:
+                files.check_writable(path, output_base)
+            snapshot = files.read(path)
+            previous = found.get(snapshot.identity)
+            before = previous.after if previous else snapshot.text
+            after, refused = _edit(before, place, group, path, workspace)
+        except CannotEditError as exc:
+            problems.append(str(exc))
+            continue
+        unwritten += refused
+        if after == before:
+            continue
+        names = (previous.names if previous else ()) + (
+            (path,) if previous and path != previous.path and path not in previous.names
+            else ())
+        found[snapshot.identity] = FileChange(
+            place if previous is None else previous.place,
+            previous.path if previous else path,
+            previous.before if previous else before, after,
+            (previous.changes if previous else ()) + tuple(
+                c for c in group if all(c != u.change for u in refused)),
+            previous.snapshot if previous else snapshot, names)
+    ordered = sorted(found.values(), key=lambda f: (not f.editable, f.path))
+    return Plan(tuple(ordered), tuple(described), tuple(dict.fromkeys(problems)),
+                tuple(dict.fromkeys(notes)), tuple(unwritten))
+
+
+def _edit(text: str, place: Place, changes: Sequence[Change], path: str,
+          workspace: str) -> tuple[str, list[Unwritten]]:
+    name = shown(path, workspace)
+    if place.layout is not Layout.BUILD_FILE_CONTENT:
+        source, refused = _edit_build(starlark.Source.parse(text, name), changes)
+        return source.text, refused
+    ws = starlark.Source.parse(text, name)
+    call = ws.rule(place.name_in_file)
+    assert call is not None     # locate found it in this very file
+    kw = starlark.keyword(call, "build_file_content")
+    assert kw is not None
+    body = starlark.string_literal_body(ws, kw.value)
+    value = starlark.string_attr(call, "build_file_content")
+    if body is None or value is None:
+        raise CannotEditError(f"{name}:{kw.value.lineno}: build_file_content of "
+                              f"@{place.repository} is not one string literal; nothing "
+                              "changed")
+    inner = starlark.Source.parse(value, f"build_file_content of @{place.repository} "
+                                         f"({name} line {kw.value.lineno})")
+    edited, refused = _edit_build(inner, changes)
+    new_value = edited.text
+    span, _mark = body
+    raw = ws.data[span.start: span.end].decode("utf-8", "surrogateescape")
+    # Python (as Bazel) reads the line breaks of a multi-line string as LF.
+    if raw.replace("\r\n", "\n") == value and "\\" not in new_value:
+        # Written as it reads (a triple-quoted string, say): edit in place, if that holds.
+        candidate = ws.replace(span, new_value)
+        again = candidate.rule(place.name_in_file)
+        if again is not None and starlark.string_attr(
+                again, "build_file_content") == new_value:
+            return candidate.text, refused
+    whole = ws.replace(ws.span(kw.value), starlark.quote(new_value))
+    return whole.text, refused
+
+
+def _edit_build(source: starlark.Source, changes: Sequence[Change]
+                ) -> tuple[starlark.Source, list[Unwritten]]:
+    refused: list[Unwritten] = []
+    for change in changes:
+        name = change.label.rsplit(":", 1)[-1]
+        call = source.rule(name)
+        if call is None:
+            raise CannotEditError(
+                f"{source.name}: no call with name = {starlark.quote(name)} at the top level "
+                f"(is {change.label} made by a macro or a loop?); nothing changed")
+        function = starlark.function_name(call)
+        if change.kind is Kind.ADD and change.attribute == "deps" \
+                and function not in CC_RULES:
+            what = f"a {function}" if function in _OTHER_RULES \
+                else f"made by `{function}`, which is not a C/C++ rule"
+            refused.append(Unwritten(change, (
+                f"{change.label} is {what}: its deps take no cc_import; add the dependency "
+                "to the cc_library or cc_binary that links the library needing it")))
+            continue
+        if change.attribute in ("shared_library", "interface_library") \
+                and function != "cc_import":
+            raise CannotEditError(
+                f"{source.name}:{call.lineno}: {change.label} is made by the macro "
+                f"`{function}`, not by cc_import: change what the macro passes on; nothing "
+                "changed")
+        if change.kind is Kind.RULE:
+            source = _add_rule(source, call, change)
+            continue
+        now = starlark.string_attr(call, change.attribute)
+        if change.old is not None and now is not None and now not in _spellings(
+                change.old, change.label):
+            raise CannotEditError(
+                f"{source.name}:{call.lineno}: {change.label} has {change.attribute} = "
+                f"{starlark.quote(now)}, which is not the file {change.old} itself (a label "
+                "of another rule?); change it by hand; nothing changed")
+        if change.kind is Kind.SET:
+            source = starlark.set_string(source, call, change.attribute, change.value,
+                                         after="shared_library")
+        else:
+            source = starlark.add_to_list(source, call, change.attribute, change.value)
+    return source, refused
+
+
+def _add_rule(source: starlark.Source, call: ast.Call, change: Change
+              ) -> starlark.Source:
+    """The new rule after ``call`` (once: a rule of that text already there is kept)."""
+    if change.value in source.text:
+        return source
+    source = starlark.add_call_after(source, call, change.value)
+    if change.load is not None:
+        source = starlark.ensure_load(source, *change.load)
+    return source
+
+
+def _spellings(path: str, label: str) -> set[str]:
+    """How a BUILD file may name a file of its own package: ``lib/x.so``, ``:lib/x.so``,
+    ``//pkg:lib/x.so`` (``@repo//pkg:...`` too)."""
+    package = label.rsplit(":", 1)[0]
+    return {path, f":{path}", f"{package}:{path}", f"{package.split('//', 1)[-1]}:{path}",
+            f"//{package.split('//', 1)[-1]}:{path}"}
+
+
+def write(plan_files: Sequence[FileChange], output_base: str | None) -> list[files.Written]:
+    """Write every editable file (see :mod:`files`): all of them, or none."""
+    todo = [f for f in plan_files if f.editable and f.snapshot is not None]
+    edits = []
+    for f in todo:
+        assert f.snapshot is not None
+        edits.append((f.snapshot, f.after.encode("utf-8", "surrogateescape")))
+    return files.save(edits, output_base)

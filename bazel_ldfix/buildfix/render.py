@@ -1,0 +1,65 @@
+"""A plan for people (diffs, then what is only described) and for scripts (JSON)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bazel_ldfix.buildfix.change import Change, FileChange, Kind, Plan, shown
+
+
+def to_text(result: Plan, workspace: str) -> str:
+    """Diffs of the files it edits, then what it only describes, then the notes."""
+    out: list[str] = []
+    for f in result.files:
+        if not f.editable:
+            out.append(f"# not edited: {f.place.describe(workspace)}.\n"
+                       f"# The change it needs, shown on the file the rule wrote:")
+        elif f.names:
+            out.append(f"# {shown(f.path, workspace)} is also named "
+                       + ", ".join(shown(n, workspace) for n in f.names)
+                       + ": one file, edited once")
+        out.append(f.diff(workspace).rstrip("\n"))
+    for place, changes in result.described:
+        out.append(f"# not edited: {place.describe(workspace)}. The change it needs:")
+        out += [f"#   {c.label}: {c.words}" for c in changes]
+    for u in result.unwritten:
+        out.append(f"# not written: {u.reason}. The change: {u.change.label}: "
+                   f"{u.change.words} ({u.change.why})")
+    out += [f"# cannot fix: {p}" for p in result.problems]
+    out += [f"# note: {n}" for n in result.notes]
+    return "\n".join(out)
+
+
+def to_jsonable(result: Plan, workspace: str, written: Sequence[str] = ()
+                ) -> dict[str, Any]:
+    """The plan as a JSON object: every edit with its file, old and new value and why;
+    ``written``: the files written (by path)."""
+    edits: list[dict[str, Any]] = []
+    done = set(written)
+    for f in result.files:
+        for c in f.changes:
+            edits.append(_edit(c, f.path, "written" if f.path in done else (
+                "planned" if f.editable else "described")))
+    for place, changes in result.described:
+        edits += [_edit(c, place.file, "described") for c in changes]
+    for u in result.unwritten:
+        edits.append({**_edit(u.change, None, "not written"), "reason": u.reason})
+    return {
+        "edits": edits,
+        "files": [_file(f, workspace, f.path in done) for f in result.files],
+        "problems": list(result.problems),
+        "notes": list(result.notes),
+    }
+
+
+def _edit(change: Change, path: str | None, state: str) -> dict[str, Any]:
+    return {"file": path, "label": change.label, "kind": change.kind.value,
+            "attribute": change.attribute,
+            "old": change.old if change.kind is Kind.SET else None,
+            "new": change.value, "why": change.why, "state": state}
+
+
+def _file(f: FileChange, workspace: str, written: bool) -> dict[str, Any]:
+    return {"file": f.path, "names": list(f.names), "layout": f.place.layout.name.lower(),
+            "editable": f.editable, "written": written, "diff": f.diff(workspace)}
