@@ -28,6 +28,7 @@ class CauseKind(str, enum.Enum):
     LACKS_SYMBOL = "lacks_symbol"                 # no object loaded defines a symbol
     WRONG_CLASS = "wrong_class"                   # only copies of the other ELF class
     BROKEN_FILE = "broken_file"                   # the file found is not a usable library
+    LEFTOVER = "leftover"                         # only a file an earlier build left
     OTHER = "other"
 
 
@@ -72,6 +73,12 @@ def _not_a_dependency(label: str) -> Cause:
 def dlopen() -> Cause:
     return Cause(CauseKind.DLOPEN, None, "opened with dlopen by name, which no file the "
                  "repair reads names")
+
+
+def leftover(path: str) -> Cause:
+    return Cause(CauseKind.LEFTOVER, path, f"found here only at {path}, a leftover of an "
+                 "earlier build in bazel-out: no rule declares it for the test now, so a "
+                 "sandbox, a remote executor and `bazel clean` take it away")
 
 
 def lacks_version(lacking: str, defined: Sequence[str]) -> Cause:

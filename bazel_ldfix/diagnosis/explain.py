@@ -185,10 +185,11 @@ def _not_found(test: TestContext, failure: LoaderFailure) -> Explained:
         elif test.executable is not None and (stale := [
                 f for f in declared.leftovers(test.executable, test.library_path)
                 if f.soname == soname]):
-            one = one.noting(f"the loader model finds it only at {stale[0].path}, which no "
-                             "rule declares for the test now (left in bazel-out by an "
-                             "earlier build): a sandbox or a remote executor gives the "
-                             "test only what Bazel declares, and `bazel clean` removes it")
+            one = dataclasses.replace(one.noting(
+                f"the loader model finds it only at {stale[0].path}, which no rule declares "
+                "for the test now (left in bazel-out by an earlier build): a sandbox or a "
+                "remote executor gives the test only what Bazel declares, and `bazel clean` "
+                "removes it"), cause=cause.leftover(stale[0].path))
         elif test.executable is not None and test.output_base is not None:
             one = one.noting("the loader model finds it in the environment assumed "
                              f"({_describe_env(test.library_path)}, outside the "
