@@ -590,7 +590,7 @@ def why(rows: list[Row], b: Breakdown, results: dict[str, Sample]) -> dict[str, 
                          "build events (`<output_base>/execroot/...`) instead of `bazel info`, "
                          f"and bazel-ldfix's own time, the overhead would be about "
                          f"{fmt_s(total - b.plain + b.own)}. Both changes are in "
-                         "bazel/runner.py and repair/plan.py, outside the index.")
+                         "bazel/buildstep.py and repair/plan.py, outside the index.")
             out[r.what] = text
         elif r.what.startswith(("cold", "locate")):
             out[r.what] = (f"Every bazel-ldfix figure includes its start-up ({fmt_s(start)} "

@@ -103,12 +103,14 @@ def test_a_rules_own_value_is_kept_on_the_first_run_and_the_next(ws: Workspace) 
 def test_the_build_step_tells_each_test_once_as_bazel_builds_it(ws: Workspace) -> None:
     # The events are read while Bazel writes them: each test is told once, as the whole
     # file's reading at the end has it (so that it can be read while Bazel goes on).
-    from bazel_ldfix.bazel import runner as bazel
+    from bazel_ldfix.bazel.buildstep import BuildStep
+    from bazel_ldfix.bazel.client import NO_TESTS_FOUND, Bazel
+    from bazel_ldfix.bazel.targets import TestTarget
 
     assert BAZEL
-    told: list[bazel.TestTarget] = []
-    step = bazel.BuildStep(bazel.Bazel(BAZEL, str(ws.root), ws.env), ["//t:all"])
+    told: list[TestTarget] = []
+    step = BuildStep(Bazel(BAZEL, str(ws.root), ws.env), ["//t:all"])
     events, code = step.result(lambda test, _head: told.append(test))
-    assert code in (0, bazel.NO_TESTS_FOUND) and events.complete
+    assert code in (0, NO_TESTS_FOUND) and events.complete
     assert len(events.tests) == 4
     assert sorted(told, key=lambda t: t.label) == list(events.tests)

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bazel_ldfix.bazel import bep
-from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.bazel.targets import TestTarget as Target
+from bazel_ldfix.bazel.targets import parse_bep
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.errors import BadInputError
 
@@ -62,10 +63,10 @@ def test_the_recorded_file_read_whole() -> None:
 
 
 def test_the_repair_reads_tests_and_executables_from_it() -> None:
-    events = bazel.parse_bep(LINES)
+    events = parse_bep(LINES)
     assert events.tests == (
-        bazel.TestTarget("//t:bad_test", f"{BIN}/t/bad_test", "medium", ()),
-        bazel.TestTarget("//t:ok_test", f"{BIN}/t/ok_test", "small", ("unit",)))
+        Target("//t:bad_test", f"{BIN}/t/bad_test", "medium", ()),
+        Target("//t:ok_test", f"{BIN}/t/ok_test", "small", ("unit",)))
     assert (events.version, events.workspace, events.output_base) == (None, "/ws", "/OB")
     assert events.patterns == ("//t:all",)
 
@@ -103,7 +104,7 @@ def test_a_cut_short_last_line_is_a_note(tmp_path: Path) -> None:
     assert events.cut_short is not None and events.cut_short.line == len(LINES)
     assert events.cut_short.problem is bep.Problem.NOT_JSON
     assert events.events == len(LINES) - 1
-    assert bazel.parse_bep(cut).tests == bazel.parse_bep(LINES).tests
+    assert parse_bep(cut).tests == parse_bep(LINES).tests
     found = logs.from_bep(str(on_disk(tmp_path, cut)))
     assert len(found.logs) == 1
     assert any(f"ends in the middle of an event (line {len(LINES)})" in n for n in found.notes)
@@ -120,7 +121,7 @@ def test_a_line_that_is_not_json_before_the_end(tmp_path: Path) -> None:
     assert events.cut_short is None
     assert [(s.line, s.problem) for s in events.skipped] == [(2, bep.Problem.NOT_JSON)]
     # The repair reads on; diagnose refuses the file.
-    assert len(bazel.parse_bep(broken).tests) == 2
+    assert len(parse_bep(broken).tests) == 2
     with pytest.raises(BadInputError, match=r"line 2 is not JSON \(.*\): not a "
                                             r"--build_event_json_file"):
         logs.from_bep(str(on_disk(tmp_path, broken)))
@@ -136,7 +137,7 @@ def test_a_line_that_is_no_event(tmp_path: Path, line: str, problem: bep.Problem
                                  words: str) -> None:
     lines = [LINES[0], line, *LINES[1:]]
     assert bep.read(lines).skipped == (bep.Skipped(2, problem),)
-    assert len(bazel.parse_bep(lines).tests) == 2
+    assert len(parse_bep(lines).tests) == 2
     with pytest.raises(BadInputError) as caught:
         logs.from_bep(str(on_disk(tmp_path, lines)))
     assert str(caught.value).endswith(f"line 2 is not a build event ({words}): not a "
@@ -178,7 +179,7 @@ def test_a_field_of_the_wrong_type_is_dropped_and_noted(key: str, value: object)
     assert bep.read(lines).misshaped_from in changed
     assert bep.read(lines).misshaped_from == min(
         n for n in changed if bep.read([lines[n - 1]]).misshaped_from is not None)
-    bazel.parse_bep(lines)
+    parse_bep(lines)
 
 
 def test_pattern_and_success_of_another_shape_raise_nothing() -> None:
@@ -241,7 +242,7 @@ KEYS = sorted(set().union(*(keys(json.loads(line)) for line in LINES)))
 def test_any_value_in_any_field_raises_nothing(key: str, value: object, at: int) -> None:
     lines = list(LINES)
     lines[at] = replaced(lines[at], key, value)
-    bazel.parse_bep(lines)
+    parse_bep(lines)
     events = bep.read(lines)
     # Every other line is still an event, and every record holds the types it declares.
     assert events.events >= len(LINES) - 1

@@ -1,4 +1,4 @@
-"""The build step's events read while Bazel writes them (runner.EventFollower).
+"""The build step's events read while Bazel writes them (bazel_ldfix.bazel.buildstep.EventFollower).
 
 However the file grows (in any chunks, a line cut across two writes, CRLF, bytes that are
 not UTF-8), what is read at the end is what reading the whole file gives; each test is told
@@ -14,7 +14,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.bazel.buildstep import EventFollower
+from bazel_ldfix.bazel.targets import BuildEvents, StepHead, parse_bep
+from bazel_ldfix.bazel.targets import TestTarget as Target
 
 RECORDED = Path(__file__).parent / "recorded" / "bazel-4.2.3-test.json"
 LINES = RECORDED.read_text().splitlines()
@@ -31,16 +33,16 @@ def events_with_executables(top: Path) -> bytes:
     return text.encode()
 
 
-def whole(path: Path) -> bazel.BuildEvents:
+def whole(path: Path) -> BuildEvents:
     with open(path, encoding="utf-8", errors="replace") as fh:
-        return bazel.parse_bep(fh)
+        return parse_bep(fh)
 
 
-def follow(path: Path, data: bytes, cuts: list[int]) -> tuple[bazel.BuildEvents,
-                                                               list[bazel.TestTarget]]:
+def follow(path: Path, data: bytes, cuts: list[int]) -> tuple[BuildEvents,
+                                                               list[Target]]:
     """Write ``data`` to ``path`` in pieces (at ``cuts``), reading between the writes."""
-    told: list[bazel.TestTarget] = []
-    follower = bazel.EventFollower(str(path), lambda test, _head: told.append(test))
+    told: list[Target] = []
+    follower = EventFollower(str(path), lambda test, _head: told.append(test))
     assert not follower.step()      # not there yet
     at = 0
     with open(path, "wb") as out:
@@ -85,8 +87,8 @@ def test_each_test_is_told_when_its_completion_is_in(tmp_path: Path) -> None:
     lines = data.splitlines(keepends=True)
     ok_done = next(i for i, line in enumerate(lines)
                    if line.startswith(b'{"id":{"targetCompleted":{"label":"//t:ok_test"'))
-    told: list[bazel.TestTarget] = []
-    follower = bazel.EventFollower(str(path), lambda test, _head: told.append(test))
+    told: list[Target] = []
+    follower = EventFollower(str(path), lambda test, _head: told.append(test))
     with open(path, "wb") as out:
         out.write(b"".join(lines[:ok_done]))
         out.flush()
@@ -113,7 +115,7 @@ def test_a_test_whose_executable_is_not_on_disk_is_not_told(tmp_path: Path) -> N
 def test_a_file_replaced_while_followed_is_read_again_whole(tmp_path: Path) -> None:
     data = events_with_executables(tmp_path)
     path = tmp_path / "events.json"
-    follower = bazel.EventFollower(str(path), None)
+    follower = EventFollower(str(path), None)
     path.write_bytes(data[: len(data) // 2])
     follower.step()
     other = tmp_path / "other.json"
@@ -126,7 +128,7 @@ def test_a_file_replaced_while_followed_is_read_again_whole(tmp_path: Path) -> N
 def test_a_file_cut_while_followed_is_read_again_whole(tmp_path: Path) -> None:
     data = events_with_executables(tmp_path)
     path = tmp_path / "events.json"
-    follower = bazel.EventFollower(str(path), None)
+    follower = EventFollower(str(path), None)
     path.write_bytes(data)
     follower.step()
     with open(path, "r+b") as fh:
@@ -135,7 +137,7 @@ def test_a_file_cut_while_followed_is_read_again_whole(tmp_path: Path) -> None:
 
 
 def test_no_file_at_all(tmp_path: Path) -> None:
-    events = bazel.EventFollower(str(tmp_path / "never.json"), None).finish()
+    events = EventFollower(str(tmp_path / "never.json"), None).finish()
     assert events.tests == () and not events.complete
 
 
@@ -145,8 +147,8 @@ def test_each_test_comes_with_the_steps_head(tmp_path: Path) -> None:
     data = events_with_executables(tmp_path)
     path = tmp_path / "events.json"
     added = "--test_env=LD_LIBRARY_PATH=/x/lib"
-    heads: list[bazel.StepHead] = []
-    follower = bazel.EventFollower(str(path), lambda _test, head: heads.append(head),
+    heads: list[StepHead] = []
+    follower = EventFollower(str(path), lambda _test, head: heads.append(head),
                                    [added])
     path.write_bytes(data)
     read = follower.finish()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bazel_ldfix.bazel.runner import Bazel
+from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.buildfix import analysis
 
 

@@ -133,7 +133,7 @@ def test_bazels_output_is_read_to_its_end_when_our_stderr_is_gone(
     Bazel left writing into a full pipe would never finish."""
     import io
 
-    from bazel_ldfix.bazel import runner
+    from bazel_ldfix.bazel import client
 
     class Gone(io.BytesIO):
         def write(self, data: bytes) -> int:  # type: ignore[override]
@@ -142,7 +142,7 @@ def test_bazels_output_is_read_to_its_end_when_our_stderr_is_gone(
     class Stderr:
         buffer = Gone()
 
-    monkeypatch.setattr(runner.sys, "stderr", Stderr())
+    monkeypatch.setattr(client.sys, "stderr", Stderr())
     lines = io.BytesIO(b"".join(b"line %d\n" % i for i in range(10_000)))
-    runner._copy_lines(lines, ())
+    client._copy_lines(lines, ())
     assert lines.read() == b""  # every line was read

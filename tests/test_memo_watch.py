@@ -134,7 +134,7 @@ def test_the_repair_reads_anew_what_bazel_changed_after_it_was_read(
     """A build step (a bazel script: a real one cannot be timed so) reports one test, then,
     after a pause, makes the next test's library directory and reports that test. The
     first test was read and resolved in the pause; the second still loads in the answer."""
-    from bazel_ldfix.bazel import runner as bazel
+    from bazel_ldfix.bazel.client import Bazel
     from bazel_ldfix.repair import command
 
     ws = tmp_path / "ws"
@@ -206,7 +206,7 @@ exit 0
 
     monkeypatch.setattr(repair.Session, "resolve_ahead", resolve_ahead)
     monkeypatch.setattr(Memo, "still_true", still_true)
-    runner = bazel.Bazel(str(script), str(ws), dict(os.environ))
+    runner = Bazel(str(script), str(ws), dict(os.environ))
     result = command.repair_tests(runner, ["//pkg:all"], {})
     assert not isinstance(result, command.StepFailed)
     assert {t.label: t.missing_before for t in result.tests} == {

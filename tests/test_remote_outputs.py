@@ -14,7 +14,7 @@ from diagnose_fixtures import fake_bazel
 from elfbuild import cc
 
 from bazel_ldfix.bazel import bep, runfiles
-from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.bazel.targets import parse_bep
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.repair import plan as repair
@@ -50,7 +50,7 @@ def bazel7_events(exec_root: str, *, prefix: list[str] | None = None,
 
 def test_a_bytestream_uri_gives_the_path_from_path_prefix_and_name(tmp_path: Path) -> None:
     root = str(tmp_path / "execroot" / "_main")
-    events = bazel.parse_bep(bazel7_events(root))
+    events = parse_bep(bazel7_events(root))
     (test,) = events.tests
     # Not on disk (the cache did not download it): named all the same, for the caller to
     # fetch or to report.
@@ -62,7 +62,7 @@ def test_a_path_prefix_that_leaves_the_exec_root_is_not_followed(tmp_path: Path)
     root = str(tmp_path / "execroot" / "_main")
     for prefix, name in ((["..", "..", "etc"], "x_test"), (["/etc"], "x_test"),
                          (["bazel-out"], "../../x_test")):
-        events = bazel.parse_bep(bazel7_events(root, prefix=prefix, name=name))
+        events = parse_bep(bazel7_events(root, prefix=prefix, name=name))
         assert events.tests == ()
 
 

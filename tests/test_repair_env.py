@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bazel_ldfix.bazel.bep import Option
+from bazel_ldfix.bazel.options import without
 from bazel_ldfix.repair import plan as repair
 
 LABELS = ["//p:plain", "//p:attr"]
@@ -46,18 +47,21 @@ def test_strict_action_env_is_the_default_from_bazel_9() -> None:
 
 
 def test_the_users_test_filters_decide_which_tests_are_examined() -> None:
-    from bazel_ldfix.bazel import runner as bazel
+    from bazel_ldfix.bazel.options import NO_TEST_TAG
+    from bazel_ldfix.bazel.options import selected as selected_tests
+    from bazel_ldfix.bazel.queryxml import RuleInfo
+    from bazel_ldfix.bazel.targets import TestTarget
 
-    tests = [bazel.TestTarget("//p:gpu", "/x/gpu", "small"),
-             bazel.TestTarget("//p:cpu", "/x/cpu", "large"),
-             bazel.TestTarget("//p:plain", "/x/plain", "small")]
-    rules = {"//p:gpu": bazel.RuleInfo({}, ("gpu", "cuda")),
-             "//p:cpu": bazel.RuleInfo({}, ("cpu",)),
-             "//p:plain": bazel.RuleInfo({}, ())}
+    tests = [TestTarget("//p:gpu", "/x/gpu", "small"),
+             TestTarget("//p:cpu", "/x/cpu", "large"),
+             TestTarget("//p:plain", "/x/plain", "small")]
+    rules = {"//p:gpu": RuleInfo({}, ("gpu", "cuda")),
+             "//p:cpu": RuleInfo({}, ("cpu",)),
+             "//p:plain": RuleInfo({}, ())}
 
     def labels(*words: str) -> list[str]:
-        ours = f"--test_tag_filters={bazel.NO_TEST_TAG}"  # the build step's, always last
-        return [t.label for t in bazel.selected(tests, rules, [*words, ours])]
+        ours = f"--test_tag_filters={NO_TEST_TAG}"  # the build step's, always last
+        return [t.label for t in selected_tests(tests, rules, [*words, ours])]
 
     assert labels() == ["//p:gpu", "//p:cpu", "//p:plain"]
     assert labels("--test_tag_filters=-gpu") == ["//p:cpu", "//p:plain"]
@@ -68,13 +72,11 @@ def test_the_users_test_filters_decide_which_tests_are_examined() -> None:
 
 
 def test_the_build_steps_own_options_are_left_out_of_the_users() -> None:
-    from bazel_ldfix.bazel import runner as bazel
-
     ours = "--test_env=LD_LIBRARY_PATH=/remembered"
     given = [Option("test_env", "LD_LIBRARY_PATH=/user"), Option("test_output", "errors"),
              Option("test_env", "LD_LIBRARY_PATH=/remembered")]
-    kept = bazel._without(given, [ours])
+    kept = without(given, [ours])
     assert kept == tuple(given[:2])
     # The user may give the very same value: only the last (ours) goes.
     same = [Option("test_env", "LD_LIBRARY_PATH=/remembered")] * 2
-    assert bazel._without(same, [ours]) == (same[0],)
+    assert without(same, [ours]) == (same[0],)

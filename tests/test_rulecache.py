@@ -17,14 +17,10 @@ import pytest
 from bazel_ldfix import userdir
 from bazel_ldfix.bazel import rulecache
 from bazel_ldfix.bazel.bep import Option
-from bazel_ldfix.bazel.queryxml import answer_of
-from bazel_ldfix.bazel.runner import (
-    NO_TEST_TAG,
-    Bazel,
-    BuildEvents,
-    RuleInfo,
-    RulesAnswer,
-)
+from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.bazel.options import NO_TEST_TAG
+from bazel_ldfix.bazel.queryxml import RuleInfo, RulesAnswer, answer_of
+from bazel_ldfix.bazel.targets import BuildEvents
 
 OTHER = 65534
 LABELS = ("//t:a_test", "//t:b_test")

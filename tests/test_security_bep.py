@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bazel_ldfix.bazel import bepshape
-from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.bazel.targets import parse_bep
 
 GOOD = [
     {"id": {"started": {}}, "started": {"buildToolVersion": "4.2.3",
@@ -70,7 +70,7 @@ def test_the_repairs_reader_skips_mis_shaped_events() -> None:
         json.dumps({"id": {}, "optionsParsed": {"cmdLine": ["--x", 5]}}),
         json.dumps({"id": {"buildFinished": {}}, "finished": {"exitCode": {"code": "0"}}}),
     ]
-    events = bazel.parse_bep(lines)
+    events = parse_bep(lines)
     assert events.version == "4.2.3" and events.workspace == "/ws"
     assert events.tests == ()  # no usable executable was named
     # A code of the wrong type is dropped, and a code left out is Bazel's 0 (proto3).
@@ -114,7 +114,7 @@ def test_an_event_nested_within_the_json_readers_reach_is_cut_at_the_schemas_dep
 
 
 def test_a_path_or_label_holding_a_nul_is_dropped(tmp_path: Path) -> None:
-    events = bazel.parse_bep([json.dumps(e) for e in [
+    events = parse_bep([json.dumps(e) for e in [
         {"id": {"workspace": {}}, "workspaceInfo": {"localExecRoot": "/ob/exec\u0000root/ws"}},
         {"id": {"targetConfigured": {"label": "//t:t\u0000"}},
          "configured": {"targetKind": "cc_test rule", "tag": ["a\u0000"]}},

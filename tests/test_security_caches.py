@@ -18,7 +18,7 @@ import pytest
 from elfbuild import lib
 
 from bazel_ldfix import userdir
-from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.outputbase import index, indexcache
 from bazel_ldfix.repair import command as repair
 
@@ -186,7 +186,7 @@ def test_a_directory_someone_else_made_first_is_not_used(tmp_path: Path) -> None
 # -- the remembered flags ----------------------------------------------------------------------
 
 def memo_path(tmp_path: Path) -> str:
-    runner = bazel.Bazel("bazel", str(tmp_path), {}, ())
+    runner = Bazel("bazel", str(tmp_path), {}, ())
     path = repair._memo_file(runner, ["//..."], {"XDG_CACHE_HOME": str(tmp_path / "xdg")})
     assert path is not None and path.startswith(str(tmp_path / "xdg" / "bazel-ldfix"))
     return path

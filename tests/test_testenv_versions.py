@@ -212,7 +212,7 @@ def test_rules_are_found_whatever_form_the_repository_name_takes() -> None:
     # Not read from Bazel's sources: the build events may name a test of another repository
     # canonically (@@nvsdk+//t:x) where query writes its apparent name (@nvsdk//t:x), or the
     # reverse; the rule is matched by package and name when only one rule has them.
-    from bazel_ldfix.bazel.runner import RuleInfo
+    from bazel_ldfix.bazel.queryxml import RuleInfo
 
     rules = {"@nvsdk//t:x": RuleInfo({V: "/r"}, ()), "//t:y": RuleInfo({}, ("gpu",)),
              "@a//p:z": RuleInfo({}, ()), "@b//p:z": RuleInfo({}, ())}

@@ -12,7 +12,7 @@ the command), then, after :data:`GRACE` seconds at most, SIGKILL; then :class:`I
 is raised, which the command line turns into exit code 128 + N. The same signal is never
 sent twice: a third SIGINT makes a Bazel client kill its server. The user's own ``bazel
 test`` is not started here: it stays in the tool's process group, and the signals are
-passed on to it (:class:`bazel_ldfix.bazel.runner.Streaming`).
+passed on to it (:class:`bazel_ldfix.bazel.client.Streaming`).
 """
 
 from __future__ import annotations

@@ -11,13 +11,33 @@ expansion bombs, and ElementTree resolves no external entity.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bazel_ldfix.bazel.runner import RuleInfo, RulesAnswer
 from bazel_ldfix.errors import BazelError
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
+
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What the BEP does not say about a test rule: its ``env`` and ``tags`` attributes."""
+
+    env: Mapping[str, str]
+    tags: tuple[str, ...]
+    env_inherit: tuple[str, ...] = ()   # names whose value comes from the client
+
+
+@dataclass(frozen=True)
+class RulesAnswer:
+    """One rule query's answer: the rules, and what Bazel read to make them."""
+
+    rules: Mapping[str, RuleInfo]   # label -> attributes, for the rules that name the variable
+    # The labels of the BUILD files of the asked rules' packages and of every .bzl file they
+    # load, transitively, with the BUILD files of those files' packages (``buildfiles``).
+    build_files: tuple[str, ...]
 
 
 def answer_of(xml: str, labels: Sequence[str]) -> RulesAnswer:

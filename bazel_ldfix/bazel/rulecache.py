@@ -43,14 +43,11 @@ from typing import Any
 
 from bazel_ldfix import userdir
 from bazel_ldfix.bazel.bep import Option
-from bazel_ldfix.bazel.runner import (
-    NO_TEST_TAG,
-    WORKSPACE_FILES,
-    Bazel,
-    BuildEvents,
-    RuleInfo,
-    RulesAnswer,
-)
+from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.bazel.options import NO_TEST_TAG
+from bazel_ldfix.bazel.queryxml import RuleInfo, RulesAnswer
+from bazel_ldfix.bazel.targets import BuildEvents
+from bazel_ldfix.bazel.workspace import WORKSPACE_FILES
 
 MAGIC = b"bazel-ldfix rules 1\n"
 MAX_SIZE = 1 << 24

@@ -25,7 +25,7 @@ from bazel_ldfix.buildfix.plan import Shape, TestMissing, plan
 from bazel_ldfix.buildfix.render import to_jsonable, to_text
 
 if TYPE_CHECKING:
-    from bazel_ldfix.bazel.runner import Bazel
+    from bazel_ldfix.bazel.client import Bazel
     from bazel_ldfix.repair.plan import Repair
 
 __all__ = ["Applied", "Plan", "Shape", "TestMissing", "apply", "plan", "plan_for",

@@ -24,7 +24,8 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix.bazel.runner import Bazel, with_options
+from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.bazel.options import with_options
 from bazel_ldfix.errors import BazelNotFoundError
 
 TIMEOUT = 900.0     # seconds: loading and analysing a large repository, fetches included

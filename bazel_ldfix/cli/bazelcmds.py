@@ -29,7 +29,7 @@ from bazel_ldfix.diagnosis import github as _github
 from bazel_ldfix.errors import BadInputError, BazelError, CannotEditError
 
 if TYPE_CHECKING:
-    from bazel_ldfix.bazel.runner import Bazel
+    from bazel_ldfix.bazel.client import Bazel
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.diagnosis.ranwith import RanWith
@@ -73,7 +73,7 @@ def _remote(repair: Repair) -> bool:
 
 
 def _build_failed(code: int) -> BazelError:
-    from bazel_ldfix.bazel.runner import INTERRUPTED
+    from bazel_ldfix.bazel.client import INTERRUPTED
 
     if code == INTERRUPTED:
         return BazelError("the build step of `bazel test` was interrupted (exit code 8)")
@@ -168,8 +168,8 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix test -- //... -//app:ext_test
       bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
-    from bazel_ldfix.bazel.runner import output_base as ask_output_base
-    from bazel_ldfix.bazel.runner import with_options
+    from bazel_ldfix.bazel.options import with_options
+    from bazel_ldfix.bazel.workspace import output_base as ask_output_base
     from bazel_ldfix.repair import failopen
 
     if output_base is not None and not os.path.isdir(output_base):
@@ -291,7 +291,7 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix fix --json //app:vendor_test
     """
     from bazel_ldfix import buildfix, report
-    from bazel_ldfix.bazel.runner import workspace_of
+    from bazel_ldfix.bazel.workspace import workspace_of
     from bazel_ldfix.repair.command import StepFailed
 
     if check and (write or verify):
@@ -377,7 +377,7 @@ def _repair_or_fallback(session: Session, bazel: Bazel, output_base: str | None,
     the command unchanged), or Bazel's code when the build step was interrupted or failed
     as ``bazel test BAZEL_ARGS`` would (running it would only show the same error again).
     """
-    from bazel_ldfix.bazel.runner import INTERRUPTED
+    from bazel_ldfix.bazel.client import INTERRUPTED
     from bazel_ldfix.repair import failopen
     from bazel_ldfix.repair.command import StepFailed
 
@@ -501,7 +501,7 @@ def _annotate(session: Session, stopped: Sequence[Finding], repair: Repair | Non
               rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
               err: bool = False) -> None:
     """The run's GitHub Actions annotations (see diagnosis/github.py)."""
-    from bazel_ldfix.bazel.runner import workspace_of
+    from bazel_ldfix.bazel.workspace import workspace_of
 
     places = _github.Places(workspace_of(session.cwd), session.env.get("GITHUB_WORKSPACE"))
     lines = _github.errors(stopped, places)
@@ -607,7 +607,7 @@ def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
       bazel-ldfix locate libvendor.so.3
       bazel-ldfix locate --json --output-base "$(bazel info output_base)" libcudart.so.12
     """
-    from bazel_ldfix.bazel.runner import output_base as ask_output_base
+    from bazel_ldfix.bazel.workspace import output_base as ask_output_base
     from bazel_ldfix.outputbase import index
     from bazel_ldfix.report import locate_json, locate_text
 

@@ -119,7 +119,7 @@ def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def bazel_timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """How long each Bazel call of the tool's own may take (info, query, the download)."""
-    from bazel_ldfix.bazel.runner import DEFAULT_TIMEOUT
+    from bazel_ldfix.bazel.client import DEFAULT_TIMEOUT
 
     return click.option(
         "--bazel-timeout", "bazel_timeout", type=click.FloatRange(min=0), metavar="SECONDS",

@@ -26,7 +26,7 @@ from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
     from bazel_ldfix import elf
-    from bazel_ldfix.bazel.runner import Bazel
+    from bazel_ldfix.bazel.client import Bazel
     from bazel_ldfix.loader.resolve import LoaderFactory, Options
     from bazel_ldfix.outputbase.index import Progress
 
@@ -75,7 +75,7 @@ class Session:
               timeout: float | None = None) -> Bazel:
         """The Bazel to run: --bazel, else $BAZEL, else bazel; run where the user is.
         ``timeout``: --bazel-timeout (0: no limit; None: the default)."""
-        from bazel_ldfix.bazel.runner import DEFAULT_TIMEOUT, Bazel
+        from bazel_ldfix.bazel.client import DEFAULT_TIMEOUT, Bazel
 
         executable = bazel_path or self.env.get("BAZEL") or "bazel"
         limit = DEFAULT_TIMEOUT if timeout is None else (timeout or None)

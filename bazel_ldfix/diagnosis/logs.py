@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from bazel_ldfix.bazel import bep
-from bazel_ldfix.bazel.runner import workspace_of
+from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.elf import open_regular
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError

@@ -18,7 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bazel_ldfix.bazel import runner as bazel
+from bazel_ldfix.bazel.buildstep import BuildStep, download_outputs
+from bazel_ldfix.bazel.client import NO_TESTS_FOUND, Bazel
+from bazel_ldfix.bazel.options import selected as selected_tests
+from bazel_ldfix.bazel.query import query_rules, start_query_rules
+from bazel_ldfix.bazel.queryxml import RuleInfo
+from bazel_ldfix.bazel.targets import StepHead, TestTarget
+from bazel_ldfix.bazel.workspace import output_base as ask_output_base
+from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.errors import BadInputError, BazelError, NotAWorkspaceError, NoTestsError
 
 if TYPE_CHECKING:
@@ -67,7 +74,7 @@ def builds_more(command_line: Sequence[str]) -> bool:
     return value
 
 
-def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
+def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
                  output_base: str | None = None, prepend: bool = False,
                  cache_dir: Callable[[str], str | None] | None = None,
                  links_root: str | None = None,
@@ -88,7 +95,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     index of ``external/`` is walked and the rules are queried every time). ``links_root``
     is where links directories may be made (:mod:`bazel_ldfix.linkdir`).
     """
-    workspace = bazel.workspace_of(runner.cwd)
+    workspace = workspace_of(runner.cwd)
     if workspace is None:
         raise NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "
                                  "above the current directory)")
@@ -99,8 +106,8 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     kept_for = _memo_file(runner, args, client_env)
     memo = kept_for if cache_dir else None
     expected = _read_memo(memo)
-    step = bazel.BuildStep(runner, args, expected)
-    read_ahead: Callable[[bazel.TestTarget, bazel.StepHead], None] | None = None
+    step = BuildStep(runner, args, expected)
+    read_ahead: Callable[[TestTarget, StepHead], None] | None = None
     kept_at: str | None = None
     kept = None
     try:
@@ -123,10 +130,10 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         # What is read from here on while Bazel builds is checked once it has ended: a
         # directory read early may get more from Bazel later (another test's outputs).
         session.memo.watch()
-        values: dict[int, tuple[bazel.StepHead, str | None]] = {}   # by the head's id
+        values: dict[int, tuple[StepHead, str | None]] = {}   # by the head's id
         last_value = expected[-1][len(_MEMO_PREFIX):] if expected else None
 
-        def read_tests(test: bazel.TestTarget, head: bazel.StepHead) -> None:
+        def read_tests(test: TestTarget, head: StepHead) -> None:
             # Read, and resolved in the value the flags give it: what the first plan asks
             # of most tests (a rule's own env may give another; that is resolved then).
             subject = session.read_ahead(planning.TestInput(test.label, test.executable),
@@ -152,7 +159,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
             read_ahead = read_tests
     finally:
         events, code = step.result(read_ahead)
-    if code not in (0, bazel.NO_TESTS_FOUND):
+    if code not in (0, NO_TESTS_FOUND):
         return StepFailed(code, builds_more(events.command_line))
     if not session.memo.still_true():
         # Bazel changed something that was read while it built: read everything anew.
@@ -164,7 +171,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         raise BazelError("the build step's events end before Bazel's last event (the "
                          "--build_event_json_file was cut short or not written); which tests "
                          "it built is not known")
-    base = output_base or events.output_base or bazel.output_base(runner)
+    base = output_base or events.output_base or ask_output_base(runner)
     if not os.path.isdir(base):
         raise BadInputError(f"output_base {base} does not exist")
     notes: list[str] = []               # about the whole step
@@ -178,7 +185,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
         # option, so neither this step nor the `bazel test` after it re-analyses.
         try:
-            got = bazel.download_outputs(runner, args, expected)
+            got = download_outputs(runner, args, expected)
         except BazelError as exc:   # it did not end in time: the tests run as they are
             notes.append(exc.lines()[0])
         else:
@@ -196,9 +203,9 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
         if on_error is not None:
             on_error(path, exc)
 
-    def repair_with(rules: Mapping[str, bazel.RuleInfo], search: bool = True
+    def repair_with(rules: Mapping[str, RuleInfo], search: bool = True
                     ) -> planning.Repair:
-        chosen = bazel.selected(events.tests, rules, events.command_line)
+        chosen = selected_tests(events.tests, rules, events.command_line)
         if not chosen:
             patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
             raise NoTestsError(f"the target patterns and test filters select no test: "
@@ -226,7 +233,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     flags_decide = testenv.order_of(events.version) is testenv.Order.FLAGS_WIN or \
         planning.test_environment(events.options, client_env, {}, [], events.version).base == ()
     result = None
-    selected = [t.label for t in bazel.selected(events.tests, {}, events.command_line)]
+    selected = [t.label for t in selected_tests(events.tests, {}, events.command_line)]
     # The rules' answer of an earlier run, while nothing it was read from has changed.
     remembered = cache_dir(base) if cache_dir and selected else None
     key = rulecache.key_of(runner, events, events.workspace or workspace)
@@ -245,11 +252,11 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
             _write_memo(memo, again.flags)
             return dataclasses.replace(again, options=events.options,
                                        patterns=events.patterns, given_again=True)
-    used: Mapping[str, bazel.RuleInfo] | None = None   # the rules' answer the repair used
+    used: Mapping[str, RuleInfo] | None = None   # the rules' answer the repair used
     asked_ns = time.time_ns()
     # The last run of this command needed a repair: this one most likely does too, so the
     # rule query runs while the tests are resolved.
-    pending = (bazel.start_query_rules(runner, selected, VARIABLE)
+    pending = (start_query_rules(runner, selected, VARIABLE)
                if known is None and expected and selected else None)
     try:
         if flags_decide and events.tests:
@@ -262,7 +269,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
                 if pending is None:
                     asked_ns = time.time_ns()
                 answer = (pending.result() if pending is not None
-                          else bazel.query_rules(runner, selected, VARIABLE))
+                          else query_rules(runner, selected, VARIABLE))
                 if remembered:
                     rulecache.remember(remembered, key, selected, answer, base, asked_ns)
                 known = dict(answer.rules)
@@ -279,7 +286,7 @@ def repair_tests(runner: bazel.Bazel, args: Sequence[str], client_env: Mapping[s
     return result
 
 
-def _memo_file(runner: bazel.Bazel, args: Sequence[str], env: Mapping[str, str]
+def _memo_file(runner: Bazel, args: Sequence[str], env: Mapping[str, str]
                ) -> str | None:
     """Where the last repair of ``bazel test ARGS`` in this workspace is remembered (None:
     no per-user directory can be trusted)."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import runfiles, testenv
-from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.bazel.bep import Option
+from bazel_ldfix.bazel.options import flag_value, major_version
 from bazel_ldfix.errors import (
     BadInputError,
     LdfixError,
@@ -62,8 +62,8 @@ def test_environment(options: Sequence[Option], client_env: Mapping[str, str],
     ``--test_env`` added last: it replaces the flags' value, and the rule's where the flags
     win, so those entries are kept in the base; a test whose rule's value wins keeps it.
     """
-    major = bazel.major_version(version)
-    strict = bazel.flag_value(options, "incompatible_strict_action_env",
+    major = major_version(version)
+    strict = flag_value(options, "incompatible_strict_action_env",
                               default=major is not None and major >= 9)
     order = testenv.order_of(version)
     flags = testenv.flag_value(options, client_env, VARIABLE, strict=strict)

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING
 from bazel_ldfix import userdir
 
 if TYPE_CHECKING:
-    from bazel_ldfix.bazel.runner import BuildEvents, RuleInfo
+    from bazel_ldfix.bazel.queryxml import RuleInfo
+    from bazel_ldfix.bazel.targets import BuildEvents
     from bazel_ldfix.loader.memo import Facts
     from bazel_ldfix.repair.plan import Repair
 

@@ -1,0 +1,102 @@
+"""The user's Bazel command line: its options, the options the tool adds, the tests it
+selects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from bazel_ldfix.bazel.queryxml import RuleInfo
+from bazel_ldfix.bazel.targets import TestTarget
+
+if TYPE_CHECKING:
+    from bazel_ldfix.bazel.bep import Option
+
+# The tag filter of the build step, which no test matches.
+NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
+
+
+
+def without(options: Sequence[Option], given: Sequence[str]) -> tuple[Option, ...]:
+    """``options`` less the last occurrence of each of ``given`` (ours come last)."""
+    from bazel_ldfix.bazel.bep import Option
+
+    out = list(options)
+    for word in given:
+        name, _, value = word.removeprefix("--").partition("=")
+        for at in range(len(out) - 1, -1, -1):
+            if out[at] == Option(name, value):
+                del out[at]
+                break
+    return tuple(out)
+
+
+def with_options(args: Sequence[str], options: Sequence[str]) -> list[str]:
+    """Add options before a ``--``, after which Bazel reads only target patterns."""
+    if "--" in args:
+        at = list(args).index("--")
+        return [*args[:at], *options, *args[at:]]
+    return [*args, *options]
+
+
+def selected(tests: Sequence[TestTarget], rules: Mapping[str, RuleInfo],
+             command_line: Sequence[str]) -> tuple[TestTarget, ...]:
+    """The tests that ``bazel test`` will run, under the user's --test_tag_filters and
+    --test_size_filters (the build step added a tag filter of its own, last)."""
+    tag_filters = [v for v in option_values(command_line, "test_tag_filters")
+                   if v != NO_TEST_TAG]
+    size_filters = option_values(command_line, "test_size_filters")
+    tag_filter = _split_filter(tag_filters[-1] if tag_filters else "")
+    size_filter = _split_filter((size_filters[-1] if size_filters else "").lower())
+    out = []
+    for test in tests:
+        info = rules.get(test.label)
+        tags = set(test.tags) | (set(info.tags) if info else set())
+        if _passes(tag_filter, tags) and _passes(size_filter, {test.size} - {""}):
+            out.append(test)
+    return tuple(out)
+
+
+def option_values(command_line: Sequence[str], name: str) -> list[str]:
+    """Every value given to ``--name``, as ``--name=V`` or ``--name V``, in order."""
+    values = []
+    for at, word in enumerate(command_line):
+        if word.startswith(f"--{name}="):
+            values.append(word.split("=", 1)[1])
+        elif word == f"--{name}" and at + 1 < len(command_line):
+            values.append(command_line[at + 1])
+    return values
+
+
+def _split_filter(value: str) -> tuple[set[str], set[str]]:
+    """``a,-b,+c`` -> ({a, c}, {b})."""
+    wanted, unwanted = set(), set()
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        if item.startswith("-"):
+            unwanted.add(item[1:])
+        else:
+            wanted.add(item.removeprefix("+"))
+    return wanted, unwanted
+
+
+def _passes(rule: tuple[set[str], set[str]], values: set[str]) -> bool:
+    """Bazel's filter: none of the excluded values, and one of the wanted ones if any."""
+    wanted, unwanted = rule
+    return not (unwanted & values) and (not wanted or bool(wanted & values))
+
+
+def flag_value(options: Sequence[Option], name: str, default: bool) -> bool:
+    value = default
+    for opt in options:
+        if opt.name == name:
+            value = opt.value.lower() not in ("0", "false", "no")
+        elif opt.name == "no" + name:
+            value = False
+    return value
+
+
+def major_version(version: str | None) -> int | None:
+    if not version:
+        return None
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
