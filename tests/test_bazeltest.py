@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from elfbuild import lib, program
 
-from bazel_ldfix.bazel.testrules import locate, main, rlocation_path
+from bazel_ldfix.cli.testrules import locate, main, rlocation_path
 
 
 @pytest.mark.parametrize(("rootpath", "expected"), [

@@ -1,5 +1,5 @@
 """Bazel calls of the tool's own are bounded in time, and a signal ends the tool with every
-process it started (bazel_ldfix/bazel/children.py).
+process it started (bazel_ldfix/children.py).
 
 A real Bazel cannot be made to hang or to sit in a query on demand, so a stand-in script
 plays it. It tells the test that it has started by writing its process ids into a FIFO,

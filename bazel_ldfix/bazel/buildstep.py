@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
-from bazel_ldfix.bazel import children
+from bazel_ldfix import children
 from bazel_ldfix.errors import BazelError
 
 if TYPE_CHECKING:

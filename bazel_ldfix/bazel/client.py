@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import IO, TYPE_CHECKING
 
-from bazel_ldfix.bazel import children
+from bazel_ldfix import children
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 if TYPE_CHECKING:

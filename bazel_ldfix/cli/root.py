@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             click.echo(f"error: cannot enter {printable(inv.cwd)}: {exc.strerror}", err=True)
             return 2
-    from bazel_ldfix.bazel import children
+    from bazel_ldfix import children
 
     try:
         with children.ended_on_signals():

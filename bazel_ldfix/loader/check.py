@@ -97,7 +97,7 @@ def check_file(path: str, options: Options) -> CheckResult:
 
 def _crash_words(signum: int, model_error: str | None) -> str:
     """What a crash of the real loader says about the file (a start crashes too)."""
-    from bazel_ldfix.bazel.children import signal_name
+    from bazel_ldfix.children import signal_name
 
     words = (f"the real loader was killed by {signal_name(signum)} loading it: a start of "
              "this program would stop there too")
