@@ -24,7 +24,7 @@ from bazelws import (
 from rexserver import Executor
 
 from bazel_ldfix.bazel.execution import REMOTE_REFUSAL
-from bazel_ldfix.diagnosis.hermetic import REMOTE_NOTE
+from bazel_ldfix.diagnosis.diagnose import REMOTE_NOTE
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]

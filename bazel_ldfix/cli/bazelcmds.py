@@ -435,7 +435,7 @@ def _diagnose_after(session: Session, output_base: str, code: int, ran_with: Ran
         return None
     if result is not None:
         if remote:
-            from bazel_ldfix.diagnosis.hermetic import remote_only
+            from bazel_ldfix.diagnosis.diagnose import remote_only
 
             result = remote_only(result)
         click.echo(brief.to_text(result, prefix="bazel-ldfix: ", color=session.color_err,

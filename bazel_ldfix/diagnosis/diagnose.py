@@ -7,11 +7,12 @@ programs (:mod:`.render`). It never runs Bazel.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix.diagnosis import logs
+from bazel_ldfix.diagnosis import fixes, logs
 from bazel_ldfix.diagnosis.context import TestContext
 from bazel_ldfix.diagnosis.explain import Finding, explain_test
 from bazel_ldfix.diagnosis.messages import LoaderFailure, read_log
@@ -132,3 +133,16 @@ def unmatched_patterns(patterns: Sequence[str], every: logs.LogSet, package: str
     return f"no failed test matches {named} in {every.source}; {failed}"
 
 
+REMOTE_NOTE = ("the tests ran on remote workers (--remote_executor): a directory of this "
+               "machine means nothing there, so only the BUILD change is given; `bazel-ldfix "
+               "fix --write` makes it (for tests that run here, `bazel-ldfix test "
+               "--force-local-path` adds the directories)")
+
+
+def remote_only(diagnosis: Diagnosis) -> Diagnosis:
+    """The diagnosis of a run on remote executors: each fix is its BUILD change alone (no
+    --test_env, no .bazelrc line naming this machine's output_base), with a note why."""
+    findings = tuple(dataclasses.replace(f, fix=fixes.Fix(None, None, None, f.fix.build))
+                     for f in diagnosis.findings)
+    return dataclasses.replace(diagnosis, findings=findings,
+                               notes=(*diagnosis.notes, REMOTE_NOTE))

@@ -7,10 +7,8 @@ directories, decoded labels said to be decoded) and the target whose ``deps`` ca
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import runfiles
@@ -19,9 +17,6 @@ from bazel_ldfix.diagnosis.context import TestContext, same_file, versions
 from bazel_ldfix.diagnosis.fixes import SolibImport
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.outputbase import index
-
-if TYPE_CHECKING:
-    from bazel_ldfix.diagnosis.diagnose import Diagnosis
 
 
 def build_fix(test: TestContext, soname: str, found: Sequence[str],
@@ -165,18 +160,3 @@ def _verified(imp: SolibImport, text: str) -> str:
     return text + (f"(the label {imp.shown_label} is decoded from {os.path.dirname(imp.staged)}; "
                    "its repository path did not lead back to the staged file, so check it "
                    "with `bazel query`)\n")
-
-
-REMOTE_NOTE = ("the tests ran on remote workers (--remote_executor): a directory of this "
-               "machine means nothing there, so only the BUILD change is given; `bazel-ldfix "
-               "fix --write` makes it (for tests that run here, `bazel-ldfix test "
-               "--force-local-path` adds the directories)")
-
-
-def remote_only(diagnosis: Diagnosis) -> Diagnosis:
-    """The diagnosis of a run on remote executors: each fix is its BUILD change alone (no
-    --test_env, no .bazelrc line naming this machine's output_base), with a note why."""
-    findings = tuple(dataclasses.replace(f, fix=fixes.Fix(None, None, None, f.fix.build))
-                     for f in diagnosis.findings)
-    return dataclasses.replace(diagnosis, findings=findings,
-                               notes=(*diagnosis.notes, REMOTE_NOTE))
