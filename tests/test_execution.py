@@ -11,7 +11,8 @@ import pytest
 
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.execution import REMOTE_REFUSAL, Execution, of
-from bazel_ldfix.cli import bazelcmds
+from bazel_ldfix.flow.caller import Caller
+from bazel_ldfix.flow.test import remote_guard
 from bazel_ldfix.repair.plan import Repair
 
 REMOTE = Option("remote_executor", "grpc://re.example:8980")
@@ -43,22 +44,26 @@ def repair(options: tuple[Option, ...]) -> Repair:
                   "/ob/external/x/lib", options)
 
 
-def test_no_test_env_under_remote_execution(capsys: pytest.CaptureFixture[str]) -> None:
-    guarded = bazelcmds.remote_guard(repair((REMOTE,)), force_local_path=False)
+def caller(said: list[str]) -> Caller:
+    return Caller({}, "/", said.append, said.append)
+
+
+def test_no_test_env_under_remote_execution() -> None:
+    said: list[str] = []
+    guarded = remote_guard(caller(said), repair((REMOTE,)), force_local_path=False)
     assert guarded.flags == ()
-    err = capsys.readouterr().err
-    assert err == f"bazel-ldfix: {REMOTE_REFUSAL}\n"
-    assert "bazel-ldfix fix" in err and len(err.splitlines()) == 1
+    assert said == [f"bazel-ldfix: {REMOTE_REFUSAL}"]
+    assert "bazel-ldfix fix" in said[0]
 
 
 @pytest.mark.parametrize("options", [
     (REMOTE, Option("strategy", "TestRunner=local")), (Option("disk_cache", "/d"),), ()])
-def test_the_flag_stays_where_the_tests_run_here(
-        options: tuple[Option, ...], capsys: pytest.CaptureFixture[str]) -> None:
-    assert bazelcmds.remote_guard(repair(options), force_local_path=False).flags == (
+def test_the_flag_stays_where_the_tests_run_here(options: tuple[Option, ...]) -> None:
+    said: list[str] = []
+    assert remote_guard(caller(said), repair(options), force_local_path=False).flags == (
         "--test_env=LD_LIBRARY_PATH=/ob/external/x/lib",)
-    assert capsys.readouterr().err == ""
+    assert said == []
 
 
 def test_force_local_path_keeps_the_old_behaviour() -> None:
-    assert bazelcmds.remote_guard(repair((REMOTE,)), force_local_path=True).flags
+    assert remote_guard(caller([]), repair((REMOTE,)), force_local_path=True).flags

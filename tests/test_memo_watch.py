@@ -135,7 +135,7 @@ def test_the_repair_reads_anew_what_bazel_changed_after_it_was_read(
     after a pause, makes the next test's library directory and reports that test. The
     first test was read and resolved in the pause; the second still loads in the answer."""
     from bazel_ldfix.bazel.client import Bazel
-    from bazel_ldfix.repair import command
+    from bazel_ldfix.flow import repair as command
 
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -19,8 +19,8 @@ from elfbuild import lib
 
 from bazel_ldfix import userdir
 from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.flow import repair
 from bazel_ldfix.outputbase import index, indexcache
-from bazel_ldfix.repair import command as repair
 
 OTHER = 65534
 NAME = "libx.so.1"

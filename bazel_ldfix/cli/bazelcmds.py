@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import os
-import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -20,65 +15,14 @@ from bazel_ldfix.cli.options import (
     force_local_option,
     github_option,
     loader_option,
-    printable,
-    warn_unreadable,
 )
 from bazel_ldfix.cli.root import cli
-from bazel_ldfix.cli.session import Session, pass_session
+from bazel_ldfix.cli.session import Session, pass_session, warn_unreadable
 from bazel_ldfix.diagnosis import github as _github
-from bazel_ldfix.errors import BadInputError, BazelError, CannotEditError
+from bazel_ldfix.errors import BadInputError
 
 if TYPE_CHECKING:
-    from bazel_ldfix.bazel.client import Bazel
-    from bazel_ldfix.diagnosis.diagnose import Diagnosis
-    from bazel_ldfix.diagnosis.explain import Finding
-    from bazel_ldfix.diagnosis.ranwith import RanWith
-    from bazel_ldfix.repair.command import StepFailed
-    from bazel_ldfix.repair.failopen import Fallback
-    from bazel_ldfix.repair.plan import Repair
-
-
-def remote_guard(repair: Repair, force_local_path: bool) -> Repair:
-    """Under remote execution, no --test_env naming this machine's paths (one line why)."""
-    from bazel_ldfix.bazel import execution
-
-    if force_local_path or not repair.flags or not _remote(repair):
-        return repair
-    click.echo(f"bazel-ldfix: {execution.REMOTE_REFUSAL}", err=True)
-    return dataclasses.replace(repair, ld_library_path=None)
-
-
-def _say_leftovers(repair: Repair) -> None:
-    """One line per test that loads here only what an earlier build left in bazel-out."""
-    from bazel_ldfix import pathlist
-    from bazel_ldfix.bazel import declared
-    from bazel_ldfix.repair import failopen
-
-    base = pathlist.join(repair.base) if repair.base else None
-    listed: dict[str, tuple[str, list[str]]] = {}   # each directory listed once
-    for t in repair.tests:
-        if t.missing_after:
-            continue    # it fails anyway: the diagnosis says why
-        found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
-                                                   listed))
-        if isinstance(found, tuple) and found:
-            click.echo(f"bazel-ldfix: warning: {printable(declared.words(t.label, found))}",
-                       err=True)
-
-
-def _remote(repair: Repair) -> bool:
-    from bazel_ldfix.bazel import execution
-
-    return execution.of(repair.options) is execution.Execution.REMOTE
-
-
-def _build_failed(code: int) -> BazelError:
-    from bazel_ldfix.bazel.client import INTERRUPTED
-
-    if code == INTERRUPTED:
-        return BazelError("the build step of `bazel test` was interrupted (exit code 8)")
-    return BazelError(f"the build step of `bazel test` failed (exit code {code}); "
-                      "see Bazel's output above")
+    pass
 
 
 @cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
@@ -107,14 +51,17 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
-    from bazel_ldfix.repair.command import StepFailed
+    from bazel_ldfix import report
+    from bazel_ldfix.flow import repair as repairing
+    from bazel_ldfix.flow import test as testing
 
-    repair = _plan(session, session.bazel(bazel_path, startup, bazel_timeout), output_base,
-                   prepend, no_cache, bazel_args)
-    from bazel_ldfix import report  # after: Bazel starts first
-    if isinstance(repair, StepFailed):
-        raise _build_failed(repair.code)
-    repair = remote_guard(repair, force_local_path)
+    caller = session.caller()
+    repair = repairing.for_command(caller, session.bazel(bazel_path, startup, bazel_timeout),
+                                   bazel_args, output_base=output_base, prepend=prepend,
+                                   no_cache=no_cache)
+    if isinstance(repair, repairing.StepFailed):
+        raise repairing.build_failed(repair.code)
+    repair = testing.remote_guard(caller, repair, force_local_path)
     render = {"flags": report.repair_flags, "shell": report.repair_shell,
               "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
     text = render(repair)
@@ -168,80 +115,15 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix test -- //... -//app:ext_test
       bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
-    from bazel_ldfix.bazel.options import with_options
-    from bazel_ldfix.bazel.workspace import output_base as ask_output_base
-    from bazel_ldfix.repair import failopen
+    from bazel_ldfix.flow import test as testing
 
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    bazel = session.bazel(bazel_path, startup, bazel_timeout)
-    repair = None if no_repair else _repair_or_fallback(
-        session, bazel, output_base, prepend, no_cache, bazel_args)
-    if isinstance(repair, int):
-        return repair  # the build step was interrupted: stop, with Bazel's code
-    if repair is None or isinstance(repair, failopen.Fallback):
-        # --no-repair, or no repair could be computed: the user's command as given.
-        if repair is not None:
-            click.echo(printable(repair.message()), err=True)
-        if dry_run:
-            click.echo(shlex.join(bazel.argv("test", bazel_args)))
-            return 0
-        # Asked before the run: every Bazel command rewrites command.log, which the
-        # diagnosis reads.
-        base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
-        if isinstance(base, failopen.Fallback):
-            click.echo(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"),
-                       err=True)
-        code = bazel.stream("test", bazel_args)
-        diagnosis = _diagnose_after(session, base, code, None, repaired=False) \
-            if isinstance(base, str) else None
-        if diagnosis is not None and rerun_failures:
-            click.echo("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
-                       "(no repair was computed)", err=True)
-        if _github.enabled(github, session.env):
-            _annotate(session, diagnosis.findings if diagnosis else ())
-        return code
-    from bazel_ldfix import report
-
-    repair = remote_guard(repair, force_local_path)
-    if not session.quiet:
-        click.echo(report.repair_summary(repair), err=True)
-        _say_leftovers(repair)
-    args = with_options(bazel_args, repair.flags)
-    if dry_run:
-        click.echo(shlex.join(bazel.argv("test", args)))
-        return 0
-    code = bazel.stream("test", args)
-    ran_with = _ran_with(repair)
-    if ran_with is not None:
-        from bazel_ldfix import userdir
-        from bazel_ldfix.diagnosis import ranwith
-
-        # For a later `diagnose` of this run (its command.log): what each test was given.
-        ranwith.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
-    diagnosis = _diagnose_after(session, repair.output_base, code, ran_with,
-                                remote=_remote(repair) and not force_local_path)
-    stopped = list(diagnosis.findings) if diagnosis else []
-    rerun_ok: tuple[str, ...] = ()
-    revealed: tuple[tuple[str, str], ...] = ()
-    if rerun_failures and diagnosis is not None:
-        if _remote(repair) and not force_local_path:
-            click.echo("bazel-ldfix: no rerun: under remote execution, directories of this "
-                       "machine mean nothing to the executors (see `bazel-ldfix fix`)",
-                       err=True)
-        else:
-            outcome = _rerun(session, bazel, bazel_args, repair, diagnosis, code, prepend)
-            code, rerun_ok, revealed = outcome.code, outcome.now_pass, outcome.added
-            if outcome.rerun:
-                # What the rerun says of the tests it ran; the first run of the others.
-                stopped = [f for f in stopped if f.test not in outcome.rerun] + list(
-                    outcome.diagnosis.findings if outcome.diagnosis else ())
-    if _github.enabled(github, session.env):
-        _annotate(session, stopped, repair, rerun_ok, revealed)
-    line = None if session.quiet else report.repaired_line(repair, bazel_args, code)
-    if line:
-        click.echo(line, err=True)
-    return code
+    options = testing.Options(output_base, prepend, no_cache, dry_run, no_repair,
+                              rerun_failures, force_local_path,
+                              _github.enabled(github, session.env))
+    return testing.run(session.caller(), session.bazel(bazel_path, startup, bazel_timeout),
+                       bazel_args, options)
 
 
 @cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
@@ -290,227 +172,15 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix fix --write --verify -- //... -//app:ext_test
       bazel-ldfix fix --json //app:vendor_test
     """
-    from bazel_ldfix import buildfix, report
-    from bazel_ldfix.bazel.workspace import workspace_of
-    from bazel_ldfix.repair.command import StepFailed
+    from bazel_ldfix.flow import fix as fixing
 
     if check and (write or verify):
         raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
     if verify and not write:
         raise click.UsageError("--verify runs the tests after --write")
-    bazel = session.bazel(bazel_path, startup, bazel_timeout)
-    repair = _plan(session, bazel, output_base, False, no_cache, bazel_args)
-    if isinstance(repair, StepFailed):
-        raise _build_failed(repair.code)
-    workspace = workspace_of(session.cwd) or session.cwd
-    result = buildfix.plan_for(repair, workspace, interface=interface)
-    document = buildfix.to_jsonable(result, workspace) if as_json else None
-
-    def stop(error: CannotEditError) -> int:
-        """One error line on stderr; with --json, the error in the one document."""
-        if document is None:
-            raise error
-        click.echo(f"error: {printable(str(error))}", err=True)
-        document["error"] = {"message": str(error), "exit_code": error.exit_code}
-        click.echo(report.dumps(document))
-        return error.exit_code
-
-    text = buildfix.to_text(result, workspace)
-    if text and document is None:
-        click.echo(text)
-    if result.problems:
-        return stop(CannotEditError(f"{len(result.problems)} change(s) cannot be made "
-                                    "(see above); nothing written"))
-    if not result.needed:
-        click.echo("bazel-ldfix: no BUILD change needed", err=True)
-    if check or not write or not result.needed:
-        if document is not None:
-            click.echo(report.dumps(document))
-        return (1 if check else 0) if result.needed else 0
-    try:
-        applied = buildfix.apply(result, bazel, bazel_args,
-                                 repair.output_base)
-    except CannotEditError as exc:
-        return stop(exc)
-    paths = [w.before.path for w in applied.written]
-    if document is not None:
-        document = buildfix.to_jsonable(result, workspace, paths if not applied.restored
-                                        else ())
-        document["analysis"] = None if applied.verdict is None else {
-            "accepted": applied.verdict.accepted, "error": applied.verdict.error}
-    for w in applied.written:
-        click.echo(printable(f"bazel-ldfix: wrote {w.before.path}"
-                             + (" (in place: it has other hard links or another owner)"
-                                if w.how is buildfix.files.How.IN_PLACE else "")), err=True)
-    if applied.restored:
-        assert applied.verdict is not None
-        kept = "; ".join(applied.not_restored)
-        return stop(CannotEditError(
-            f"Bazel rejects the change: {applied.verdict.error}; "
-            + (kept or "every file written was restored as it was")))
-    if document is not None:
-        click.echo(report.dumps(document))
-    if verify:
-        return bazel.stream("test", bazel_args)
-    return 1 if result.described_only else 0
-
-
-def _plan(session: Session, bazel: Bazel, output_base: str | None, prepend: bool,
-          no_cache: bool, bazel_args: Sequence[str]) -> Repair | StepFailed:
-    from bazel_ldfix.repair.command import repair_tests
-
-    def cache_dir(base: str) -> str | None:
-        del base  # one per-user directory, whatever the output_base
-        return session.cache_dir()
-
-    return repair_tests(bazel, bazel_args, session.env,
-                        output_base=output_base, prepend=prepend,
-                        cache_dir=None if no_cache else cache_dir,
-                        links_root=session.links_root(),
-                        progress=session.progress(), on_error=warn_unreadable)
-
-
-def _repair_or_fallback(session: Session, bazel: Bazel, output_base: str | None,
-                        prepend: bool, no_cache: bool,
-                        bazel_args: Sequence[str]) -> Repair | Fallback | int:
-    """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
-    the command unchanged), or Bazel's code when the build step was interrupted or failed
-    as ``bazel test BAZEL_ARGS`` would (running it would only show the same error again).
-    """
-    from bazel_ldfix.bazel.client import INTERRUPTED
-    from bazel_ldfix.repair import failopen
-    from bazel_ldfix.repair.command import StepFailed
-
-    planned = failopen.attempt(lambda: _plan(session, bazel, output_base, prepend, no_cache,
-                                             bazel_args))
-    if not isinstance(planned, StepFailed):
-        return planned
-    if planned.code == INTERRUPTED:
-        return planned.code
-    if planned.same_as_test:
-        click.echo(f"bazel-ldfix: the build step of `bazel test` failed (exit code "
-                   f"{planned.code}); `bazel test` fails the same way, so it is not run "
-                   "again: Bazel's error is above", err=True)
-        return planned.code
-    why = (": it built more than `bazel test --build_tests_only` builds"
-           if planned.builds_more else "")
-    return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
-                             f"{planned.code}){why}")
-
-
-def _ran_with(repair: Repair) -> RanWith | None:
-    """Each test's LD_LIBRARY_PATH in the run of the repaired command (None: not known,
-    when the repair's flag was held back under remote execution)."""
-    from bazel_ldfix.diagnosis.ranwith import RanWith
-
-    if repair.added and not repair.flags:
-        return None
-    default = repair.ld_library_path or ":".join(repair.base) or None
-    return RanWith("the options of this run (rc files included, from the build step's "
-                   "events) and the repair's --test_env",
-                   {t.label: t.library_path for t in repair.tests}, default)
-
-
-def _diagnose_after(session: Session, output_base: str, code: int, ran_with: RanWith | None,
-                    *, repaired: bool = True, remote: bool = False) -> Diagnosis | None:
-    """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
-    ``repaired``: the run had the repair, so `bazel-ldfix test` is not suggested again.
-
-    Never changes the outcome of the run: a diagnosis that fails says so in one line.
-    ``remote``: the tests ran on remote executors, where only the BUILD change helps.
-    """
-    if code != 3:
-        return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
-    from bazel_ldfix.diagnosis import brief
-    from bazel_ldfix.diagnosis import diagnose as diagnosing
-    from bazel_ldfix.repair import failopen
-
-    result = failopen.attempt(lambda: diagnosing.after_test(
-        output_base, code, ran_with=ran_with, on_error=warn_unreadable,
-        shell_library_path=session.env.get("LD_LIBRARY_PATH"),
-        links_root=session.links_root()))
-    if isinstance(result, failopen.Fallback):
-        click.echo(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"),
-                   err=True)
-        return None
-    if result is not None:
-        if remote:
-            from bazel_ldfix.diagnosis.diagnose import remote_only
-
-            result = remote_only(result)
-        click.echo(brief.to_text(result, prefix="bazel-ldfix: ", color=session.color_err,
-                                 after_run=repaired), err=True)
-    return result
-
-
-@dataclass(frozen=True)
-class _Rerun:
-    code: int                               # the two runs' code
-    rerun: tuple[str, ...] = ()             # the labels run again
-    now_pass: tuple[str, ...] = ()          # of those, the ones that passed
-    added: tuple[tuple[str, str], ...] = ()  # (soname, directory) the first run revealed
-    diagnosis: Diagnosis | None = None      # the rerun's, when tests still failed in it
-
-
-def _rerun(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
-           diagnosis: Diagnosis, first: int, prepend: bool) -> _Rerun:
-    """The one rerun of the tests that failed in the loader; the two runs' combined code."""
-    from bazel_ldfix.repair import failopen, rerun
-
-    planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
-    if isinstance(planned, failopen.Fallback):
-        click.echo(printable(f"bazel-ldfix: no rerun: {planned.reason}"), err=True)
-        return _Rerun(first)
-    for test, why in planned.not_rerun:
-        click.echo(printable(f"bazel-ldfix: not rerunning {test}: {why}"), err=True)
-    if not planned.labels:
-        return _Rerun(first)
-    args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
-    if args is None:
-        click.echo("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
-                   "the options' values", err=True)
-        return _Rerun(first)
-    for soname, directory in planned.added:
-        click.echo(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"),
-                   err=True)
-    click.echo(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
-                         f"{planned.flag}"), err=True)
-    second = bazel.stream("test", args)
-    now_pass, still = rerun.outcome(planned, second, repair.output_base)
-    if now_pass:
-        click.echo(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
-                             f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
-                             "loader before)"), err=True)
-    again = None
-    if still:
-        click.echo(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
-                             f"fail{'s' if len(still) == 1 else ''}"), err=True)
-        from bazel_ldfix.diagnosis.ranwith import RanWith
-
-        again = _diagnose_after(session, repair.output_base, second, RanWith(
-            "the rerun's --test_env", {}, planned.ld_library_path))
-    code = rerun.combined_code(first, second, planned)
-    left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
-    click.echo(printable(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
-                         + (f"; not rerun, failed in the first run: {', '.join(left)}"
-                            if left else "") + ")"), err=True)
-    return _Rerun(code, tuple(planned.labels), tuple(now_pass), tuple(planned.added), again)
-
-
-def _annotate(session: Session, stopped: Sequence[Finding], repair: Repair | None = None,
-              rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
-              err: bool = False) -> None:
-    """The run's GitHub Actions annotations (see diagnosis/github.py)."""
-    from bazel_ldfix.bazel.workspace import workspace_of
-
-    places = _github.Places(workspace_of(session.cwd), session.env.get("GITHUB_WORKSPACE"))
-    lines = _github.errors(stopped, places)
-    if repair is not None:
-        failing = [f.test for f in stopped if f.test]
-        lines += _github.notices(repair, [*failing, *rerun_ok], places)
-    lines += _github.revealed(rerun_ok, revealed, places)
-    for line in lines:
-        click.echo(line, err=err)
+    options = fixing.Options(output_base, no_cache, write, check, verify, interface, as_json)
+    return fixing.run(session.caller(), session.bazel(bazel_path, startup, bazel_timeout),
+                      bazel_args, options)
 
 
 @cli.command(short_help="Why failed tests could not load a library; the fix.")
@@ -575,8 +245,10 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     else:
         click.echo(brief.to_text(result, color=session.color))
     if _github.enabled(github, session.env):
+        from bazel_ldfix.flow.test import annotate
+
         # Not into the JSON on stdout: the runner reads stderr as well.
-        _annotate(session, result.findings, err=as_json)
+        annotate(session.caller(), result.findings, to_stdout=not as_json)
     return result.exit_code
 
 

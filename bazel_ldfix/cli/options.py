@@ -181,8 +181,3 @@ def explain_bad(exc: BadInputError) -> str:
     if text.endswith(": file too short"):
         return text + " (empty or truncated)"
     return text
-
-
-def warn_unreadable(path: str, exc: OSError) -> None:
-    click.echo(f"bazel-ldfix: warning: cannot read {printable(path)}: {exc.strerror}",
-               err=True)

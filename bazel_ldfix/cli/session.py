@@ -27,6 +27,7 @@ from bazel_ldfix.invocation import Invocation, from_environ
 if TYPE_CHECKING:
     from bazel_ldfix import elf
     from bazel_ldfix.bazel.client import Bazel
+    from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.loader.resolve import LoaderFactory, Options
     from bazel_ldfix.outputbase.index import Progress
 
@@ -117,11 +118,34 @@ class Session:
         root = userdir.cache_root(self.env)
         return userdir.private_dir(os.path.join(root, linkdir.SUBDIR)) if root else None
 
+    def caller(self) -> Caller:
+        """Who runs a flow (:mod:`bazel_ldfix.flow`): this session, its words on stderr
+        (escaped by the flow where they name a file), its result on stdout."""
+        from bazel_ldfix.flow.caller import Caller
+
+        return Caller(self.env, self.cwd, _say, click.echo, self.quiet, self.color_err,
+                      self.links_root(), self.cache_dir(), self.progress(), warn_unreadable)
+
     def progress(self) -> Progress | None:
         """Progress of a long index walk on stderr, unless quiet."""
         from bazel_ldfix.outputbase.index import Progress
 
         return None if self.quiet else Progress(sys.stderr)
+
+
+def warn_unreadable(path: str, exc: OSError) -> None:
+    click.echo(f"bazel-ldfix: warning: cannot read {_printable(path)}: {exc.strerror}",
+               err=True)
+
+
+def _printable(text: str) -> str:
+    from bazel_ldfix.quoting import printable
+
+    return printable(text)
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _say_waiting(cmd: Sequence[str]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix.bazel.buildstep import BuildStep, download_outputs
-from bazel_ldfix.bazel.client import NO_TESTS_FOUND, Bazel
+from bazel_ldfix.bazel.client import INTERRUPTED, NO_TESTS_FOUND, Bazel
 from bazel_ldfix.bazel.options import selected as selected_tests
 from bazel_ldfix.bazel.query import query_rules, start_query_rules
 from bazel_ldfix.bazel.queryxml import RuleInfo
@@ -29,6 +29,7 @@ from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.errors import BadInputError, BazelError, NotAWorkspaceError, NoTestsError
 
 if TYPE_CHECKING:
+    from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.outputbase.index import ProgressFn
     from bazel_ldfix.repair.plan import Repair
 
@@ -330,3 +331,26 @@ def _write_memo(path: str | None, flags: Sequence[str]) -> None:
         return
     text = "".join(f"{flag}\n" for flag in flags if flag.startswith(_MEMO_PREFIX))
     userdir.write_private(path, text.encode("utf-8", "surrogateescape"))
+
+
+def for_command(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], *,
+                output_base: str | None = None, prepend: bool = False,
+                no_cache: bool = False) -> Repair | StepFailed:
+    """:func:`repair_tests` for the caller: its environment, its per-user directories
+    (none with ``no_cache``), its progress and unreadable-file lines."""
+    def cache_dir(base: str) -> str | None:
+        del base  # one per-user directory, whatever the output_base
+        return caller.cache_dir
+
+    return repair_tests(bazel, bazel_args, caller.env, output_base=output_base,
+                        prepend=prepend, cache_dir=None if no_cache else cache_dir,
+                        links_root=caller.links_root, progress=caller.progress,
+                        on_error=caller.on_error)
+
+
+def build_failed(code: int) -> BazelError:
+    """The error of a build step that failed (exit code ``code``)."""
+    if code == INTERRUPTED:
+        return BazelError("the build step of `bazel test` was interrupted (exit code 8)")
+    return BazelError(f"the build step of `bazel test` failed (exit code {code}); "
+                      "see Bazel's output above")

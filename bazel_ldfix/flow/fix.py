@@ -1,0 +1,169 @@
+"""``bazel-ldfix fix``: the repair's missing libraries made a BUILD change, shown, and with
+``--write`` written and analysed by Bazel (every file restored when Bazel rejects it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from bazel_ldfix import pathlist
+from bazel_ldfix.buildfix import analysis, files
+from bazel_ldfix.buildfix.change import Plan
+from bazel_ldfix.buildfix.edit import write
+from bazel_ldfix.buildfix.locate import defines_repository
+from bazel_ldfix.buildfix.plan import Shape, TestMissing, plan
+from bazel_ldfix.errors import CannotEditError
+from bazel_ldfix.quoting import printable
+
+if TYPE_CHECKING:
+    from bazel_ldfix.bazel.client import Bazel
+    from bazel_ldfix.flow.caller import Caller
+    from bazel_ldfix.repair.plan import Repair
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """How ``bazel-ldfix fix`` was asked to run."""
+
+    output_base: str | None = None
+    no_cache: bool = False
+    write: bool = False
+    check: bool = False
+    verify: bool = False
+    interface: bool = False
+    as_json: bool = False
+
+
+def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Options) -> int:
+    """The BUILD change for ``bazel test BAZEL_ARGS``: shown (a unified diff per file, JSON
+    with ``as_json``), checked, or written and analysed; the command's exit code."""
+    from bazel_ldfix import report
+    from bazel_ldfix.bazel.workspace import workspace_of
+    from bazel_ldfix.buildfix.render import to_jsonable, to_text
+    from bazel_ldfix.flow import repair as repairing
+
+    repair = repairing.for_command(caller, bazel, bazel_args,
+                                   output_base=options.output_base, no_cache=options.no_cache)
+    if isinstance(repair, repairing.StepFailed):
+        raise repairing.build_failed(repair.code)
+    workspace = workspace_of(caller.cwd) or caller.cwd
+    result = plan_for(repair, workspace, interface=options.interface)
+    document = to_jsonable(result, workspace) if options.as_json else None
+
+    def stop(error: CannotEditError) -> int:
+        """One error line on stderr; with --json, the error in the one document."""
+        if document is None:
+            raise error
+        caller.say(f"error: {printable(str(error))}")
+        document["error"] = {"message": str(error), "exit_code": error.exit_code}
+        caller.show(report.dumps(document))
+        return error.exit_code
+
+    text = to_text(result, workspace)
+    if text and document is None:
+        caller.show(text)
+    if result.problems:
+        return stop(CannotEditError(f"{len(result.problems)} change(s) cannot be made "
+                                    "(see above); nothing written"))
+    if not result.needed:
+        caller.say("bazel-ldfix: no BUILD change needed")
+    if options.check or not options.write or not result.needed:
+        if document is not None:
+            caller.show(report.dumps(document))
+        return (1 if options.check else 0) if result.needed else 0
+    try:
+        applied = apply(result, bazel, bazel_args, repair.output_base)
+    except CannotEditError as exc:
+        return stop(exc)
+    paths = [w.before.path for w in applied.written]
+    if document is not None:
+        document = to_jsonable(result, workspace, paths if not applied.restored else ())
+        document["analysis"] = None if applied.verdict is None else {
+            "accepted": applied.verdict.accepted, "error": applied.verdict.error}
+    for w in applied.written:
+        caller.say(printable(f"bazel-ldfix: wrote {w.before.path}"
+                             + (" (in place: it has other hard links or another owner)"
+                                if w.how is files.How.IN_PLACE else "")))
+    if applied.restored:
+        assert applied.verdict is not None
+        kept = "; ".join(applied.not_restored)
+        return stop(CannotEditError(
+            f"Bazel rejects the change: {applied.verdict.error}; "
+            + (kept or "every file written was restored as it was")))
+    if document is not None:
+        caller.show(report.dumps(document))
+    if options.verify:
+        return bazel.stream("test", bazel_args)
+    return 1 if result.described_only else 0
+
+
+def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan:
+    """The plan for what the repair found missing, test by test.
+
+    A test's own list names what it misses first, with what it finds only through files
+    Bazel does not declare for it (leftovers of an earlier build in bazel-out,
+    :mod:`bazel_ldfix.bazel.declared`); what those libraries need in turn comes from the
+    loader model run for that test alone (as ``diagnose`` runs it).
+    """
+    from bazel_ldfix.bazel import declared
+    from bazel_ldfix.diagnosis import model as diagnosis_model
+
+    base = pathlist.join(repair.base) if repair.base else None
+    found = {m.soname: m.dir for m in repair.missing if m.dir}
+    needed_by = {m.soname: m.needed_by for m in repair.missing}
+    tests = []
+    listed: dict[str, tuple[str, list[str]]] = {}
+    for t in repair.tests:
+        names = list(t.missing_before)
+        names += [f.soname for f in declared.leftovers(t.executable, base, listed)
+                  if f.soname not in names]
+        if not names:
+            continue
+        if any(m.soname not in names for m in repair.missing):
+            # Some name is needed by a library, not by the tests: whose is it?
+            model = diagnosis_model.model_missing(t.label, t.executable, repair.output_base, base)
+            names += [n for n in model if n not in names]
+        tests.append(TestMissing(t.label, t.executable, tuple(names), needed_by))
+
+    def candidates(soname: str) -> list[str]:
+        directory = found.get(soname)
+        return [os.path.join(directory, soname)] if directory else []
+
+    shape = Shape.INTERFACE if interface else Shape.VERSIONED
+    skylib = any(o.name == "override_repository" and o.value.startswith("bazel_skylib=")
+                 for o in repair.options) or defines_repository(
+        "bazel_skylib", workspace, repair.output_base)
+    return plan(tests, workspace, repair.output_base, shape, candidates, base,
+                skylib=skylib)
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """What ``--write`` did: the files written, Bazel's verdict, and whether they were put
+    back (every file restored byte for byte when Bazel rejects the change)."""
+
+    written: tuple[files.Written, ...]
+    verdict: analysis.Verdict | None    # None: not asked (nothing was written)
+    restored: bool = False
+    not_restored: tuple[str, ...] = ()  # files changed again since they were written
+
+
+def apply(result: Plan, bazel: Bazel, bazel_args: Sequence[str], output_base: str | None,
+          timeout: float = analysis.TIMEOUT) -> Applied:
+    """Write the plan's editable files, have Bazel analyse the tests and the rules
+    changed, and restore every file when Bazel rejects what was written."""
+    written = tuple(write(result.files, output_base))
+    if not written:
+        return Applied((), None)
+    labels = list(dict.fromkeys(c.label for f in result.files if f.editable
+                                for c in f.changes))
+    try:
+        verdict = analysis.analyse(bazel, bazel_args, labels, timeout)
+    except BaseException:
+        files.restore(written)      # Ctrl-C, or no Bazel: leave nothing unchecked behind
+        raise
+    if verdict.accepted:
+        return Applied(written, verdict)
+    return Applied(written, verdict, True, tuple(files.restore(written)))

@@ -1,0 +1,283 @@
+"""``bazel-ldfix test``: the build step and the repair, the user's ``bazel test`` with it,
+the diagnosis of what still failed in the loader, and the one rerun."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bazel_ldfix.diagnosis import github
+from bazel_ldfix.flow import repair as repairing
+from bazel_ldfix.quoting import printable
+from bazel_ldfix.repair import failopen
+
+if TYPE_CHECKING:
+    from bazel_ldfix.bazel.client import Bazel
+    from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.diagnosis.explain import Finding
+    from bazel_ldfix.diagnosis.ranwith import RanWith
+    from bazel_ldfix.flow.caller import Caller
+    from bazel_ldfix.repair.plan import Repair
+
+
+@dataclass(frozen=True)
+class Options:
+    """How ``bazel-ldfix test`` was asked to run."""
+
+    output_base: str | None = None
+    prepend: bool = False
+    no_cache: bool = False
+    dry_run: bool = False
+    no_repair: bool = False
+    rerun_failures: bool = False
+    force_local_path: bool = False
+    github: bool = False
+
+
+def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Options) -> int:
+    """``bazel test BAZEL_ARGS`` with the repair (unchanged when none can be computed);
+    Bazel's exit code, or the code of the run and its rerun together."""
+    from bazel_ldfix.bazel.options import with_options
+    from bazel_ldfix.bazel.workspace import output_base as ask_output_base
+
+    repair = None if options.no_repair else repair_or_fallback(caller, bazel, bazel_args,
+                                                               options)
+    if isinstance(repair, int):
+        return repair  # the build step was interrupted: stop, with Bazel's code
+    if repair is None or isinstance(repair, failopen.Fallback):
+        # --no-repair, or no repair could be computed: the user's command as given.
+        if repair is not None:
+            caller.say(printable(repair.message()))
+        if options.dry_run:
+            caller.show(shlex.join(bazel.argv("test", bazel_args)))
+            return 0
+        # Asked before the run: every Bazel command rewrites command.log, which the
+        # diagnosis reads.
+        output_base = options.output_base
+        base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
+        if isinstance(base, failopen.Fallback):
+            caller.say(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
+        code = bazel.stream("test", bazel_args)
+        diagnosis = diagnose_after(caller, base, code, None, repaired=False) \
+            if isinstance(base, str) else None
+        if diagnosis is not None and options.rerun_failures:
+            caller.say("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
+                       "(no repair was computed)")
+        if options.github:
+            annotate(caller, diagnosis.findings if diagnosis else ())
+        return code
+    from bazel_ldfix import report
+
+    repair = remote_guard(caller, repair, options.force_local_path)
+    if not caller.quiet:
+        caller.say(report.repair_summary(repair))
+        say_leftovers(caller, repair)
+    args = with_options(bazel_args, repair.flags)
+    if options.dry_run:
+        caller.show(shlex.join(bazel.argv("test", args)))
+        return 0
+    code = bazel.stream("test", args)
+    ran_with = ran_with_repair(repair)
+    if ran_with is not None:
+        from bazel_ldfix import userdir
+        from bazel_ldfix.diagnosis import ranwith
+
+        # For a later `diagnose` of this run (its command.log): what each test was given.
+        ranwith.keep(userdir.cache_root(caller.env), repair.output_base, ran_with.values)
+    remote = is_remote(repair) and not options.force_local_path
+    diagnosis = diagnose_after(caller, repair.output_base, code, ran_with, remote=remote)
+    stopped = list(diagnosis.findings) if diagnosis else []
+    rerun_ok: tuple[str, ...] = ()
+    revealed: tuple[tuple[str, str], ...] = ()
+    if options.rerun_failures and diagnosis is not None:
+        if remote:
+            caller.say("bazel-ldfix: no rerun: under remote execution, directories of this "
+                       "machine mean nothing to the executors (see `bazel-ldfix fix`)")
+        else:
+            outcome = rerun_failed(caller, bazel, bazel_args, repair, diagnosis, code,
+                                   options.prepend)
+            code, rerun_ok, revealed = outcome.code, outcome.now_pass, outcome.added
+            if outcome.rerun:
+                # What the rerun says of the tests it ran; the first run of the others.
+                stopped = [f for f in stopped if f.test not in outcome.rerun] + list(
+                    outcome.diagnosis.findings if outcome.diagnosis else ())
+    if options.github:
+        annotate(caller, stopped, repair, rerun_ok, revealed)
+    line = None if caller.quiet else report.repaired_line(repair, bazel_args, code)
+    if line:
+        caller.say(line)
+    return code
+
+
+def remote_guard(caller: Caller, repair: Repair, force_local_path: bool) -> Repair:
+    """Under remote execution, no --test_env naming this machine's paths (one line why)."""
+    from bazel_ldfix.bazel import execution
+
+    if force_local_path or not repair.flags or not is_remote(repair):
+        return repair
+    caller.say(f"bazel-ldfix: {execution.REMOTE_REFUSAL}")
+    return dataclasses.replace(repair, ld_library_path=None)
+
+
+def is_remote(repair: Repair) -> bool:
+    from bazel_ldfix.bazel import execution
+
+    return execution.of(repair.options) is execution.Execution.REMOTE
+
+
+def say_leftovers(caller: Caller, repair: Repair) -> None:
+    """One line per test that loads here only what an earlier build left in bazel-out."""
+    from bazel_ldfix import pathlist
+    from bazel_ldfix.bazel import declared
+
+    base = pathlist.join(repair.base) if repair.base else None
+    listed: dict[str, tuple[str, list[str]]] = {}   # each directory listed once
+    for t in repair.tests:
+        if t.missing_after:
+            continue    # it fails anyway: the diagnosis says why
+        found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
+                                                   listed))
+        if isinstance(found, tuple) and found:
+            caller.say(f"bazel-ldfix: warning: {printable(declared.words(t.label, found))}")
+
+
+def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
+                       options: Options) -> Repair | failopen.Fallback | int:
+    """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
+    the command unchanged), or Bazel's code when the build step was interrupted or failed
+    as ``bazel test BAZEL_ARGS`` would (running it would only show the same error again).
+    """
+    from bazel_ldfix.bazel.client import INTERRUPTED
+
+    planned = failopen.attempt(lambda: repairing.for_command(
+        caller, bazel, bazel_args, output_base=options.output_base, prepend=options.prepend,
+        no_cache=options.no_cache))
+    if not isinstance(planned, repairing.StepFailed):
+        return planned
+    if planned.code == INTERRUPTED:
+        return planned.code
+    if planned.same_as_test:
+        caller.say(f"bazel-ldfix: the build step of `bazel test` failed (exit code "
+                   f"{planned.code}); `bazel test` fails the same way, so it is not run "
+                   "again: Bazel's error is above")
+        return planned.code
+    why = (": it built more than `bazel test --build_tests_only` builds"
+           if planned.builds_more else "")
+    return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
+                             f"{planned.code}){why}")
+
+
+def ran_with_repair(repair: Repair) -> RanWith | None:
+    """Each test's LD_LIBRARY_PATH in the run of the repaired command (None: not known,
+    when the repair's flag was held back under remote execution)."""
+    from bazel_ldfix.diagnosis.ranwith import RanWith
+
+    if repair.added and not repair.flags:
+        return None
+    default = repair.ld_library_path or ":".join(repair.base) or None
+    return RanWith("the options of this run (rc files included, from the build step's "
+                   "events) and the repair's --test_env",
+                   {t.label: t.library_path for t in repair.tests}, default)
+
+
+def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWith | None,
+                   *, repaired: bool = True, remote: bool = False) -> Diagnosis | None:
+    """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
+    ``repaired``: the run had the repair, so `bazel-ldfix test` is not suggested again.
+
+    Never changes the outcome of the run: a diagnosis that fails says so in one line.
+    ``remote``: the tests ran on remote executors, where only the BUILD change helps.
+    """
+    if code != 3:
+        return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
+    from bazel_ldfix.diagnosis import brief
+    from bazel_ldfix.diagnosis import diagnose as diagnosing
+
+    result = failopen.attempt(lambda: diagnosing.after_test(
+        output_base, code, ran_with=ran_with, on_error=caller.on_error,
+        shell_library_path=caller.env.get("LD_LIBRARY_PATH"),
+        links_root=caller.links_root))
+    if isinstance(result, failopen.Fallback):
+        caller.say(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"))
+        return None
+    if result is not None:
+        if remote:
+            result = diagnosing.remote_only(result)
+        caller.say(brief.to_text(result, prefix="bazel-ldfix: ", color=caller.color,
+                                 after_run=repaired))
+    return result
+
+
+@dataclass(frozen=True)
+class Rerun:
+    code: int                               # the two runs' code
+    rerun: tuple[str, ...] = ()             # the labels run again
+    now_pass: tuple[str, ...] = ()          # of those, the ones that passed
+    added: tuple[tuple[str, str], ...] = ()  # (soname, directory) the first run revealed
+    diagnosis: Diagnosis | None = None      # the rerun's, when tests still failed in it
+
+
+def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
+                 diagnosis: Diagnosis, first: int, prepend: bool) -> Rerun:
+    """The one rerun of the tests that failed in the loader; the two runs' combined code."""
+    from bazel_ldfix.flow import rerun
+
+    planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
+    if isinstance(planned, failopen.Fallback):
+        caller.say(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
+        return Rerun(first)
+    for test, why in planned.not_rerun:
+        caller.say(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
+    if not planned.labels:
+        return Rerun(first)
+    args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
+    if args is None:
+        caller.say("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
+                   "the options' values")
+        return Rerun(first)
+    for soname, directory in planned.added:
+        caller.say(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
+    caller.say(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
+                         f"{planned.flag}"))
+    second = bazel.stream("test", args)
+    now_pass, still = rerun.outcome(planned, second, repair.output_base)
+    if now_pass:
+        caller.say(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+                             f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
+                             "loader before)"))
+    again = None
+    if still:
+        caller.say(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
+                             f"fail{'s' if len(still) == 1 else ''}"))
+        from bazel_ldfix.diagnosis.ranwith import RanWith
+
+        again = diagnose_after(caller, repair.output_base, second, RanWith(
+            "the rerun's --test_env", {}, planned.ld_library_path))
+    code = rerun.combined_code(first, second, planned)
+    left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
+    caller.say(printable(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
+                         + (f"; not rerun, failed in the first run: {', '.join(left)}"
+                            if left else "") + ")"))
+    return Rerun(code, tuple(planned.labels), tuple(now_pass), tuple(planned.added), again)
+
+
+def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None = None,
+             rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
+             to_stdout: bool = True) -> None:
+    """The run's GitHub Actions annotations (see diagnosis/github.py): on stdout, or
+    said (stderr) where stdout holds a document."""
+    from bazel_ldfix.bazel.workspace import workspace_of
+
+    places = github.Places(workspace_of(caller.cwd), caller.env.get("GITHUB_WORKSPACE"))
+    lines = github.errors(stopped, places)
+    if repair is not None:
+        failing = [f.test for f in stopped if f.test]
+        lines += github.notices(repair, [*failing, *rerun_ok], places)
+    lines += github.revealed(rerun_ok, revealed, places)
+    out = caller.show if to_stdout else caller.say
+    for line in lines:
+        out(line)
