@@ -35,7 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bazel_ldfix import cli, elf
-from bazel_ldfix.diagnosis import diagnose, fixes, logs, messages, render
+from bazel_ldfix.bazel import solib
+from bazel_ldfix.diagnosis import diagnose, logs, messages, render
 from bazel_ldfix.diagnosis.messages import ErrorKind, parse_log
 from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
@@ -208,13 +209,13 @@ def test_a_library_without_versions_defines_none(tmp_path: Path) -> None:
 ])
 def test_solib_directory_names_decode_to_the_cc_import(name: str,
                                                        decoded: tuple[str, str]) -> None:
-    assert fixes.decode_solib_dir(name) == decoded
+    assert solib.decode_solib_dir(name) == decoded
 
 
 @pytest.mark.parametrize("name", ["libfoo", "_solib_k8", "_Ux_Zy", "_U@x_S_S_Cy",
                                   "_U@x_S_S_Cy___Ua___Ub"])
 def test_other_names_are_not_decoded(name: str) -> None:
-    assert fixes.decode_solib_dir(name) is None
+    assert solib.decode_solib_dir(name) is None
 
 
 # -- reading logs -------------------------------------------------------------------------------

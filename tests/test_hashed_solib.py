@@ -15,7 +15,8 @@ from pathlib import Path
 from diagnose_fixtures import LOG_HEADER, run
 from elfbuild import cc
 
-from bazel_ldfix.diagnosis import diagnose, fixes, logs
+from bazel_ldfix.bazel import solib
+from bazel_ldfix.diagnosis import diagnose, logs
 
 REPO = "+nvidia_tensorrt_extension+nvidia_tensorrt_runtime_for_cuda_12_linux_x86_64"
 LIB_DIR = ("targets/x86_64-linux/lib/stubs_and_runtime_libraries_for_inference_"
@@ -33,14 +34,14 @@ def hashed_layout(tmp: Path, build: str) -> tuple[Path, str]:
               src="int nv_value(void){return 10;}")
     (sdk / "libnvinfer.so").symlink_to(real.name)
     (repo / "BUILD.bazel").write_text(build)
-    escaped = (fixes.escaped_path(f"_@@{REPO}//:{NAME}") + "__"
-               + fixes.escaped_path("_" + LIB_DIR))
+    escaped = (solib.escaped_path(f"_@@{REPO}//:{NAME}") + "__"
+               + solib.escaped_path("_" + LIB_DIR))
     assert len(escaped) > 255
-    hashed = fixes.hashed_name(escaped)
-    solib = cfg / "bin" / "_solib_k8" / hashed
-    solib.mkdir(parents=True)
-    (solib / "libnvinfer.so").symlink_to(sdk / "libnvinfer.so")
-    exe = cc(cfg / "bin" / "t" / "x_test", "-L", str(solib), "-l:libnvinfer.so",
+    hashed = solib.hashed_name(escaped)
+    solib_dir = cfg / "bin" / "_solib_k8" / hashed
+    solib_dir.mkdir(parents=True)
+    (solib_dir / "libnvinfer.so").symlink_to(sdk / "libnvinfer.so")
+    exe = cc(cfg / "bin" / "t" / "x_test", "-L", str(solib_dir), "-l:libnvinfer.so",
              "-Wl,--enable-new-dtags", f"-Wl,-rpath,$ORIGIN/../_solib_k8/{hashed}",
              src="int nv_value(void); int main(void){return nv_value() != 10;}")
     result = run([str(exe)])
@@ -54,9 +55,9 @@ def hashed_layout(tmp: Path, build: str) -> tuple[Path, str]:
 
 
 def test_the_hash_is_sha256_hex_and_keeps_an_extension() -> None:
-    assert fixes.hashed_name("short") == "short"
+    assert solib.hashed_name("short") == "short"
     long = "_U" + "x" * 300 + ".dir"
-    hashed = fixes.hashed_name(long)
+    hashed = solib.hashed_name(long)
     assert len(hashed) == 64 + len(".dir") and hashed.endswith(".dir")
 
 
@@ -65,7 +66,7 @@ def test_a_hashed_directory_names_its_import_verified_by_the_hash(tmp_path: Path
              f'cc_import(\n    name = "{NAME}",\n'
              f'    shared_library = "{LIB_DIR}/libnvinfer.so",\n)\n')
     log, hashed = hashed_layout(tmp_path, build)
-    assert fixes.decode_solib_dir(hashed) is None
+    assert solib.decode_solib_dir(hashed) is None
     (finding,) = diagnose.diagnose(logs.given([str(log)])).findings
     build_fix = finding.fix.build
     assert build_fix is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bazel_ldfix.bazel import solib
 from bazel_ldfix.diagnosis import fixes
 
 
@@ -34,14 +35,14 @@ def test_the_package_is_the_deepest_directory_with_a_build_file(tmp_path: Path) 
     out.parent.mkdir(parents=True)
     out.write_bytes(b"")
     # app/ext has no BUILD file: the target is named with a slash, in //app.
-    assert fixes.label_of_output(str(out)) == "//app:ext/_ext.so"
+    assert solib.label_of_output(str(out)) == "//app:ext/_ext.so"
     top = bin_dir / "app" / "_top.so"
     top.write_bytes(b"")
     # Reached through a runfiles symlink, as a py_test's runfiles reach it.
     runfiles = tmp_path / "t.runfiles" / "ws" / "app"
     runfiles.mkdir(parents=True)
     os.symlink(top, runfiles / "_top.so")
-    assert fixes.label_of_output(str(runfiles / "_top.so")) == "//app:_top.so"
+    assert solib.label_of_output(str(runfiles / "_top.so")) == "//app:_top.so"
 
 
 def test_an_output_of_an_external_repository_is_labelled_in_it(tmp_path: Path) -> None:
@@ -49,13 +50,13 @@ def test_an_output_of_an_external_repository_is_labelled_in_it(tmp_path: Path) -
     out = execroot / "bazel-out" / "k8-opt" / "bin" / "external" / "sdk" / "py" / "_m.so"
     out.parent.mkdir(parents=True)
     out.write_bytes(b"")
-    assert fixes.label_of_output(str(out)) == "@sdk//py:_m.so"
+    assert solib.label_of_output(str(out)) == "@sdk//py:_m.so"
 
 
 def test_a_file_outside_bazel_out_has_no_label(tmp_path: Path) -> None:
     lib = tmp_path / "libx.so.1"
     lib.write_bytes(b"")
-    assert fixes.label_of_output(str(lib)) is None
+    assert solib.label_of_output(str(lib)) is None
 
 
 def test_an_existing_cc_import_is_found_by_the_unversioned_or_own_name(

@@ -18,8 +18,8 @@ import pytest
 from diagnose_fixtures import LOG_HEADER, run
 from elfbuild import cc
 
-from bazel_ldfix.bazel import runfiles
-from bazel_ldfix.diagnosis import diagnose, fixes, logs
+from bazel_ldfix.bazel import runfiles, solib
+from bazel_ldfix.diagnosis import diagnose, logs
 
 
 def escape(text: str) -> str:
@@ -106,4 +106,4 @@ def test_the_mapping_file() -> None:
 def test_the_decoder_reads_bazel_8s_solib_names() -> None:
     name = escape("_@@+nvsdk_ext+nvsdk//:nvinfer") + "__" + escape("_lib")
     assert name == "_U_A_A+nvsdk_Uext+nvsdk_S_S_Cnvinfer___Ulib"
-    assert fixes.decode_solib_dir(name) == ("@@+nvsdk_ext+nvsdk//:nvinfer", "lib")
+    assert solib.decode_solib_dir(name) == ("@@+nvsdk_ext+nvsdk//:nvinfer", "lib")

@@ -2,7 +2,7 @@
 
 Input is the repair's answer (which tests miss which sonames, and what needs them); the
 ``cc_import`` behind each name is read from the test's ``_solib_`` directories
-(``fixes.solib_imports``). The cases:
+(``solib.solib_imports``). The cases:
 
 - the test links an import whose file is unversioned: import the file named like its SONAME
   (``shared_library``), or keep the unversioned one as ``interface_library`` beside it;
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declared
+from bazel_ldfix.bazel import declared, solib
 from bazel_ldfix.buildfix import staging, starlark
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.edit import edit_plan
@@ -73,10 +73,10 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
             header = None       # a script: its libraries' class is the host's
         # What an earlier build left in bazel-out is no import of this build's.
         stale = declared.undeclared(test.executable)
-        own = [i for i in fixes.solib_imports(fixes.solib_dirs_of(test.executable))
+        own = [i for i in solib.solib_imports(solib.solib_dirs_of(test.executable))
                if not declared.among(i.staged, stale)]
         staged = {i.staged for i in own}
-        other = [i for i in fixes.solib_imports(fixes.every_solib_dir(test.executable))
+        other = [i for i in solib.solib_imports(solib.every_solib_dir(test.executable))
                  if i.staged not in staged and not declared.among(i.staged, stale)]
         added: list[tuple[str, str]] = []       # what Bazel would stage after the change
         settled: set[str] = set()               # names the model need not find afterwards
@@ -130,7 +130,7 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
     return edit_plan(_unique(changes, problems), workspace, output_base, problems, notes)
 
 
-def _staged_as(imp: fixes.SolibImport, soname: str) -> str:
+def _staged_as(imp: solib.SolibImport, soname: str) -> str:
     """``_solib_<cpu>/<dir>/<soname>``: the import's directory keeps its name."""
     directory = os.path.dirname(imp.staged)
     return "/".join([os.path.basename(os.path.dirname(directory)),
@@ -142,7 +142,7 @@ def _staged_as(imp: fixes.SolibImport, soname: str) -> str:
 _LIBRARY_NAME = re.compile(r"^[^/]+\.so(\.[0-9A-Za-z_-]+)*$")
 
 
-def _import(imp: fixes.SolibImport, soname: str, test: str, header: elf.ElfHeader | None,
+def _import(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeader | None,
             shape: Shape, candidates: Callable[[str], Sequence[str]],
             problems: list[str], skylib: bool) -> tuple[list[Change], str] | None:
     """Import the file named like the SONAME (the name the loader asks for), if it will do,
@@ -170,7 +170,7 @@ def _import(imp: fixes.SolibImport, soname: str, test: str, header: elf.ElfHeade
     return out, path
 
 
-def _copied(imp: fixes.SolibImport, soname: str, test: str, header: elf.ElfHeader | None,
+def _copied(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeader | None,
             problems: list[str], skylib: bool) -> tuple[list[Change], str] | None:
     """No file is named like the SONAME: a rule makes one from the imported file, and the
     import imports it (its ``shared_library`` then names the rule's output)."""

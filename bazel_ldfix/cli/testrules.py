@@ -116,10 +116,11 @@ def runfiles_shared_objects(env: Mapping[str, str]) -> list[tuple[str, str]]:
 
 def load_fixes(path: str, missing: Sequence[str]) -> list[str]:
     """The BUILD changes for missing sonames that a ``cc_import`` of ``libX.so`` explains."""
+    from bazel_ldfix.bazel import solib
     from bazel_ldfix.diagnosis import fixes
 
     out = []
-    imports = fixes.solib_imports(fixes.solib_dirs_of(path))
+    imports = solib.solib_imports(solib.solib_dirs_of(path))
     for soname in missing:
         for imp in imports:
             if imp.soname != soname or imp.file == soname:

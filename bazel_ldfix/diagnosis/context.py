@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declared, runfiles
-from bazel_ldfix.diagnosis import fixes, logs
-from bazel_ldfix.diagnosis.fixes import SolibImport
+from bazel_ldfix.bazel import declared, runfiles, solib
+from bazel_ldfix.bazel.solib import SolibImport
+from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.messages import LoaderFailure
 from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, OnError, exposed, missing_for
 from bazel_ldfix.errors import BadInputError, LdfixError
@@ -75,11 +75,11 @@ class TestContext:
             apparent = mapping.label if mapping is not None else None
             # What an earlier build left in bazel-out is no import of this build's.
             stale = declared.undeclared(executable)
-            imports = [i for i in fixes.solib_imports(fixes.solib_dirs_of(executable),
+            imports = [i for i in solib.solib_imports(solib.solib_dirs_of(executable),
                                                       apparent)
                        if not declared.among(i.staged, stale)]
             own = {i.staged for i in imports}
-            other = [i for i in fixes.solib_imports(fixes.every_solib_dir(executable),
+            other = [i for i in solib.solib_imports(solib.every_solib_dir(executable),
                                                     apparent)
                      if i.staged not in own and not declared.among(i.staged, stale)]
         return cls(label, executable, expect, output_base, library_path, missing,

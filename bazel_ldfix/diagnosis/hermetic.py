@@ -11,10 +11,10 @@ import os
 from collections.abc import Mapping, Sequence
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import runfiles
+from bazel_ldfix.bazel import runfiles, solib
+from bazel_ldfix.bazel.solib import SolibImport
 from bazel_ldfix.diagnosis import fixes
 from bazel_ldfix.diagnosis.context import TestContext, same_file, versions
-from bazel_ldfix.diagnosis.fixes import SolibImport
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.outputbase import index
 
@@ -113,7 +113,7 @@ def carrier(label: str | None, executable: str | None,
                 if needer_soname:
                     wanted.append(needer_soname)
                 continue
-            built = fixes.label_of_output(needer)
+            built = solib.label_of_output(needer)
             if built is not None:
                 what = f"which needs {soname}" if name == soname else \
                     f"which needs {name}, which needs {soname}"
