@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 
 from bazel_ldfix.errors import PathListError
 
+VARIABLE = "LD_LIBRARY_PATH"  # the loader's search list, which the repair sets
+
 _SEPARATORS = re.compile("[:;]")
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix.loader.search import PassReason
+from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 
 if TYPE_CHECKING:
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
 
 JSON_VERSION = 1
 TESTS_FAILED = 3  # Bazel's exit code when the tests ran and some failed
-VARIABLE = "LD_LIBRARY_PATH"  # what the repair sets (kept here so that resolve need not
-                              # import the Bazel side)
 
 
 def to_jsonable(value: Any) -> Any:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from bazel_ldfix import pathlist, quoting
 from bazel_ldfix.bazel.solib import SolibImport, package_relative
+from bazel_ldfix.pathlist import VARIABLE
 
-VARIABLE = "LD_LIBRARY_PATH"
 BAZELRC_CAVEAT = ("# machine-specific: absolute paths of this machine (an output_base moves "
                   "with the user, the workspace path and `bazel clean --expunge`)")
 

@@ -27,13 +27,13 @@ from bazel_ldfix.bazel.targets import StepHead, TestTarget
 from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.errors import BadInputError, BazelError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix.pathlist import VARIABLE
 
 if TYPE_CHECKING:
     from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.outputbase.index import ProgressFn
     from bazel_ldfix.repair.plan import Repair
 
-VARIABLE = "LD_LIBRARY_PATH"
 # Bazel's exit codes for a build that failed and a command line it refused
 # (ExitCode.BUILD_FAILURE, ExitCode.COMMAND_LINE_ERROR): the same command fails the same way
 # again. Others (out of memory, a lost remote input, an internal error) may not.

@@ -26,10 +26,10 @@ from bazel_ldfix.errors import (
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.search import Environment, Loader, PassedOver, Resolution, Via
 from bazel_ldfix.outputbase import index
+from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import exposure, failopen, twins
 from bazel_ldfix.repair.failopen import Skipped
 
-VARIABLE = "LD_LIBRARY_PATH"
 _MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
 # Each settling gives one more directory as links, or withholds one more link.
 _MAX_SETTLES = 16
