@@ -30,7 +30,7 @@ from elfbuild import (
 )
 
 from bazel_ldfix import elf
-from bazel_ldfix.loader import check, host, ldcache, resolve
+from bazel_ldfix.loader import cacheflags, check, host, ldcache, resolve
 from bazel_ldfix.loader.conformance import Disagreement, compare
 from bazel_ldfix.loader.search import Environment, Loader, Resolution, Via, opened_path
 from bazel_ldfix.loader.trace import Trace, run_trace
@@ -47,7 +47,7 @@ def _host() -> host.Host:
 @functools.cache
 def _cache() -> Callable[[str], str | None]:
     cache = ldcache.read_cache("/etc/ld.so.cache")
-    return functools.partial(cache.lookup, flags_ok=ldcache.expected_flags(
+    return functools.partial(cache.lookup, flags_ok=cacheflags.expected_flags(
         elf.ELFCLASS64, 62), hwcaps_active=_host().hwcaps)
 
 

@@ -28,8 +28,34 @@ from hypothesis import strategies as st
 
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import host
+from bazel_ldfix.loader.cacheflags import (
+    FLAG_AARCH64_LIB64,
+    FLAG_ARM_LIBHF,
+    FLAG_ELF,
+    FLAG_ELF_LIBC6,
+    FLAG_X8664_LIB64,
+    FLAG_X8664_LIBX32,
+    FlagRule,
+    expected_flags,
+    loader_flag_rule,
+)
 from bazel_ldfix.loader.ldcache import (
     DL_CACHE_HWCAP_EXTENSION,
+    NO_LEGACY_HWCAPS,
+    CacheEntry,
+    CacheFormat,
+    LdCache,
+    LegacyHwcaps,
+    libcmp,
+    parse_cache,
+    read_cache,
+)
+from bazel_ldfix.loader.ldconfig import conf_dirs, scan_sysroot, search_dirs
+from bazel_ldfix.loader.profile import (
+    LoaderProfile,
+    parse_diagnostics,
+)
+from bazel_ldfix.machines import (
     EM_386,
     EM_AARCH64,
     EM_ARM,
@@ -37,27 +63,7 @@ from bazel_ldfix.loader.ldcache import (
     EM_RISCV,
     EM_S390,
     EM_X86_64,
-    FLAG_AARCH64_LIB64,
-    FLAG_ARM_LIBHF,
-    FLAG_ELF,
-    FLAG_ELF_LIBC6,
-    FLAG_X8664_LIB64,
-    FLAG_X8664_LIBX32,
-    NO_LEGACY_HWCAPS,
-    CacheEntry,
-    CacheFormat,
-    FlagRule,
-    LdCache,
-    LegacyHwcaps,
-    LoaderProfile,
-    expected_flags,
-    libcmp,
-    loader_flag_rule,
-    parse_cache,
-    parse_diagnostics,
-    read_cache,
 )
-from bazel_ldfix.loader.ldconfig import conf_dirs, scan_sysroot, search_dirs
 
 LDSO = "/lib64/ld-linux-x86-64.so.2"
 SYSTEM_CACHE = "/etc/ld.so.cache"

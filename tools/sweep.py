@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import LdfixError
-from bazel_ldfix.loader import host, ldcache
+from bazel_ldfix.loader import cacheflags, host, ldcache
 from bazel_ldfix.loader.conformance import Disagreement, compare
 from bazel_ldfix.loader.search import Environment, Loader, opened_path
 from bazel_ldfix.loader.trace import run_trace
@@ -101,7 +101,7 @@ def _cache_lookup(the_host: host.Host) -> Callable[[str], str | None] | None:
     except LdfixError:
         return None
     interp = elf.read_header(the_host.interp)
-    return functools.partial(cache.lookup, flags_ok=ldcache.expected_flags(
+    return functools.partial(cache.lookup, flags_ok=cacheflags.expected_flags(
         interp.elf_class, interp.machine), hwcaps_active=the_host.hwcaps)
 
 

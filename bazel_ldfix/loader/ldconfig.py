@@ -327,7 +327,7 @@ def scan_sysroot(
     foreign-ABI row anyway. Rows for plain directories point at ``dir/SONAME``, the soname
     link, whether or not it exists yet. Rows in glibc-hwcaps subdirectories point at the
     file itself, as ldconfig records them. ``trusted_dirs`` are the sysroot loader's system
-    directories and ``flags`` what ldconfig records for its ABI (:func:`ldcache.expected_flags`).
+    directories and ``flags`` what ldconfig records for its ABI (:func:`cacheflags.expected_flags`).
     """
     directories = search_dirs(root, conf, trusted_dirs)
     rows: list[tuple[bytes, CacheEntry]] = []

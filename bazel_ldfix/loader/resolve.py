@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import host, ldcache, ldconfig
+from bazel_ldfix.loader import host, ldcache, ldconfig, profile
 from bazel_ldfix.loader.search import Environment, Library, Loader, Resolution
 
 if TYPE_CHECKING:
@@ -48,9 +48,9 @@ def interp_for(info: elf.ElfInfo, loader: str | None = None) -> str:
 
 
 @functools.cache
-def _asked(interp: str) -> tuple[host.Host, ldcache.LoaderProfile]:
+def _asked(interp: str) -> tuple[host.Host, profile.LoaderProfile]:
     found, diagnostics = host.ask(interp)
-    return found, ldcache.parse_diagnostics(diagnostics)
+    return found, profile.parse_diagnostics(diagnostics)
 
 
 def host_of(interp: str) -> host.Host:
@@ -58,7 +58,7 @@ def host_of(interp: str) -> host.Host:
     return _asked(interp)[0]
 
 
-def profile_of(interp: str) -> ldcache.LoaderProfile:
+def profile_of(interp: str) -> profile.LoaderProfile:
     """How the loader at ``interp`` reads the cache (hwcaps, ISA level, flags)."""
     return _asked(interp)[1]
 
