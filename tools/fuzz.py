@@ -16,7 +16,7 @@ digits long, or get NUL bytes (raw or escaped). Each ELF input goes through the 
 model (``resolve``, the input as a program and as a library a program needs) and ``locate``
 (``index.copies``); each cache input through ``ldcache.parse_cache`` and lookups; each
 query answer through ``queryxml.answer_of``; each event file through the repair's event
-reader (``bep.read``, ``runner.build_events``) and ``diagnose --bep``'s (``logs.from_bep``).
+reader (``bep.read``, ``targets.build_events``) and ``diagnose --bep``'s (``logs.from_bep``).
 
 Prints the inputs run and every failure (a traceback other than ``LdfixError``, or an
 input over the time bound); exits 1 if there is any. The test suite runs a fixed-seed
@@ -39,11 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import bep, queryxml, runner
+from bazel_ldfix.bazel import bep, queryxml, targets
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.errors import LdfixError
 from bazel_ldfix.loader import ldcache, resolve
 from bazel_ldfix.loader import search as loader
+from bazel_ldfix.loader.profile import LoaderProfile
 from bazel_ldfix.outputbase import index
 
 RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -203,7 +204,7 @@ def check_elf(path: str, work: str, expect: elf.ElfHeader,
     index.copies([os.path.basename(path)], [os.path.dirname(path)], expect)
 
 
-def check_cache(data: bytes, profile: ldcache.LoaderProfile) -> None:
+def check_cache(data: bytes, profile: LoaderProfile) -> None:
     try:
         cache = ldcache.parse_cache(data, "<fuzzed>")
     except LdfixError:
@@ -222,7 +223,7 @@ def check_bep(data: bytes, path: str) -> None:
     """The repair's reader never raises on content; diagnose's ends in a LogSet or an
     LdfixError."""
     text = data.decode("utf-8", "replace")
-    runner.build_events(bep.read(text.splitlines()))
+    targets.build_events(bep.read(text.splitlines()))
     with open(path, "wb") as f:
         f.write(data)
     _try(logs.from_bep, path)
