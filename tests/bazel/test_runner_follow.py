@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from bazel_ldfix.bazel import runner as bazel
 
-RECORDED = Path(__file__).parent / "recorded" / "bazel-4.2.3-test.json"
+RECORDED = Path(__file__).parents[1] / "support/recorded/bazel-4.2.3-test.json"
 LINES = RECORDED.read_text().splitlines()
 
 
