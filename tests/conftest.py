@@ -25,7 +25,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 @pytest.fixture(scope="session")
 def remote_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
     """One BuildGrid server with its workers for every remote test of the session, started
-    on first use and stopped by PID at the end (tests/rexserver.py)."""
+    on first use and stopped by PID at the end (tests/support/rexserver.py)."""
     import rexserver
 
     why = rexserver.available()

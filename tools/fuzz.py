@@ -48,7 +48,7 @@ from bazel_ldfix.loader.profile import LoaderProfile
 from bazel_ldfix.outputbase import index
 
 RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "tests", "recorded")
+                        "tests", "support", "recorded")
 TEXTS = {"bazel-4.2.3-query.xml": "xml", "bazel-4.2.3-test.json": "bep"}
 KINDS = ("elf", "cache", "xml", "bep")
 

@@ -16,7 +16,7 @@ from newcomer_ws import newcomer_workspace
 from bazel_ldfix import cli
 
 needs_bazel = pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 @pytest.fixture(scope="module")

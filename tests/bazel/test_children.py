@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from bazelws import BAZEL, clean_env, make_workspace, needs_x
 from elfbuild import lib, program
-from test_cli_bazel_failures import fake_bazel, fake_bazel_with_a_test
+
+from tests.cli.test_bazelcmds_failures import fake_bazel, fake_bazel_with_a_test
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,7 @@ from bazel_ldfix.bazel.buildstep import EventFollower
 from bazel_ldfix.bazel.targets import BuildEvents, StepHead, parse_bep
 from bazel_ldfix.bazel.targets import TestTarget as Target
 
-RECORDED = Path(__file__).parent / "recorded" / "bazel-4.2.3-test.json"
+RECORDED = Path(__file__).parents[1] / "support/recorded/bazel-4.2.3-test.json"
 LINES = RECORDED.read_text().splitlines()
 
 

@@ -24,7 +24,7 @@ from bazel_ldfix.bazel.targets import parse_bep
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.errors import BadInputError
 
-RECORDED = Path(__file__).parent / "recorded" / "bazel-4.2.3-test.json"
+RECORDED = Path(__file__).parents[1] / "support/recorded/bazel-4.2.3-test.json"
 LINES = RECORDED.read_text().splitlines()
 BIN = "/OB/execroot/cap/bazel-out/k8-fastbuild/bin"
 TESTLOGS = "/OB/execroot/cap/bazel-out/k8-fastbuild/testlogs"

@@ -578,7 +578,7 @@ def test_shared_library_as_the_file(tmp_path: Path) -> None:
 
 def test_sweep_of_system_files_agrees() -> None:
     import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
     import sweep
 
     files = sweep.sample(sweep.candidates(), 40)

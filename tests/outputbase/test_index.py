@@ -20,6 +20,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.outputbase import index
 
 SO = "int f(void){return 1;}"
+HERE = Path(__file__).resolve().parent
 MOUNTS = index.Mounts.read()
 # Every way the walk can learn a directory's identity: readdir's inode where the mount
 # table allows it (the default), a stat of every directory, and a stat of the directories
@@ -205,7 +206,7 @@ def test_mountinfo_is_read_as_proc_5_writes_it() -> None:
 MOUNTED_WALK = """
 import json, os, sys
 from bazel_ldfix.outputbase import index
-sys.path.insert(0, sys.argv[2])
+sys.path[:0] = sys.argv[2].split(os.pathsep)
 from test_index import reference_walk
 root = sys.argv[1]
 for fs in ("r1", "r2"):
@@ -232,7 +233,7 @@ def test_directories_on_two_mounted_filesystems_with_the_same_inodes_are_both_wa
     proc = subprocess.run(
         [unshare, "--mount", "--map-root-user", "sh", "-c",
          f'{mount} && exec "$0" -c "$1" "$2" "$3"', sys.executable, MOUNTED_WALK,
-         str(root), str(Path(__file__).parent)],
+         str(root), os.pathsep.join([str(HERE), str(HERE.parent / "support")])],
         capture_output=True, text=True, check=False)
     if proc.returncode != 0 and "mount" in proc.stderr + proc.stdout and not proc.stdout:
         pytest.skip(f"cannot mount in a user namespace here: {proc.stderr.strip()}")

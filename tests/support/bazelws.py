@@ -20,7 +20,7 @@ from pathlib import Path
 
 from elfbuild import cc
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OFFLINE = REPO / "examples" / "offline"
 BAZEL = os.environ.get("BAZEL") or shutil.which("bazel")
 

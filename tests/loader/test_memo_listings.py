@@ -17,13 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import test_conformance
 from elfbuild import lib, program
-from test_conformance import found
 
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.search import Environment, Loader, Resolution, opened_path
 from bazel_ldfix.loader.trace import run_trace
+from tests.loader import test_conformance
+from tests.loader.test_conformance import found
 
 pytestmark = test_conformance.pytestmark
 

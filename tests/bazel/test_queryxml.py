@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from elfbuild import lib, program
-from test_cli_bazel_failures import fake_bazel_with_a_test
 
 from bazel_ldfix.bazel import queryxml
 from bazel_ldfix.errors import BazelError
+from tests.cli.test_bazelcmds_failures import fake_bazel_with_a_test
 
 # What Bazel 4.2.3 prints for one test rule whose env sets LD_LIBRARY_PATH.
 ANSWER = """<?xml version="1.1" encoding="UTF-8" standalone="no"?>
@@ -50,7 +50,7 @@ def test_the_rules_env_and_tags_are_read() -> None:
 
 
 def test_bazel_4_2_3s_recorded_answer_is_read() -> None:
-    recorded = Path(__file__).parent / "recorded" / "bazel-4.2.3-query.xml"
+    recorded = Path(__file__).parents[1] / "support/recorded/bazel-4.2.3-query.xml"
     answer = queryxml.answer_of(recorded.read_text(), ["//t:needs_x", "//t:inherits"])
     assert answer.rules["//t:needs_x"].env == {"LD_LIBRARY_PATH": "/opt/rule/lib",
                                                "OTHER": "1"}

@@ -51,7 +51,7 @@ def test_sanitize_is_the_full_clean(ident: dict[str, Any], body: dict[str, Any])
 
 
 def test_every_event_bazel_wrote_is_taken_as_it_is() -> None:
-    recorded = Path(__file__).parent / "recorded" / "bazel-4.2.3-test.json"
+    recorded = Path(__file__).parents[1] / "support/recorded/bazel-4.2.3-test.json"
     for line in recorded.read_text().splitlines():
         event = json.loads(line)
         assert bepshape.sanitize(event) == (event, False)

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("BUILDGRID_VENV", REPO / ".venv-buildgrid"))
 PYTHON = VENV / "bin" / "python"
 BGD = VENV / "bin" / "bgd"

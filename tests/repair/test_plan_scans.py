@@ -14,12 +14,12 @@ from pathlib import Path
 
 from elfbuild import lib, program
 from modelhelp import plan_of
-from test_twins import _family
 
 from bazel_ldfix import elf
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 from bazel_ldfix.loader.search import Environment, Loader
 from bazel_ldfix.repair import plan as repair
+from tests.repair.test_twins import _family
 
 
 def _plan(output_base: Path, inputs: list[repair.TestInput], session: repair.Session,

@@ -167,7 +167,7 @@ def test_test_help_says_where_tool_options_go_and_what_a_double_dash_does(
 def test_shell_completion_as_the_readme_sets_it_up() -> None:
     import sys
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert 'eval "$(_BAZEL_LDFIX_COMPLETE=bash_source bazel-ldfix)"' in readme
     env = {**os.environ, "_BAZEL_LDFIX_COMPLETE": "bash_complete",
            "COMP_WORDS": "bazel-ldfix te", "COMP_CWORD": "1"}

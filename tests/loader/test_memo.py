@@ -16,13 +16,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-import test_conformance
 from elfbuild import lib, patch_machine, program
 
 from bazel_ldfix import elf
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.search import Environment, Loader, Resolution, verify
 from bazel_ldfix.repair import plan as repair
+from tests.loader import test_conformance
 
 
 class _Both(Loader):

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from elfbuild import lib, program
 from elfcraft import craft
-from test_cli_bazel_failures import fake_bazel_with_a_test
 
 from bazel_ldfix import quoting, userdir
+from tests.cli.test_bazelcmds_failures import fake_bazel_with_a_test
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
