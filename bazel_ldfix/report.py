@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.loader.search import Library, Resolution
     from bazel_ldfix.outputbase.index import Copy
     from bazel_ldfix.repair.exposure import Shadowed
-    from bazel_ldfix.repair.plan import Repair
+    from bazel_ldfix.repair.results import Repair
 
 JSON_VERSION = 1
 TESTS_FAILED = 3  # Bazel's exit code when the tests ran and some failed

@@ -12,7 +12,7 @@ symlinks with its ``MANIFEST``, as Bazel's build-runfiles leaves it. gcc runs a 
 times; the per-test files are copies and symlinks, and the "own" libraries and the
 executables that need them are copies with their number patched into the strings.
 
-Each size runs ``repair.plan`` in a fresh process (host probe, reading every executable and
+Each size runs ``plan`` in a fresh process (host probe, reading every executable and
 runfiles tree, the rounds, the search of ``external/``); sizes alternate round after round,
 and the medians, their ratio to the smallest size and the peak RSS are printed as Markdown.
 Every run must choose the same directories (checked against the first). Before each run,
@@ -160,23 +160,26 @@ def setup(top: str, tests: int) -> None:
 
 
 def child(top: str, tests: int, keep: bool = False) -> None:
-    """One measured run: ``repair.plan`` over the first ``tests`` tests; JSON on stdout.
+    """One measured run: ``plan`` over the first ``tests`` tests; JSON on stdout.
 
     ``keep``: as a command does, the memo keeps every fact it reads, and the repair is
     then kept with them (``replay.save``, in ``TOP/kept``), which :func:`again` reads back
     and checks in another process, as the next run of the same command would."""
     sys.path.insert(0, REPO)
     started = time.perf_counter()
+    from bazel_ldfix.bazel.testenv import TestEnvironment
     from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
     from bazel_ldfix.loader.search import Environment, Loader
-    from bazel_ldfix.repair import plan as repair
+    from bazel_ldfix.repair.models import Models
+    from bazel_ldfix.repair.plan import plan
+    from bazel_ldfix.repair.results import TestInput
 
     bin_dir = os.path.join(top, "ob", "execroot", "ws", os.path.dirname(SOLIB))
-    inputs = [repair.TestInput(f"//p{i // PER_PACKAGE}:test{i}",
+    inputs = [TestInput(f"//p{i // PER_PACKAGE}:test{i}",
                                os.path.join(bin_dir, f"p{i // PER_PACKAGE}", f"test{i}"))
               for i in range(tests)]
-    env = repair.TestEnvironment((), "nothing", {t.label: None for t in inputs})
-    session = repair.Session()
+    env = TestEnvironment((), "nothing", {t.label: None for t in inputs})
+    session = Models()
     if keep:
         session.memo.watch()
 
@@ -186,7 +189,7 @@ def child(top: str, tests: int, keep: bool = False) -> None:
     def cache_for(info: object) -> object:
         return cache_lookup(info, Options())  # type: ignore
 
-    result = repair.plan(inputs, env, os.path.join(top, "ob"), make_loader,
+    result = plan(inputs, env, os.path.join(top, "ob"), make_loader,
                          cache_for, session=session)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - started
     if keep:

@@ -18,7 +18,7 @@ from bazelws import BAZEL, Workspace, clean_env, make_workspace
 
 from bazel_ldfix import quoting, report
 from bazel_ldfix.diagnosis import fixes
-from bazel_ldfix.repair.plan import Repair
+from bazel_ldfix.repair.results import Repair
 
 # Blanks, both quotes, a comment sign, backslashes, a line-ending backslash, shell
 # expansions, Bazel's rc "${...}" expansion, % and non-ASCII: everything but ":" (which no

@@ -26,9 +26,13 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from bazel_ldfix import pathlist
 from bazel_ldfix.bazel.bep import Option
+from bazel_ldfix.bazel.options import flag_value as bool_option
+from bazel_ldfix.bazel.options import major_version
+from bazel_ldfix.pathlist import VARIABLE
 
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)")
 RULE_ENV_WINS_SINCE = (7, 2)
@@ -162,3 +166,54 @@ def starlark_string(text: str) -> str:
         else:
             out.append(char)
     return '"' + "".join(out) + '"'
+
+
+@dataclass(frozen=True)
+class TestEnvironment:
+    """LD_LIBRARY_PATH as Bazel would hand it to the tests, before any repair."""
+
+    base: tuple[str, ...]               # entries every test keeps, in order
+    source: str                         # where the base comes from, in words
+    current: Mapping[str, str | None]   # label -> the value that test gets today
+    # label -> whether a --test_env added last reaches it (missing: it does)
+    reach: Mapping[str, Reach] = field(default_factory=dict)
+    order: Order = Order.FLAGS_WIN
+    version: str | None = None          # Bazel's own word for its version
+    rule: Mapping[str, str | None] = field(default_factory=dict)  # the rules' own values
+
+
+def environment_of(options: Sequence[Option], client_env: Mapping[str, str],
+                     rule_envs: Mapping[str, Mapping[str, str]], labels: Sequence[str],
+                     version: str | None,
+                     rule_inherits: Mapping[str, Sequence[str]] | None = None
+                     ) -> TestEnvironment:
+    """Apply Bazel's rules for a test's LD_LIBRARY_PATH (:mod:`bazel_ldfix.bazel.testenv`).
+
+    ``--action_env`` (the client's value with ``--incompatible_strict_action_env`` off, the
+    default before Bazel 9), then ``--test_env``, then, by version, the rule's ``env`` and
+    ``env_inherit`` below them (before 7.2) or over them (7.2 and later). The repair is a
+    ``--test_env`` added last: it replaces the flags' value, and the rule's where the flags
+    win, so those entries are kept in the base; a test whose rule's value wins keeps it.
+    """
+    major = major_version(version)
+    strict = bool_option(options, "incompatible_strict_action_env",
+                         default=major is not None and major >= 9)
+    order = order_of(version)
+    flags = flag_value(options, client_env, VARIABLE, strict=strict)
+    inherits = rule_inherits or {}
+    rule_values = {label: rule_value(rule_envs.get(label, {}), inherits.get(label, ()),
+                                     client_env, VARIABLE)
+                   for label in labels}
+    current = {label: test_value(flags, rule_values[label], order)
+               for label in labels}
+    reaches = {label: reach(rule_values[label], order) for label in labels}
+    entries: list[str] = list(pathlist.split(flags.value))
+    source = flags.source
+    replaced = [rule_values[label] for label in labels
+                if rule_values[label] is not None and reaches[label] is not Reach.NO]
+    for rv in replaced:
+        entries += pathlist.split(rv)
+    if replaced:
+        source += ", plus the env attribute of the test rules"
+    return TestEnvironment(pathlist.merge(entries, ()), source, current, reaches, order,
+                           version, rule_values)

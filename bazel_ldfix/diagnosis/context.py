@@ -21,7 +21,7 @@ from bazel_ldfix.loader.search import Environment, Library
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
-    from bazel_ldfix.repair.plan import Missing
+    from bazel_ldfix.repair.results import Missing
 
 #: The logs of one test (shards, runs, attempts), each with the failures it reports.
 Entries = Sequence[tuple[logs.TestLog, tuple[LoaderFailure, ...]]]

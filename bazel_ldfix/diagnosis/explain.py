@@ -32,7 +32,7 @@ from bazel_ldfix.loader.search import PassedOver, PassReason
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
-    from bazel_ldfix.repair.plan import Missing
+    from bazel_ldfix.repair.results import Missing
 
 
 @dataclass(frozen=True)

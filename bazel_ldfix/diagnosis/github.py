@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 # Only the standard library here: `test` imports this before Bazel starts.
 if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.explain import Finding
-    from bazel_ldfix.repair.plan import Repair
+    from bazel_ldfix.repair.results import Repair
 
 _MAX_BUILD = 4 << 20
 

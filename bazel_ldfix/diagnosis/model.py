@@ -17,7 +17,7 @@ from bazel_ldfix.loader.search import Environment, Loader
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
-    from bazel_ldfix.repair.plan import Missing
+    from bazel_ldfix.repair.results import Missing
 
 MakeLoader = Callable[[elf.ElfInfo, Environment], Loader]
 CacheFor = Callable[[elf.ElfInfo], "Callable[[str], str | None] | None"]
@@ -49,18 +49,20 @@ def missing_for(label: str | None, executable: str, output_base: str,
                 on_error: OnError | None) -> tuple[dict[str, Missing], str | None]:
     """What the repair finds missing for this test, by soname, and a note when the model
     could not resolve the executable."""
-    from bazel_ldfix.repair import plan as repair
+    from bazel_ldfix.bazel.testenv import TestEnvironment
+    from bazel_ldfix.repair.plan import plan
+    from bazel_ldfix.repair.results import TestInput
 
     key = label or executable
-    env = repair.TestEnvironment(pathlist.split(library_path),
+    env = TestEnvironment(pathlist.split(library_path),
                                  "the run's --test_env" if library_path else "nothing",
                                  {key: library_path})
     try:
-        plan = repair.plan([repair.TestInput(key, executable)], env, output_base, make_loader,
+        repair = plan([TestInput(key, executable)], env, output_base, make_loader,
                            cache_for, on_error=on_error)
     except LdfixError as exc:
         return {}, f"the loader model could not resolve {executable}: {exc}"
-    return _chain({m.soname: m for m in plan.missing}, library_path, make_loader, cache_for,
+    return _chain({m.soname: m for m in repair.missing}, library_path, make_loader, cache_for,
                   output_base, on_error), None
 
 
@@ -70,13 +72,15 @@ def exposed(label: str | None, executable: str, output_base: str, library_path: 
     """The entries that give the test ``given`` (and what else the repair finds it
     missing) without changing anything it loads: their directories, or a links directory
     (:mod:`bazel_ldfix.repair.exposure`); None when the model cannot resolve the test."""
-    from bazel_ldfix.repair import plan as repair
+    from bazel_ldfix.bazel.testenv import TestEnvironment
+    from bazel_ldfix.repair.plan import plan
+    from bazel_ldfix.repair.results import TestInput
 
     key = label or executable
-    env = repair.TestEnvironment(pathlist.split(library_path), "the run's value",
+    env = TestEnvironment(pathlist.split(library_path), "the run's value",
                                  {key: library_path})
     try:
-        planned = repair.plan([repair.TestInput(key, executable)], env, output_base,
+        planned = plan([TestInput(key, executable)], env, output_base,
                               make_loader, cache_for, on_error=on_error,
                               links_root=links_root, given=given)
     except LdfixError:
@@ -95,7 +99,7 @@ def _chain(found: Mapping[str, Missing], library_path: str | None, make_loader: 
     rounds met the files. Resolving each found file on its own makes the prediction the same
     for every test whose chain allows it.
     """
-    from bazel_ldfix.repair.plan import Missing as MissingLibrary
+    from bazel_ldfix.repair.results import Missing as MissingLibrary
 
     out = dict(found)
     pending = [m for m in found.values() if m.dir is not None]

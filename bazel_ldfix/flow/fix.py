@@ -20,7 +20,7 @@ from bazel_ldfix.quoting import printable
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.client import Bazel
     from bazel_ldfix.flow.caller import Caller
-    from bazel_ldfix.repair.plan import Repair
+    from bazel_ldfix.repair.results import Repair
 
 
 @dataclasses.dataclass(frozen=True)

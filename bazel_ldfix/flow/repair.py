@@ -32,7 +32,7 @@ from bazel_ldfix.pathlist import VARIABLE
 if TYPE_CHECKING:
     from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.outputbase.index import ProgressFn
-    from bazel_ldfix.repair.plan import Repair
+    from bazel_ldfix.repair.results import Repair
 
 # Bazel's exit codes for a build that failed and a command line it refused
 # (ExitCode.BUILD_FAILURE, ExitCode.COMMAND_LINE_ERROR): the same command fails the same way
@@ -115,14 +115,17 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
         # While Bazel builds: the model, and what the host's loader says first; then each
         # test as soon as Bazel has built it.
         from bazel_ldfix.bazel import rulecache, testenv
+        from bazel_ldfix.bazel.testenv import environment_of
         from bazel_ldfix.loader.resolve import LoaderFactory, host_header
-        from bazel_ldfix.repair import plan as planning
         from bazel_ldfix.repair import replay
+        from bazel_ldfix.repair.models import Models
+        from bazel_ldfix.repair.plan import plan
+        from bazel_ldfix.repair.results import Repair, TestInput
 
         # The last repair of this command, to be given again if nothing it read changed.
         kept_at = replay.file_for(kept_for)
         kept = replay.load(kept_at) if cache_dir else None
-        session = planning.Session()
+        session = Models()
         host_loader = LoaderFactory(memo=session.memo)
         host = host_header()
         # A failure here is met again, and handled, where each file is modelled.
@@ -137,14 +140,14 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
         def read_tests(test: TestTarget, head: StepHead) -> None:
             # Read, and resolved in the value the flags give it: what the first plan asks
             # of most tests (a rule's own env may give another; that is resolved then).
-            subject = session.read_ahead(planning.TestInput(test.label, test.executable),
+            subject = session.read_ahead(TestInput(test.label, test.executable),
                                          host)
             if subject is None:
                 return
             with contextlib.suppress(Exception):   # met again, and handled, by the plan
                 known = values.get(id(head))
                 if known is None or known[0] is not head:
-                    known = values[id(head)] = (head, planning.test_environment(
+                    known = values[id(head)] = (head, environment_of(
                         head.options, client_env, {}, [test.label], head.version
                     ).current[test.label])
                 session.resolve_ahead(subject, known[1], host_loader.make_loader,
@@ -164,7 +167,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
         return StepFailed(code, builds_more(events.command_line))
     if not session.memo.still_true():
         # Bazel changed something that was read while it built: read everything anew.
-        session = planning.Session()
+        session = Models()
         host_loader = LoaderFactory(memo=session.memo)
         session.memo.watch()
     if not events.complete:
@@ -205,7 +208,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
             on_error(path, exc)
 
     def repair_with(rules: Mapping[str, RuleInfo], search: bool = True
-                    ) -> planning.Repair:
+                    ) -> Repair:
         chosen = selected_tests(events.tests, rules, events.command_line)
         if not chosen:
             patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
@@ -215,13 +218,13 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
         step_notes = (*notes, *(unreadable[t.label] for t in chosen if t.label in unreadable))
         if not tests:
             # Nothing to model; the user's `bazel test` still runs, unchanged.
-            return planning.Repair(base, (), "nothing", (), (), (), None, notes=step_notes)
+            return Repair(base, (), "nothing", (), (), (), None, notes=step_notes)
         labels = [t.label for t in tests]
-        env = planning.test_environment(events.options, client_env,
+        env = environment_of(events.options, client_env,
                                {k: r.env for k, r in rules.items()}, labels, events.version,
                                {k: r.env_inherit for k, r in rules.items()})
-        inputs = [planning.TestInput(t.label, t.executable) for t in tests]
-        planned = planning.plan(inputs, env, base, host_loader.make_loader, host_loader.cache_for,
+        inputs = [TestInput(t.label, t.executable) for t in tests]
+        planned = plan(inputs, env, base, host_loader.make_loader, host_loader.cache_for,
                        prepend=prepend, on_error=noted,
                        cache_dir=cache_dir(base) if cache_dir else None,
                        progress=progress, search=search, host=host, session=session,
@@ -232,7 +235,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     # test that loads with the flags' value may not load with its rule's: ask the rules.
     # (Tags come from the build step's events: a tag filter needs no query.)
     flags_decide = testenv.order_of(events.version) is testenv.Order.FLAGS_WIN or \
-        planning.test_environment(events.options, client_env, {}, [], events.version).base == ()
+        environment_of(events.options, client_env, {}, [], events.version).base == ()
     result = None
     selected = [t.label for t in selected_tests(events.tests, {}, events.command_line)]
     # The rules' answer of an earlier run, while nothing it was read from has changed.

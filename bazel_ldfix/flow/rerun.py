@@ -20,7 +20,7 @@ from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import failopen
-from bazel_ldfix.repair.plan import Repair
+from bazel_ldfix.repair.results import Repair
 
 # Failures an LD_LIBRARY_PATH entry appended at the end repairs: the loader found no usable
 # file by that name. (A version error or a broken copy needs an entry before the others.)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.bazel.queryxml import RuleInfo
     from bazel_ldfix.bazel.targets import BuildEvents
     from bazel_ldfix.loader.memo import Facts
-    from bazel_ldfix.repair.plan import Repair
+    from bazel_ldfix.repair.results import Repair
 
 MAGIC = b"bazel-ldfix replay 2\n"
 MAX_SIZE = 1 << 27          # 10,000 tests' facts and repair are some 10 MB

@@ -45,7 +45,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from bazel_ldfix.repair.plan import Repair
+from bazel_ldfix.repair.results import Repair
 
 VERSION = 1
 

@@ -13,7 +13,7 @@ from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.execution import REMOTE_REFUSAL, Execution, of
 from bazel_ldfix.flow.caller import Caller
 from bazel_ldfix.flow.test import remote_guard
-from bazel_ldfix.repair.plan import Repair
+from bazel_ldfix.repair.results import Repair
 
 REMOTE = Option("remote_executor", "grpc://re.example:8980")
 

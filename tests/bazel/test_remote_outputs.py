@@ -15,9 +15,11 @@ from elfbuild import cc
 
 from bazel_ldfix.bazel import bep, runfiles
 from bazel_ldfix.bazel.targets import parse_bep
+from bazel_ldfix.bazel.testenv import environment_of
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import Repair, TestInput
 
 SHA = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393"
 
@@ -103,17 +105,17 @@ def test_without_a_runfiles_tree_the_manifest_leads_to_the_staged_copy(tmp_path:
     Path(str(fake.executable) + ".runfiles_manifest").write_text(
         f"ws/_solib_k8/_U@xsdk_S_S_Cxdemo___Ulib/libxdemo.so {solib}\n"
         f"ws/t/app_test {fake.executable}\n")
-    env = repair.test_environment([], {}, {}, ["//t:app_test"], "7.4.1")
+    env = environment_of([], {}, {}, ["//t:app_test"], "7.4.1")
 
-    def plan() -> repair.Repair:
-        return repair.plan([repair.TestInput("//t:app_test", str(fake.executable))], env,
+    def planned() -> Repair:
+        return plan([TestInput("//t:app_test", str(fake.executable))], env,
                            str(fake.output_base),
                            lambda info, e: Loader(host_of(interp_for(info)), e),
                            lambda info: None, cache_dir=None)
 
     # The executable's RUNPATH names the _solib_ directory relative to its real path, so
     # even so the walk would be asked; the manifest's entry makes the staged copy first.
-    (missing,) = plan().missing
+    (missing,) = planned().missing
     assert missing.dir == str(fake.sdk_lib)
     assert str(decoy.parent) not in (missing.dir or "")
 
@@ -121,7 +123,7 @@ def test_without_a_runfiles_tree_the_manifest_leads_to_the_staged_copy(tmp_path:
     Path(str(fake.executable) + ".runfiles_manifest").write_text(
         f"ws/_solib_k8/_U@xsdk_S_S_Cxdemo___Ulib/libxdemo.so {solib}\n"
         f"ws/t/libplugin.so {fake.bin / 't' / 'libplugin.so'}\n")
-    result = plan()
+    result = planned()
     assert [m.dir for m in result.missing] == [str(fake.sdk_lib)]
     assert result.notes == (f"//t:app_test: cannot read {fake.bin / 't' / 'libplugin.so'}: "
                             "not on disk (a remote cache that did not download it?)",)

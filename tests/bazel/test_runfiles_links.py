@@ -23,8 +23,11 @@ from runfilestree import both_ways, lay_out, past_manifest
 from bazel_ldfix.bazel import runfiles
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.resolve import host_header
-from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.repair import twins
+from bazel_ldfix.repair.inventory import tree_listing
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.results import TestInput
+from bazel_ldfix.repair.subject import Subject
 
 
 @pytest.fixture
@@ -42,11 +45,11 @@ def _tree(tmp_path: Path, src: Path, name: str) -> Path:
     return exe
 
 
-def _shared(exes: list[Path]) -> list[repair._Subject]:
+def _shared(exes: list[Path]) -> list[Subject]:
     """The subjects of ``exes`` read in order by one session, as a command reads them."""
-    session = repair.Session()
+    session = Models()
     host = host_header()
-    return [session.subject(repair.TestInput(f"//p:{exe.name}", str(exe)), host)
+    return [session.subject(TestInput(f"//p:{exe.name}", str(exe)), host)
             for exe in exes]
 
 
@@ -89,7 +92,7 @@ def test_a_link_to_the_executable_is_no_directory_once_it_was_read(
         tmp_path: Path, src: Path) -> None:
     exe = _tree(tmp_path, src, "x_test")
     memo = Memo()
-    listing = repair._tree_listing(str(exe), memo, read=True)
+    listing = tree_listing(str(exe), memo, read=True)
     assert listing is not None and listing.targets["ws/p/x_test"] == str(exe)
     assert listing == runfiles.tree_listing(str(exe))
 

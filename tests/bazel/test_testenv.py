@@ -23,10 +23,11 @@ from elfbuild import cc
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.queryxml import aligned, parse_rules
-from bazel_ldfix.bazel.testenv import Order, Reach
+from bazel_ldfix.bazel.testenv import Order, Reach, TestEnvironment, environment_of
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import Repair, TestInput
 from bazel_ldfix.report import repair_summary
 
 V = "LD_LIBRARY_PATH"
@@ -52,8 +53,8 @@ def test_the_order_follows_started_build_tool_version(version: str | None,
 
 
 def env(options: list[Option], client: dict[str, str], version: str | None,
-        inherit: dict[str, list[str]] | None = None) -> repair.TestEnvironment:
-    return repair.test_environment(options, client, RULES, LABELS, version,
+        inherit: dict[str, list[str]] | None = None) -> TestEnvironment:
+    return environment_of(options, client, RULES, LABELS, version,
                                    {k: tuple(v) for k, v in (inherit or {}).items()})
 
 
@@ -81,11 +82,11 @@ def test_an_unknown_version_computes_the_older_order_and_marks_rule_tests_uncert
 # version; --test_env over it.
 @pytest.mark.parametrize("version", ["7.2.0", "8.1.0", "9.0.0"])
 def test_action_env_reaches_tests(version: str) -> None:
-    result = repair.test_environment([Option("action_env", f"{V}=/from/action")], {},
+    result = environment_of([Option("action_env", f"{V}=/from/action")], {},
                                      {}, ["//p:t"], version)
     assert dict(result.current) == {"//p:t": "/from/action"}
     assert result.base == ("/from/action",)
-    over = repair.test_environment([Option("action_env", f"{V}=/a"),
+    over = environment_of([Option("action_env", f"{V}=/a"),
                                     Option("test_env", f"{V}=/t")], {}, {}, ["//p:t"], version)
     assert dict(over.current) == {"//p:t": "/t"}
 
@@ -94,16 +95,16 @@ def test_action_env_keeps_the_shells_value_under_strict_action_env() -> None:
     # Bazel 9 turns --incompatible_strict_action_env on (PR #27670): the shell's value
     # reaches tests only through a bare --action_env (or --test_env) naming it.
     client = {V: "/shell"}
-    strict = repair.test_environment([], client, {}, ["//p:t"], "9.0.0")
+    strict = environment_of([], client, {}, ["//p:t"], "9.0.0")
     assert dict(strict.current) == {"//p:t": None}
-    kept = repair.test_environment([Option("action_env", V)], client, {}, ["//p:t"], "9.0.0")
+    kept = environment_of([Option("action_env", V)], client, {}, ["//p:t"], "9.0.0")
     assert dict(kept.current) == {"//p:t": "/shell"}
     assert kept.base == ("/shell",)
     assert "bare --action_env" in kept.source
 
 
 def test_a_bare_test_env_the_client_lacks_leaves_the_action_env_value() -> None:
-    result = repair.test_environment([Option("action_env", f"{V}=/a"), Option("test_env", V)],
+    result = environment_of([Option("action_env", f"{V}=/a"), Option("test_env", V)],
                                      {}, {}, ["//p:t"], "7.4.1")
     assert dict(result.current) == {"//p:t": "/a"}
 
@@ -113,9 +114,9 @@ def test_a_bare_test_env_the_client_lacks_leaves_the_action_env_value() -> None:
 def test_test_env_equals_name_unsets_an_earlier_test_env() -> None:
     opts = [Option("action_env", f"{V}=/a"), Option("test_env", f"{V}=/t"),
             Option("test_env", f"={V}")]
-    result = repair.test_environment(opts, {}, {}, ["//p:t"], "8.3.0")
+    result = environment_of(opts, {}, {}, ["//p:t"], "8.3.0")
     assert dict(result.current) == {"//p:t": "/a"}
-    gone = repair.test_environment([Option("action_env", f"{V}=/a"),
+    gone = environment_of([Option("action_env", f"{V}=/a"),
                                     Option("action_env", f"={V}")],
                                    {}, {}, ["//p:t"], "8.3.0")
     assert dict(gone.current) == {"//p:t": None}
@@ -125,7 +126,7 @@ def test_env_inherit_takes_the_clients_value_and_wins_like_env() -> None:
     # RunEnvironmentInfo: an inherited variable the client has wins over the same name in
     # env; on 7.2+ it wins over --test_env like env does.
     client = {V: "/shell"}
-    result = repair.test_environment(
+    result = environment_of(
         [Option("incompatible_strict_action_env", "true"), Option("test_env", f"{V}=/flag")],
         client, {}, ["//p:inherits"], "8.0.0", {"//p:inherits": (V,)})
     assert dict(result.current) == {"//p:inherits": "/shell"}
@@ -161,11 +162,11 @@ def _layout(tmp: Path) -> tuple[Path, Path, Path]:
     return ob, lib, prog
 
 
-def _plan(tmp: Path, version: str | None) -> repair.Repair:
+def _plan(tmp: Path, version: str | None) -> Repair:
     ob, _, prog = _layout(tmp)
-    env = repair.test_environment([], {}, {"//p:attr": {V: "/rule/dir"}}, ["//p:attr"],
+    env = environment_of([], {}, {"//p:attr": {V: "/rule/dir"}}, ["//p:attr"],
                                   version)
-    return repair.plan([repair.TestInput("//p:attr", str(prog))], env, str(ob),
+    return plan([TestInput("//p:attr", str(prog))], env, str(ob),
                        lambda info, e: Loader(host_of(interp_for(info)), e),
                        lambda info: None, cache_dir=None)
 

@@ -19,9 +19,12 @@ import pytest
 from elfbuild import lib, patch_machine, program
 
 from bazel_ldfix import elf
+from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.search import Environment, Loader, Resolution, verify
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import TestInput
 from tests.loader import test_conformance
 
 
@@ -185,10 +188,10 @@ def test_each_test_is_resolved_once_per_value_of_the_search_path(tmp_path: Path)
     inputs = []
     for i in range(6):
         exe = program(bin_dir / f"t{i}", needs=[shared])
-        inputs.append(repair.TestInput(f"//p:t{i}", str(exe)))
-    env = repair.TestEnvironment((), "nothing", {t.label: None for t in inputs})
+        inputs.append(TestInput(f"//p:t{i}", str(exe)))
+    env = TestEnvironment((), "nothing", {t.label: None for t in inputs})
     made: list[str | None] = []
-    session = repair.Session()
+    session = Models()
 
     def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
         made.append(loader_env.library_path)
@@ -197,16 +200,16 @@ def test_each_test_is_resolved_once_per_value_of_the_search_path(tmp_path: Path)
     def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
         return cache_lookup(info, Options())
 
-    first = repair.plan(inputs, env, str(tmp_path / "ob"), make_loader, cache_for,
+    first = plan(inputs, env, str(tmp_path / "ob"), make_loader, cache_for,
                         session=session)
     assert first.added == (str(ext / "sdk" / "lib"),)
     assert all(t.missing_before == ("libsdk.so.11",) and not t.missing_after
                for t in first.tests)
     # Today's value and the repaired one: two resolutions per test, however many rounds.
     assert Counter(made) == {None: 6, str(ext / "sdk" / "lib"): 6}
-    again = repair.plan(inputs, env, str(tmp_path / "ob"), make_loader, cache_for,
+    again = plan(inputs, env, str(tmp_path / "ob"), make_loader, cache_for,
                         session=session)
     assert again == first
     assert len(made) == 12  # a second plan of the same command resolves nothing anew
-    fresh = repair.plan(inputs, env, str(tmp_path / "ob"), make_loader, cache_for)
+    fresh = plan(inputs, env, str(tmp_path / "ob"), make_loader, cache_for)
     assert fresh == first

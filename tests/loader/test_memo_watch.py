@@ -21,10 +21,12 @@ from modelhelp import resolver
 
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.resolve import host_header
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.results import TestInput
+from bazel_ldfix.repair.subject import Subject
 
 
-def _missing(session: repair.Session, test: repair.TestInput) -> tuple[str, ...]:
+def _missing(session: Models, test: TestInput) -> tuple[str, ...]:
     subject = session.read_ahead(test, host_header())
     assert subject is not None
     make_loader, cache_for = resolver(session)
@@ -45,11 +47,11 @@ def test_a_directory_bazel_fills_later_is_caught(tmp_path: Path) -> None:
             ("a_test", liba, "$ORIGIN/../_solib:$ORIGIN/../_solib/_U_a_test"),
             ("b_test", libb, "$ORIGIN/../_solib/_U_b_test")):
         exe = program(tmp_path / "bin" / "pkg" / name, needs=[library], runpath=runpath)
-        tests.append(repair.TestInput(f"//pkg:{name}", str(exe)))
+        tests.append(TestInput(f"//pkg:{name}", str(exe)))
     (shared / "_U_a_test").mkdir(parents=True)
     os.symlink(liba, shared / "_U_a_test" / "liba.so")
 
-    early = repair.Session()
+    early = Models()
     early.memo.watch()
     assert _missing(early, tests[0]) == ()
     # Bazel builds the second test's library directory after the first test was read.
@@ -59,15 +61,15 @@ def test_a_directory_bazel_fills_later_is_caught(tmp_path: Path) -> None:
     assert _missing(early, tests[1]) == ("libb.so",)
     assert not early.memo.still_true()
     # Read anew, the second test loads.
-    assert _missing(repair.Session(), tests[1]) == ()
+    assert _missing(Models(), tests[1]) == ()
 
 
 def test_nothing_changed_holds(tmp_path: Path) -> None:
     library = lib(tmp_path / "lib" / "libx.so", soname="libx.so")
     exe = program(tmp_path / "bin" / "x_test", needs=[library], runpath="$ORIGIN/../lib")
-    session = repair.Session()
+    session = Models()
     session.memo.watch()
-    assert _missing(session, repair.TestInput("//:x_test", str(exe))) == ()
+    assert _missing(session, TestInput("//:x_test", str(exe))) == ()
     assert session.memo.still_true()
 
 
@@ -193,9 +195,9 @@ exit 0
     # Whether the directory was being made when each test's early resolution ended.
     late: dict[str, bool] = {}
     verdicts: list[bool] = []
-    original_resolve, original_check = repair.Session.resolve_ahead, Memo.still_true
+    original_resolve, original_check = Models.resolve_ahead, Memo.still_true
 
-    def resolve_ahead(self: repair.Session, subject: repair._Subject,
+    def resolve_ahead(self: Models, subject: Subject,
                       *args: object) -> None:
         original_resolve(self, subject, *args)
         late.setdefault(subject.label, making.exists())
@@ -204,7 +206,7 @@ exit 0
         verdicts.append(original_check(self))
         return verdicts[-1]
 
-    monkeypatch.setattr(repair.Session, "resolve_ahead", resolve_ahead)
+    monkeypatch.setattr(Models, "resolve_ahead", resolve_ahead)
     monkeypatch.setattr(Memo, "still_true", still_true)
     runner = Bazel(str(script), str(ws), dict(os.environ))
     result = command.repair_tests(runner, ["//pkg:all"], {})

@@ -16,12 +16,15 @@ from elfbuild import lib, program
 from modelhelp import resolver
 
 from bazel_ldfix import elf, pathlist
+from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader import resolve
 from bazel_ldfix.loader.search import opened_path
 from bazel_ldfix.loader.trace import run_trace
 from bazel_ldfix.repair import exposure
-from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import Repair, TestInput
 
 
 def _system_zlib() -> str | None:
@@ -64,7 +67,7 @@ class Layout:
         for i in range(tests):
             exe = program(bin_dir / "t" / f"t{i}", needs=needs,
                           runpath="$ORIGIN/../_solib_k8/foo:$ORIGIN/../_solib_k8/bar")
-            self.inputs.append(repair.TestInput(f"//t:t{i}", str(exe)))
+            self.inputs.append(TestInput(f"//t:t{i}", str(exe)))
             self.runfiles(exe)
         self.links = links or top / "links"
         self.links.mkdir(mode=0o700)
@@ -84,14 +87,14 @@ class Layout:
         (tree.parent / "MANIFEST").write_text("".join(lines))
 
     def plan(self, value: str | None = None, *, prepend: bool = False,
-             links: bool = True, inputs: list[repair.TestInput] | None = None
-             ) -> repair.Repair:
+             links: bool = True, inputs: list[TestInput] | None = None
+             ) -> Repair:
         inputs = inputs or self.inputs
-        env = repair.TestEnvironment(pathlist.split(value), "the test's own value",
+        env = TestEnvironment(pathlist.split(value), "the test's own value",
                                      {t.label: value for t in inputs})
-        session = repair.Session()
+        session = Models()
         make_loader, cache_for = resolver(session)
-        return repair.plan(inputs, env, str(self.ob), make_loader, cache_for,
+        return plan(inputs, env, str(self.ob), make_loader, cache_for,
                            prepend=prepend, session=session,
                            links_root=str(self.links) if links else None)
 
@@ -106,7 +109,7 @@ def real_loads(executable: str, value: str | None) -> dict[str, str]:
     return {o.name: os.path.realpath(o.path) for o in trace.objects if o.path}
 
 
-def assert_only_missing_changed(r: repair.Repair, before: str | None = None) -> None:
+def assert_only_missing_changed(r: Repair, before: str | None = None) -> None:
     """The real loader, with the value the repair gives, loads every name it loaded
     before from the same file, and now finds what was missing."""
     for test in r.tests:
@@ -220,7 +223,7 @@ def test_a_sentinel_soname_is_never_linked(tmp_path: Path) -> None:
     sentinel = "do_not_link_against_nvinfer_builder_resource"
     resource = lib(layout.sdk / "libnvinfer_builder_resource.so.10.7.0", soname=sentinel)
     linked = program(Path(layout.inputs[0].executable).parent / "linked", needs=[resource])
-    r = layout.plan(inputs=[repair.TestInput("//t:linked", str(linked))])
+    r = layout.plan(inputs=[TestInput("//t:linked", str(linked))])
     assert [(m.soname, m.dir, m.exposure) for m in r.missing] == [(sentinel, None, None)]
     assert r.links == () and os.listdir(layout.links) == []
 
@@ -232,7 +235,7 @@ def test_a_link_that_would_change_another_tests_load_is_withheld(tmp_path: Path)
     own = lib(tmp_path / "own" / "libfoo.so.3")
     t1 = program(Path(layout.inputs[0].executable).parent / "t1", needs=[own, layout.bar],
                  runpath=f"{own.parent}:$ORIGIN/../_solib_k8/bar")
-    inputs = [*layout.inputs, repair.TestInput("//t:t1", str(t1))]
+    inputs = [*layout.inputs, TestInput("//t:t1", str(t1))]
     r = layout.plan(inputs=inputs)
     (missing,) = r.missing
     assert missing.exposure is Exposure.WITHHELD and "//t:t1" in (missing.why or "")

@@ -15,11 +15,14 @@ from elfbuild import empty, lfs_pointer, lib, truncated
 from foreign import aarch64_lib, aarch64_program, i386_lib, linker_script, text_file
 
 from bazel_ldfix import elf
+from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_header, host_of, interp_for
 from bazel_ldfix.loader.search import Environment, Loader
 from bazel_ldfix.repair import failopen
-from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.repair.failopen import Fallback, SkipKind, Skipped
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import TestInput
+from bazel_ldfix.repair.subject import Subject
 
 
 def kind_of(path: Path) -> SkipKind | None:
@@ -113,8 +116,8 @@ def test_the_plan_goes_on_past_every_odd_file(tmp_path: Path) -> None:
     exe, missing_dep = script_test(tmp_path)
     (tmp_path / "ob" / "external" / "dep").mkdir(parents=True)
     (tmp_path / "ob" / "external" / "dep" / "libdep.so.2").write_bytes(missing_dep.read_bytes())
-    env = repair.TestEnvironment((), "nothing", {"//t:odd_test": None})
-    result = repair.plan([repair.TestInput("//t:odd_test", str(exe))], env,
+    env = TestEnvironment((), "nothing", {"//t:odd_test": None})
+    result = plan([TestInput("//t:odd_test", str(exe))], env,
                          str(tmp_path / "ob"), make_loader, cache_for)
     kinds = {os.path.basename(s.path): s.kind for s in result.skipped}
     assert kinds == {"libarm64.so": SkipKind.OTHER_MACHINE, "libi386.so": SkipKind.OTHER_CLASS,
@@ -128,7 +131,7 @@ def test_the_plan_goes_on_past_every_odd_file(tmp_path: Path) -> None:
 def test_a_file_that_vanishes_after_the_walk_is_skipped(tmp_path: Path) -> None:
     exe, _ = script_test(tmp_path)
     good = exe.parent / "odd_test.runfiles" / "sdk" / "odd" / "libgood.so.1"
-    subject = repair._Subject.of(repair.TestInput("//t:odd_test", str(exe)), host_header())
+    subject = Subject.of(TestInput("//t:odd_test", str(exe)), host_header())
     assert subject.extras == (str(good),)
     good.unlink()
     (out,) = subject.resolve(make_loader, cache_for, None, extras=True)
@@ -138,8 +141,8 @@ def test_a_file_that_vanishes_after_the_walk_is_skipped(tmp_path: Path) -> None:
 def test_a_test_built_for_another_machine_is_skipped_not_fatal(tmp_path: Path) -> None:
     exe = aarch64_program(tmp_path / "bin" / "t" / "arm_test")
     assert not os.path.exists("/lib/ld-linux-aarch64.so.1"), "an aarch64 loader is installed"
-    env = repair.TestEnvironment((), "nothing", {"//t:arm_test": None})
-    result = repair.plan([repair.TestInput("//t:arm_test", str(exe))], env,
+    env = TestEnvironment((), "nothing", {"//t:arm_test": None})
+    result = plan([TestInput("//t:arm_test", str(exe))], env,
                          str(tmp_path / "ob"), make_loader, cache_for)
     (skip,) = result.skipped
     assert (skip.path, skip.kind) == (str(exe), SkipKind.NO_LOADER)

@@ -18,16 +18,17 @@ from modelhelp import plan_of
 from bazel_ldfix import elf
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 from bazel_ldfix.loader.search import Environment, Loader
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.results import Repair, TestInput
 from tests.repair.test_twins import _family
 
 
-def _plan(output_base: Path, inputs: list[repair.TestInput], session: repair.Session,
-          *, search: bool = True) -> repair.Repair:
+def _plan(output_base: Path, inputs: list[TestInput], session: Models,
+          *, search: bool = True) -> Repair:
     return plan_of(output_base, inputs, session, search=search)
 
 
-def _two_packages(top: Path) -> list[repair.TestInput]:
+def _two_packages(top: Path) -> list[TestInput]:
     """Twins of one package, and programs of two more whose ``$ORIGIN/../lib`` are two
     directories: each needs a library found only in the output_base, whose own
     dependency is missing from the other package's copy."""
@@ -43,20 +44,20 @@ def _two_packages(top: Path) -> list[repair.TestInput]:
         for i in range(2):
             exe = program(top / "ob" / "bin" / pkg / "app" / f"t{i}", needs=[mid, own],
                           runpath="$ORIGIN/../lib")
-            inputs.append(repair.TestInput(f"//{pkg}:t{i}", str(exe)))
+            inputs.append(TestInput(f"//{pkg}:t{i}", str(exe)))
     return inputs
 
 
 def test_a_plan_after_another_in_the_same_session_is_the_plan_alone(tmp_path: Path) -> None:
     inputs = _two_packages(tmp_path)
     ob = tmp_path / "ob"
-    session = repair.Session()
+    session = Models()
     first = _plan(ob, inputs, session, search=False)
     second = _plan(ob, inputs, session)
-    fresh = _plan(ob, inputs, repair.Session())
-    alone = _plan(ob, inputs, repair.Session(share=False))
+    fresh = _plan(ob, inputs, Models())
+    alone = _plan(ob, inputs, Models(share=False))
     assert repr(second) == repr(fresh) == repr(alone)
-    assert repr(first) == repr(_plan(ob, inputs, repair.Session(), search=False))
+    assert repr(first) == repr(_plan(ob, inputs, Models(), search=False))
     assert session.twins > 0
     # What the plan found, and who needs it: the closures first, in listing order.
     assert {m.soname for m in second.missing} == {"libsdk.so.11", "libmid.so.1",
@@ -72,7 +73,7 @@ def test_a_plan_after_another_in_the_same_session_is_the_plan_alone(tmp_path: Pa
 
 def test_an_outcome_asked_again_is_the_same_answer(tmp_path: Path) -> None:
     inputs = _family(tmp_path, 2)
-    session = repair.Session()
+    session = Models()
     subjects = [session.subject(t, elf.read_header(t.executable)) for t in inputs]
 
     def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:

@@ -24,15 +24,18 @@ from hypothesis import strategies as st
 from runfilestree import past_manifest, tree_of
 
 from bazel_ldfix import userdir
+from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.memo import PROBES, Facts, Memo, holds
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
-from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.repair import replay
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import Repair, TestInput
 
 _LATER = time.time_ns() + 10**12     # a "now" by which every timestamp has settled
 
 
-def _workspace(top: Path, count: int = 3) -> tuple[Path, list[repair.TestInput]]:
+def _workspace(top: Path, count: int = 3) -> tuple[Path, list[TestInput]]:
     """``count`` cc_tests laid out as Bazel lays them out: each links the SDK's unversioned
     file (SONAME libsdk.so.11, which only output_base/external holds) through its
     ``_solib_k8`` link, and stages the link in a runfiles tree with a MANIFEST."""
@@ -51,18 +54,18 @@ def _workspace(top: Path, count: int = 3) -> tuple[Path, list[repair.TestInput]]
                       runpath="$ORIGIN/../_solib_k8/_U@sdk_S_S_Clib")
         tree_of(exe, [f"ws/_solib_k8/_U@sdk_S_S_Clib/libsdk.so {solib}/libsdk.so",
                       f"ws/p/t{i} {exe}"])
-        inputs.append(repair.TestInput(f"//p:t{i}", str(exe)))
+        inputs.append(TestInput(f"//p:t{i}", str(exe)))
     return ob, inputs
 
 
-def _planned(ob: Path, inputs: list[repair.TestInput], cache: Path
-             ) -> tuple[repair.Repair, Facts | None]:
-    session = repair.Session()
+def _planned(ob: Path, inputs: list[TestInput], cache: Path
+             ) -> tuple[Repair, Facts | None]:
+    session = Models()
     factory = LoaderFactory(memo=session.memo)
     factory.warm()      # as a command does while Bazel builds
     session.memo.watch()
-    env = repair.TestEnvironment((), "nothing", {t.label: None for t in inputs})
-    planned = repair.plan(inputs, env, str(ob), factory.make_loader, factory.cache_for,
+    env = TestEnvironment((), "nothing", {t.label: None for t in inputs})
+    planned = plan(inputs, env, str(ob), factory.make_loader, factory.cache_for,
                           session=session, cache_dir=str(cache), host=host_header())
     return planned, session.memo.facts()
 
@@ -211,7 +214,7 @@ def test_a_walked_tree_keeps_no_facts(tmp_path: Path) -> None:
     assert facts is None
 
 
-def _kept(tmp_path: Path) -> tuple[Path, repair.Repair, Facts]:
+def _kept(tmp_path: Path) -> tuple[Path, Repair, Facts]:
     ob, inputs = _workspace(tmp_path)
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)

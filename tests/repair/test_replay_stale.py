@@ -19,13 +19,16 @@ from bazelws import BAZEL, Workspace, clean_env, make_workspace, needs_x
 from elfbuild import lib, program
 from runfilestree import tree_of
 
+from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.memo import Facts, holds
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
-from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.repair import replay
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import Repair, TestInput
 
 
-def _layout(top: Path) -> tuple[Path, Path, list[repair.TestInput]]:
+def _layout(top: Path) -> tuple[Path, Path, list[TestInput]]:
     """One test that needs libsdk.so.11, which only output_base/external holds, run with
     LD_LIBRARY_PATH naming ``early`` first: ``early/libsdk.so.11`` is a symlink to
     ``top/ghost``, which the changes below make and unmake."""
@@ -36,18 +39,18 @@ def _layout(top: Path) -> tuple[Path, Path, list[repair.TestInput]]:
     (early / "libsdk.so.11").symlink_to(top / "ghost")
     exe = program(ob / "execroot" / "ws" / "bazel-out" / "bin" / "p" / "t", needs=[real])
     tree_of(exe, [f"ws/p/t {exe}"])
-    return ob, early, [repair.TestInput("//p:t", str(exe))]
+    return ob, early, [TestInput("//p:t", str(exe))]
 
 
-def _planned(ob: Path, early: Path, inputs: list[repair.TestInput]
-             ) -> tuple[repair.Repair, Facts | None]:
-    session = repair.Session()
+def _planned(ob: Path, early: Path, inputs: list[TestInput]
+             ) -> tuple[Repair, Facts | None]:
+    session = Models()
     factory = LoaderFactory(memo=session.memo)
     factory.warm()
     session.memo.watch()
-    env = repair.TestEnvironment((str(early),), "the flags",
+    env = TestEnvironment((str(early),), "the flags",
                                  {t.label: str(early) for t in inputs})
-    planned = repair.plan(inputs, env, str(ob), factory.make_loader, factory.cache_for,
+    planned = plan(inputs, env, str(ob), factory.make_loader, factory.cache_for,
                           session=session, host=host_header())
     return planned, session.memo.facts()
 

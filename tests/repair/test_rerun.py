@@ -17,7 +17,7 @@ from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.flow import rerun
-from bazel_ldfix.repair.plan import Repair
+from bazel_ldfix.repair.results import Repair
 
 # The event a real Bazel ends every --build_event_json_file with.
 LAST_EVENT = ('{"id":{"buildFinished":{}},"finished":{"exitCode":{"name":"SUCCESS"}},'

@@ -24,15 +24,16 @@ from hypothesis import strategies as st
 from modelhelp import resolver
 
 from bazel_ldfix.bazel.bep import Option
-from bazel_ldfix.bazel.testenv import Reach
+from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
 from bazel_ldfix.loader.search import PassedOver, PassReason
-from bazel_ldfix.repair import plan as repair
 from bazel_ldfix.repair import stored
 from bazel_ldfix.repair.exposure import Exposure, Link, ShadowCause, Shadowed
 from bazel_ldfix.repair.failopen import SkipKind, Skipped
-from bazel_ldfix.repair.plan import Missing, Repair
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import Missing, Repair, TestInput, TestResult
 
-Result = repair.TestResult   # a name pytest does not take for a test class
+Result = TestResult   # a name pytest does not take for a test class
 
 PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
@@ -141,14 +142,14 @@ def test_a_repair_from_a_real_plan_is_read_back_whole(tmp_path: Path) -> None:
         staged = Path(f"{exe}.runfiles") / "ws" / "p"
         staged.mkdir(parents=True)
         (staged / "libnotes.so").write_text("not a library\n")   # skipped: not ELF
-        inputs.append(repair.TestInput(f"//p:{name}", str(exe)))
+        inputs.append(TestInput(f"//p:{name}", str(exe)))
     # t1's rule sets LD_LIBRARY_PATH, which wins over a flag from Bazel 7.2.
-    env = repair.TestEnvironment(("/opt/base",), "the client's LD_LIBRARY_PATH",
+    env = TestEnvironment(("/opt/base",), "the client's LD_LIBRARY_PATH",
                                  {"//p:t0": "/opt/base", "//p:t1": "/rule/lib"},
                                  reach={"//p:t1": Reach.NO}, rule={"//p:t1": "/rule/lib"})
-    session = repair.Session()
+    session = Models()
     make_loader, cache_for = resolver(session)
-    planned = repair.plan(inputs, env, str(ob), make_loader, cache_for, session=session)
+    planned = plan(inputs, env, str(ob), make_loader, cache_for, session=session)
     r = dataclasses.replace(planned, patterns=("//p:all",),
                             options=(Option("compilation_mode", "fastbuild"),
                                      Option("test_env", "HOME=/home/\udcff")))

@@ -17,10 +17,11 @@ from bazelws import BAZEL, clean_env, import_repository, make_workspace, sdk
 from elfbuild import lib, program
 from modelhelp import plan_of
 
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.results import Repair, TestInput
 
 
-def _family(top: Path, count: int, *, manifest: bool = True) -> list[repair.TestInput]:
+def _family(top: Path, count: int, *, manifest: bool = True) -> list[TestInput]:
     """``count`` cc_tests of one package as Bazel lays them out: each links the SDK's
     unversioned file (SONAME libsdk.so.11, not staged), finds it through
     ``$ORIGIN/../_solib_k8/sdk``, and stages it in its runfiles tree; with ``manifest``,
@@ -50,20 +51,20 @@ def _family(top: Path, count: int, *, manifest: bool = True) -> list[repair.Test
         if manifest:
             (tree / "MANIFEST").write_text(f"ws/_solib_k8/sdk/libsdk.so {solib}/libsdk.so\n"
                                            f"ws/p/t{i} {exe}\n")
-        inputs.append(repair.TestInput(f"//p:t{i}", str(exe)))
+        inputs.append(TestInput(f"//p:t{i}", str(exe)))
     return inputs
 
 
-def _plan(output_base: Path, inputs: list[repair.TestInput], session: repair.Session,
-          value: str | None = None) -> repair.Repair:
+def _plan(output_base: Path, inputs: list[TestInput], session: Models,
+          value: str | None = None) -> Repair:
     return plan_of(output_base, inputs, session, value)
 
 
-def _shared_and_alone(output_base: Path, inputs: list[repair.TestInput],
-                      value: str | None = None) -> tuple[repair.Repair, repair.Repair, int]:
-    shared = repair.Session()
+def _shared_and_alone(output_base: Path, inputs: list[TestInput],
+                      value: str | None = None) -> tuple[Repair, Repair, int]:
+    shared = Models()
     together = _plan(output_base, inputs, shared, value)
-    alone = _plan(output_base, inputs, repair.Session(share=False), value)
+    alone = _plan(output_base, inputs, Models(share=False), value)
     return together, alone, shared.twins
 
 
@@ -154,7 +155,7 @@ def test_bazels_own_trees_share_and_answer_as_alone(tmp_path: Path) -> None:
         built = ws.bazel("build", "//p:all")
         assert built.returncode == 0, built.stderr
         bin_dir = ws.root / "bazel-bin" / "p"
-        inputs = [repair.TestInput(f"//p:t{i}", str(bin_dir / f"t{i}")) for i in range(4)]
+        inputs = [TestInput(f"//p:t{i}", str(bin_dir / f"t{i}")) for i in range(4)]
         together, alone, moved = _shared_and_alone(ws.output_base, inputs)
     finally:
         ws.shutdown()

@@ -6,12 +6,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bazel_ldfix import elf
+from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 from bazel_ldfix.loader.search import Environment, Loader
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.models import Models
+from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.results import Repair, TestInput
 
 
-def resolver(session: repair.Session) -> tuple[
+def resolver(session: Models) -> tuple[
         Callable[[elf.ElfInfo, Environment], Loader],
         Callable[[elf.ElfInfo], Callable[[str], str | None] | None]]:
     """``make_loader`` and ``cache_for`` of this machine's loader, over the session's memo."""
@@ -24,10 +27,10 @@ def resolver(session: repair.Session) -> tuple[
     return make_loader, cache_for
 
 
-def plan_of(output_base: Path, inputs: list[repair.TestInput], session: repair.Session,
-            value: str | None = None, *, search: bool = True) -> repair.Repair:
+def plan_of(output_base: Path, inputs: list[TestInput], session: Models,
+            value: str | None = None, *, search: bool = True) -> Repair:
     """The plan of ``inputs``, each test's LD_LIBRARY_PATH being ``value``."""
-    env = repair.TestEnvironment((), "nothing", {t.label: value for t in inputs})
+    env = TestEnvironment((), "nothing", {t.label: value for t in inputs})
     make_loader, cache_for = resolver(session)
-    return repair.plan(inputs, env, str(output_base), make_loader, cache_for,
+    return plan(inputs, env, str(output_base), make_loader, cache_for,
                        search=search, session=session)

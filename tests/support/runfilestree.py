@@ -11,15 +11,16 @@ from elfbuild import program
 
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.resolve import host_header
-from bazel_ldfix.repair import plan as repair
+from bazel_ldfix.repair.results import TestInput
+from bazel_ldfix.repair.subject import Subject
 
 
-def both_ways(label: str, executable: Path) -> tuple[repair._Subject, repair._Subject]:
+def both_ways(label: str, executable: Path) -> tuple[Subject, Subject]:
     """The test's subject from its MANIFEST (where trusted) and from a walk of its tree."""
-    test = repair.TestInput(label, str(executable))
+    test = TestInput(label, str(executable))
     host = host_header()
-    return (repair._Subject.of(test, host, Memo(), from_manifest=True),
-            repair._Subject.of(test, host, Memo(), from_manifest=False))
+    return (Subject.of(test, host, Memo(), from_manifest=True),
+            Subject.of(test, host, Memo(), from_manifest=False))
 
 
 def past_manifest(tree: Path) -> None:

@@ -1,0 +1,155 @@
+"""The shared objects of a test's runfiles tree, from its MANIFEST or a walk, and the
+directory the test runs in."""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Sequence
+
+from bazel_ldfix import elf
+from bazel_ldfix.bazel import runfiles
+from bazel_ldfix.errors import (
+    LdfixError,
+)
+from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.outputbase import index
+from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair.failopen import Skipped
+from bazel_ldfix.repair.results import TestInput
+
+# What one hostile file can make the reader or the model raise: reported as a skipped file.
+# Anything else is a bug, and `bazel-ldfix test` falls back to the unchanged `bazel test`.
+PER_FILE_ERRORS = (LdfixError, OSError, ValueError, IndexError, struct.error)
+
+
+def tree_listing(executable: str, memo: Memo, *, read: bool = False
+                  ) -> runfiles.TreeListing | None:
+    """:func:`runfiles.tree_listing`, each symlink target looked at once per command.
+    ``read``: the executable was just opened as a regular file (the target of the tree's
+    link to it, when that link names it by this path, is then known to be no directory)."""
+    targets = memo.remember("runfiles-targets", None, runfiles.Targets)
+    if read and executable.startswith("/"):
+        targets.plain.add(executable)
+    if not memo.watching:
+        return runfiles.tree_listing(executable, targets=targets,
+                                     mount_names=memo.mounts().names)
+    # The statuses of the tree's own files and directories are kept as one fact (a
+    # thousand trees have some ten thousand directories); what it reads elsewhere (the
+    # links' targets) as facts of their own.
+    statuses: list[tuple[str, os.stat_result]] = []
+
+    def seen(kind: str, path: str, st: os.stat_result | None) -> None:
+        if st is not None:
+            statuses.append((path, st))     # the tree's own, in the order read
+        else:
+            memo.keep(kind, path)           # read here: a target's status, an access
+
+    listing = runfiles.tree_listing(executable, targets=targets,
+                                    mount_names=memo.mounts().names, seen=seen)
+    if listing is not None:
+        memo.keep_tree(executable, statuses)
+    return listing
+
+
+def runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | None = None,
+                        listing: runfiles.TreeListing | None = None
+                        ) -> tuple[list[str], list[Skipped]]:
+    """Shared objects in a runfiles tree that the loader of ``expect`` would accept, and
+    the files named like libraries that it would not (each with the reason).
+
+    The files are those a walk of the tree finds, or those of ``listing`` (the same paths,
+    read from the tree's MANIFEST), taken in sorted order: of two paths to one file, the
+    first is kept.
+    """
+    if listing is None and not os.path.isdir(runfiles_dir):
+        return [], []
+    memo = memo or Memo()
+    if listing is not None:
+        names = [path for path in listing.files
+                 if ".so" in path and index.looks_like_library(path.rpartition("/")[2])]
+        return examined([f"{runfiles_dir}/{path}" for path in names], expect, memo,
+                         [listing.targets[path] for path in names])
+    paths = sorted(path for found in index.walk(runfiles_dir, mounts=memo.mounts()).values()
+                   for path in found)
+    return examined(paths, expect, memo)
+
+
+def examined(paths: Sequence[str], expect: elf.ElfHeader, memo: Memo,
+              targets: Sequence[str] | None = None) -> tuple[list[str], list[Skipped]]:
+    """Of ``paths``, each file once (by real path, the first path kept), those the loader
+    of ``expect`` would accept, and the others with the reason.
+
+    ``targets``: each path's symlink target, from the ``MANIFEST`` of a tree it was shown
+    to list (:func:`runfiles.tree_listing`; "" for an empty file). A link to an absolute
+    target is then known without reading it: its real path is the target's, and a file
+    the loader of ``expect`` accepted through one link to a target is accepted through
+    every other (what is refused is examined again, through its own path, for its words).
+    """
+    out: list[str] = []
+    skipped: list[Skipped] = []
+    seen: set[str] = set()
+    accepted: set[str] | None = memo.remember("accepted-targets", expect, set) \
+        if targets is not None else None
+    for at, path in enumerate(paths):
+        target = targets[at] if targets is not None else ""
+        if target.startswith("/") and path.startswith("/"):
+            real = memo.link_realpath(path, target)
+        else:
+            target = ""
+            real = memo.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        if target and accepted is not None and target in accepted:
+            out.append(path)
+            continue
+        verdict = failopen.examine(path, expect, memo)
+        if isinstance(verdict, Skipped):
+            skipped.append(verdict)
+        else:
+            out.append(path)
+            if target and accepted is not None:
+                accepted.add(target)
+    return out, skipped
+
+
+def manifest_libraries(executable: str, expect: elf.ElfHeader, memo: Memo | None = None
+                        ) -> tuple[list[str], list[Skipped], list[str]]:
+    """Shared objects the runfiles manifest stages that the loader of ``expect`` would
+    accept, the staged files it would not (with the reason), and the staged shared objects
+    that are not on disk."""
+    memo = memo or Memo()
+    entries = runfiles.read_manifest(runfiles.manifest_of(executable))
+    staged = [entry.target for entry in entries or ()
+              if entry.target is not None and SHARED_NAME.search(os.path.basename(entry.path))]
+    absent = [target for target in staged if not os.path.exists(target)]
+    gone = set(absent)
+    out, skipped = examined([t for t in staged if t not in gone], expect, memo)
+    return out, skipped, absent
+
+
+SHARED_NAME = re.compile(r"\.so(?:\.[0-9][^/]*)?$")
+
+
+def test_cwd(test: TestInput, runfiles_dir: str,
+              listing: runfiles.TreeListing | None = None) -> str:
+    """Bazel starts a test in ``<runfiles>/<workspace name>``: the first directory of the
+    tree's root that holds the test's own path (from ``listing`` when there is one)."""
+    package_path = test.label.split("//", 1)[-1].replace(":", "/").lstrip("/")
+    if listing is not None and all(part not in ("", ".", "..")
+                                   for part in package_path.split("/")):
+        paths = listing.paths
+        for name in listing.top:
+            if f"{name}/{package_path}" in paths:   # listing.lexists
+                return f"{runfiles_dir}/{name}"     # a plain name, as os.path.join gives
+        return runfiles_dir
+    try:
+        names = sorted(os.listdir(runfiles_dir))
+    except OSError:
+        return os.path.dirname(test.executable)
+    for name in names:
+        if os.path.lexists(os.path.join(runfiles_dir, name, package_path)):
+            return os.path.join(runfiles_dir, name)
+    return runfiles_dir
