@@ -10,14 +10,14 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bazel_ldfix.loader.search import PassReason
+from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 
 if TYPE_CHECKING:
     from bazel_ldfix.loader.check import CheckResult, Matrix
+    from bazel_ldfix.loader.resolution import Library, Resolution
     from bazel_ldfix.loader.resolve import Unversioned
-    from bazel_ldfix.loader.search import Library, Resolution
     from bazel_ldfix.outputbase.index import Copy
     from bazel_ldfix.repair.exposure import Shadowed
     from bazel_ldfix.repair.results import Repair

@@ -168,8 +168,9 @@ def child(top: str, tests: int, keep: bool = False) -> None:
     sys.path.insert(0, REPO)
     started = time.perf_counter()
     from bazel_ldfix.bazel.testenv import TestEnvironment
+    from bazel_ldfix.loader.resolution import Environment
     from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
-    from bazel_ldfix.loader.search import Environment, Loader
+    from bazel_ldfix.loader.search import Loader
     from bazel_ldfix.repair.models import Models
     from bazel_ldfix.repair.plan import plan
     from bazel_ldfix.repair.results import TestInput

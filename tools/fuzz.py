@@ -43,8 +43,8 @@ from bazel_ldfix.bazel import bep, queryxml, targets
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.errors import LdfixError
 from bazel_ldfix.loader import ldcache, resolve
-from bazel_ldfix.loader import search as loader
 from bazel_ldfix.loader.profile import LoaderProfile
+from bazel_ldfix.loader.verify import verify
 from bazel_ldfix.outputbase import index
 
 RECORDED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -195,7 +195,7 @@ def check_elf(path: str, work: str, expect: elf.ElfHeader,
     """Every consumer of an ELF file, on ``path`` (named like a library)."""
     _try(elf.read_elf, path)
     _try(elf.version_definitions, path)
-    loader.verify(path, expect)
+    verify(path, expect)
     options = resolve.Options(library_path=os.path.dirname(path), inhibit_cache=True)
     _try(resolve.resolve_file, path, options)
     if program is not None:

@@ -25,8 +25,10 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import LdfixError
 from bazel_ldfix.loader import cacheflags, host, ldcache
 from bazel_ldfix.loader.conformance import Disagreement, compare
-from bazel_ldfix.loader.search import Environment, Loader, opened_path
+from bazel_ldfix.loader.resolution import Environment
+from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.loader.trace import run_trace
+from bazel_ldfix.loader.verify import opened_path
 
 DIRS = ("/usr/bin", "/usr/lib/x86_64-linux-gnu")
 CACHE = "/etc/ld.so.cache"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import runfiles
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader.search import Environment
+from bazel_ldfix.loader.resolution import Environment
 
 
 @dataclass(frozen=True)

@@ -264,7 +264,7 @@ def _verify(target: str, label: str, library_dir: str, file: str) -> bool:
 def solib_dirs_of(executable: str) -> list[str]:
     """The ``_solib_`` directories a test reaches: its RUNPATH/RPATH, and its runfiles."""
     from bazel_ldfix import elf
-    from bazel_ldfix.loader.search import decompose
+    from bazel_ldfix.loader.paths import decompose
 
     out: list[str] = []
     try:

@@ -33,7 +33,7 @@ from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.edit import edit_plan
 from bazel_ldfix.diagnosis import fixes, hermetic
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import search as loader
+from bazel_ldfix.loader.verify import verify
 
 
 class Shape(enum.Enum):
@@ -223,7 +223,7 @@ def _refuse(path: str, soname: str, header: elf.ElfHeader | None) -> str | None:
     if info.soname != soname:
         return f"its SONAME is {info.soname or 'not set'}, not {soname}"
     if header is not None:
-        verdict = loader.verify(path, header)
+        verdict = verify(path, header)
         if not verdict.accepted:
             return verdict.reason or "the loader would not take it"
     return None

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import declared
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader.search import Environment
+from bazel_ldfix.loader.resolution import Environment
 
 
 def missing_after(executable: str, added: Iterable[tuple[str, str]],

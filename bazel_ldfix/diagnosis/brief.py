@@ -25,7 +25,7 @@ from bazel_ldfix.diagnosis.render import (
     paint,
     summary,
 )
-from bazel_ldfix.loader.search import PassReason
+from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.report import OUTPUT_BASE, abbreviate
 
 if TYPE_CHECKING:

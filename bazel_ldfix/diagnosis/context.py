@@ -17,7 +17,7 @@ from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.messages import LoaderFailure
 from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, OnError, exposed, missing_for
 from bazel_ldfix.errors import BadInputError, LdfixError
-from bazel_ldfix.loader.search import Environment, Library
+from bazel_ldfix.loader.resolution import Environment, Library
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.hermetic import build_fix
 from bazel_ldfix.diagnosis.messages import NOT_FOUND_KINDS, ErrorKind, LoaderFailure
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader.search import PassedOver, PassReason
+from bazel_ldfix.loader.resolution import PassedOver, PassReason
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import LdfixError
-from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.resolution import Environment
+from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass, field
 
 from bazel_ldfix.linkage.symbols import Bind, Symbol, SymbolTables, read_symbols
+from bazel_ldfix.loader.resolution import Via
 from bazel_ldfix.loader.resolve import Options, resolve_file
-from bazel_ldfix.loader.search import Via
 
 
 @dataclass(frozen=True)

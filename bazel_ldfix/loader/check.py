@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import conformance, ldconfig, trace
+from bazel_ldfix.loader.resolution import Resolution
 from bazel_ldfix.loader.resolve import (
     Options,
     cache_of,
@@ -26,7 +27,7 @@ from bazel_ldfix.loader.resolve import (
     profile_of,
     trusted_for,
 )
-from bazel_ldfix.loader.search import Resolution, opened_path
+from bazel_ldfix.loader.verify import opened_path
 
 _MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bazel_ldfix.loader.search import Resolution
+    from bazel_ldfix.loader.resolution import Resolution
     from bazel_ldfix.loader.trace import Trace
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bazel_ldfix import elf
 
 if TYPE_CHECKING:
-    from bazel_ldfix.loader.search import Verdict
+    from bazel_ldfix.loader.verify import Verdict
     from bazel_ldfix.outputbase.index import Mounts
 
 FileKey = tuple[int, int, int, int]   # st_dev, st_ino, st_size, st_mtime_ns
@@ -262,7 +262,7 @@ class Memo:
         A verdict does not depend on the path (its ``info.path`` is the first one read),
         only on the file's bytes and on what the program expects.
         """
-        from bazel_ldfix.loader.search import verify
+        from bazel_ldfix.loader.verify import verify
 
         key = self.file_key(path)
         if key is None:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import host, ldcache, ldconfig, profile
-from bazel_ldfix.loader.search import Environment, Library, Loader, Resolution
+from bazel_ldfix.loader.resolution import Environment, Library, Resolution
+from bazel_ldfix.loader.search import Loader
 
 if TYPE_CHECKING:
     from bazel_ldfix.loader.memo import Memo

@@ -1,372 +1,52 @@
 """glibc's dynamic loader, simulated: which file each DT_NEEDED name loads, and why.
 
+The answers' types are :mod:`bazel_ldfix.loader.resolution`; a candidate's checks
+:mod:`bazel_ldfix.loader.verify`; ``$ORIGIN`` and search-list parsing
+:mod:`bazel_ldfix.loader.paths`.
+
 The specification is glibc 2.36's elf/dl-load.c (``_dl_map_object``, ``open_path``,
 ``open_verify``, ``fillin_rpath``, ``_dl_dst_substitute``, ``_dl_map_object_from_fd``),
 elf/dl-deps.c (``_dl_map_object_deps``) and the listing part of elf/rtld.c. Each step below
 names the part of glibc it follows. Paths are kept as the loader builds them (directory string
 + subdirectory + name, never normalised), so that they compare equal to what ``ld.so --list``
-prints; ``Resolution.libraries`` is in the order it prints them.
-"""
+prints; ``Resolution.libraries`` is in the order it prints them."""
 
 from __future__ import annotations
 
-import enum
 import errno
 import os
-import re
 import stat
-import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn
 
 from bazel_ldfix import elf, pathlist
-from bazel_ldfix.errors import BadInputError, NotElfError
+from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.host import Host
 
 if TYPE_CHECKING:
     from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.loader.paths import decompose, substitute
+from bazel_ldfix.loader.resolution import (
+    Environment,
+    Library,
+    PassedOver,
+    PassReason,
+    Resolution,
+    SearchStep,
+    VersionProblem,
+    Via,
+)
+from bazel_ldfix.loader.verify import Verdict, absent, runs_as_program, verify
 
 VDSO_NAMES = {62: "linux-vdso.so.1", 3: "linux-gate.so.1", 183: "linux-vdso.so.1"}
-DF_1_PIE = 0x08000000
-# glibc's LIBC_ABI_MAX for EI_ABIVERSION under ELFOSABI_GNU (UNIQUE, IFUNC, ABSOLUTE).
-_LIBC_ABI_MAX = 4
-ELFOSABI_SYSV, ELFOSABI_GNU = 0, 3
-# open_verify reads this much of the file at once (struct filebuf, 64-bit).
-_FILEBUF_SIZE = 832
+
+
 # open_path goes on to the next directory only after these errors; any other one (ELOOP,
 # ENXIO, ...) in a directory that exists abandons the rest of that search list.
 _SEARCH_ON = (errno.ENOENT, errno.EACCES, errno.ENOTDIR)
-_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-
-CacheLookup = Callable[[str], "str | None"]
 
 
-class Via(str, enum.Enum):
-    """How the loader found an object (libtree's ``how``)."""
-
-    RPATH = "rpath"
-    LD_LIBRARY_PATH = "LD_LIBRARY_PATH"
-    RUNPATH = "runpath"
-    CACHE = "ld.so.cache"
-    DEFAULT = "default"
-    PATH = "path"              # the DT_NEEDED entry contains a slash
-    INTERPRETER = "interpreter"
-    VDSO = "vdso"
-
-
-@dataclass(frozen=True)
-class SearchStep:
-    """One step of the search for a name, with the directories it tried (or why it did not)."""
-
-    via: Via
-    dirs: tuple[str, ...]
-    skipped: str | None = None   # e.g. "the requester has a DT_RUNPATH"
-
-
-class PassReason(str, enum.Enum):
-    """Why a file that exists was not the one taken."""
-
-    NOT_LOADABLE = "not_loadable"            # the loader's own checks refuse it (class,
-                                             # machine, not ELF, ...)
-    NOT_SHARED_OBJECT = "not_shared_object"  # loadable, but no shared object to search for
-    SAME_FILE = "same_file"                  # the chosen file, reached through another path
-    NOT_PREFERRED = "not_preferred"          # usable, but another copy ranks first
-
-
-@dataclass(frozen=True)
-class PassedOver:
-    """A file that exists where a search looked, and why it was passed over: the kind to
-    decide by, the words to print."""
-
-    path: str
-    kind: PassReason
-    reason: str
-
-
-@dataclass(frozen=True)
-class Library:
-    """One object the loader lists, and how it got there."""
-
-    name: str
-    path: str | None                  # None: not found, or the load failed (see error)
-    via: Via | None
-    needed_by: tuple[str, ...]
-    error: str | None = None          # glibc's words when the load stops at this file
-    steps: tuple[SearchStep, ...] = ()
-    rejected: tuple[PassedOver, ...] = ()
-    depth: int = 1
-    parent: str | None = None         # path of the object that first needed it
-    info: elf.ElfInfo | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def found(self) -> bool:
-        return self.path is not None
-
-
-@dataclass(frozen=True)
-class VersionProblem:
-    """A symbol version one object needs and another does not define (dl-version.c)."""
-
-    object: str          # the object that should define it, as the loader names it
-    required_by: str
-    version: str | None  # None: the object has no version information at all
-    weak: bool = False
-
-    @property
-    def fatal(self) -> bool:
-        """Whether a real start stops here (trace mode only reports it)."""
-        return self.version is not None and not self.weak
-
-    @property
-    def message(self) -> str:
-        """glibc's words."""
-        if self.version is None:
-            what = "no version information available"
-        else:
-            what = f"{'weak ' if self.weak else ''}version `{self.version}' not found"
-        return f"{self.object}: {what} (required by {self.required_by})"
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """The load of one file: every object in the order ``ld.so --list`` prints them.
-
-    A name the loader cannot find is listed once per object that needs it, as glibc does:
-    its "not found" entries are never reused by a later search.
-    """
-
-    file: str
-    info: elf.ElfInfo
-    libraries: tuple[Library, ...]
-    error: str | None = None          # set when the loader would stop with an error
-    versions: tuple[VersionProblem, ...] = ()
-    notes: tuple[str, ...] = ()       # e.g. the file's PT_INTERP was set aside
-    blocked: str | None = None        # the load stops at this non-regular file (a FIFO)
-    # How many of ``libraries``, from the first, the file's own DT_NEEDED closure accounts
-    # for; the rest came with the ``extra`` objects. None: all of them.
-    program_libraries: int | None = None
-
-    @property
-    def missing(self) -> tuple[str, ...]:
-        seen: dict[str, None] = {}
-        for lib in self.libraries:
-            if lib.path is None and lib.error is None:
-                seen.setdefault(lib.name, None)
-        return tuple(seen)
-
-
-@dataclass(frozen=True)
-class Environment:
-    """What the loader reads from outside the files: the environment and the cache."""
-
-    library_path: str | None = None         # LD_LIBRARY_PATH
-    cwd: str = "/"
-    cache: CacheLookup | None = None         # None: --inhibit-cache, or no cache
-    root: str = "/"                          # resolve as if this were /
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What the loader decides about one candidate file (``open_verify`` and the checks
-    ``_dl_map_object_from_fd`` makes before mapping it).
-
-    Exactly one of three outcomes: ``info`` is set (accepted); ``fatal`` is set (the whole
-    load stops, in glibc's words); or neither (the search goes on, ``reason`` says why).
-    """
-
-    info: elf.ElfInfo | None = None
-    reason: str | None = None
-    fatal: bool = False
-    names_request: bool = False       # glibc names the DT_NEEDED entry, not the file, in the error
-    exists: bool = True               # False: nothing to open at that path
-    open_errno: int = 0               # errno open_path sees afterwards (ENOENT after a skip)
-    file_id: tuple[int, int] | None = None
-    blocks: bool = False              # not a regular file: running the real loader could hang
-
-    @property
-    def accepted(self) -> bool:
-        return self.info is not None
-
-
-def runs_as_program(info: elf.ElfInfo) -> bool:
-    """Whether ``info`` is a program the kernel starts (an executable, a PIE), rather than
-    a shared library that a loader opens by name: it decides where its ``$ORIGIN`` is.
-
-    A PIE without DF_1_PIE (linkers before binutils 2.26 did not set it) is told from a
-    library by its PT_INTERP and the SONAME it lacks.
-    """
-    return info.header.type == elf.ET_EXEC or bool(info.flags_1 & DF_1_PIE) or (
-        info.interp is not None and info.soname is None)
-
-
-def opened_path(path: str, info: elf.ElfInfo) -> str:
-    """The name glibc takes ``path``'s ``$ORIGIN`` from at a real start: the real path of a
-    program (the kernel's /proc/self/exe, elf/dl-origin.c), the name itself for a library
-    (elf/dl-object.c, ``_dl_new_object``, which never resolves links). Running the real
-    loader on this name asks it the model's question."""
-    return os.path.realpath(path) if runs_as_program(info) else path
-
-
-def verify(path: str, expect: elf.ElfHeader) -> Verdict:
-    """Would a loader running a program like ``expect`` take the file at ``path``?
-
-    Follows glibc's ``open_verify``: a file of the other ELF class or another machine is
-    skipped silently (the search goes on), while any other defect stops the whole load.
-    """
-    try:
-        # O_NONBLOCK: a FIFO planted where the loader looks must not stop the model.
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as exc:
-        code = exc.errno or errno.ENOENT
-        return Verdict(reason=_rtld_strerror(code), exists=code not in (
-            errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG), open_errno=code)
-    try:
-        kind = elf.file_kind(os.fstat(fd).st_mode)
-        if kind is not None:
-            # The real loader would wait on a FIFO, or read a device: never a library.
-            return Verdict(reason=f"{kind}, not a regular file (the real loader would block "
-                                  "or fail on it)", fatal=True, blocks=True)
-        return _verify_open(fd, path, expect)
-    finally:
-        os.close(fd)
-
-
-def _verify_open(fd: int, path: str, expect: elf.ElfHeader) -> Verdict:
-    is64 = expect.elf_class == elf.ELFCLASS64
-    ehdr_size, phent_size = (64, 56) if is64 else (52, 32)
-    head = b""
-    read_errno = 0
-    # open_verify reads until it has a whole ELF header; a directory opens but cannot be read.
-    while len(head) < ehdr_size:
-        try:
-            chunk = os.read(fd, _FILEBUF_SIZE - len(head))
-        except OSError as exc:
-            read_errno = exc.errno or 0
-            break
-        if not chunk:
-            break
-        head += chunk
-    if len(head) < ehdr_size:
-        return _fatal("cannot read file data" + _errno_suffix(read_errno) if read_errno
-                      else "file too short")
-    if head[:4] != elf.ELFMAG:
-        return _fatal("invalid ELF header")
-    if head[4] != expect.elf_class:
-        bits = 32 if head[4] == elf.ELFCLASS32 else 64
-        return Verdict(reason=f"wrong ELF class: ELFCLASS{bits}", open_errno=errno.ENOENT)
-    if head[5] != expect.data:
-        order = "little" if expect.data == elf.ELFDATA2LSB else "big"
-        return _fatal(f"ELF file data encoding not {order}-endian")
-    if head[6] != elf.EV_CURRENT:
-        return _fatal("ELF file version ident does not match current one")
-    if head[7] not in (ELFOSABI_SYSV, ELFOSABI_GNU):
-        return _fatal("ELF file OS ABI invalid")
-    if head[8] != 0 and not (head[7] == ELFOSABI_GNU and head[8] < _LIBC_ABI_MAX):
-        return _fatal("ELF file ABI version invalid")
-    if any(head[9:16]):
-        return _fatal("nonzero padding in e_ident")
-    header = elf.parse_header(head, path)
-    if header.version != elf.EV_CURRENT:
-        return _fatal("ELF file version does not match current one")
-    if header.machine != expect.machine:
-        return Verdict(reason=f"wrong machine: {elf.machine_name(header.machine)}",
-                       open_errno=errno.ENOENT)
-    if header.type not in (elf.ET_DYN, elf.ET_EXEC):
-        return _fatal("only ET_DYN and ET_EXEC can be loaded")
-    if header.phentsize != phent_size:
-        return _fatal("ELF file's phentsize not the expected size")
-    size = header.phnum * phent_size
-    if header.phoff + size <= len(head):
-        table = head[header.phoff:header.phoff + size]
-    elif header.phoff + size > os.fstat(fd).st_size:
-        # What glibc's short pread says; checked first, as pread cannot take an offset
-        # near 2**63.
-        return _fatal("cannot read file data")
-    else:
-        table = os.pread(fd, size, header.phoff)
-        if len(table) != size:
-            return _fatal("cannot read file data")
-    st = os.fstat(fd)
-    file_id = (st.st_dev, st.st_ino)
-    problem = _map_problem(header, table, st.st_size)
-    if problem is not None:
-        return Verdict(reason=problem, fatal=True, names_request=True, file_id=file_id)
-    try:
-        info = elf.read_elf(path)
-    except NotElfError as exc:
-        # The loader reads these through its mappings and may crash; ours are our words.
-        return Verdict(reason=str(exc).removeprefix(f"{path}: "), fatal=True,
-                       names_request=True, file_id=file_id)
-    except BadInputError as exc:
-        return Verdict(reason=str(exc).removeprefix(f"{path}: "), fatal=True, file_id=file_id)
-    if info.flags_1 & DF_1_PIE:
-        return Verdict(reason="cannot dynamically load position-independent executable",
-                       fatal=True, names_request=True, file_id=file_id)
-    return Verdict(info=info, file_id=file_id)
-
-
-def _map_problem(header: elf.ElfHeader, table: bytes, file_size: int) -> str | None:
-    """The program-header checks of _dl_map_object_from_fd, in its order."""
-    is64 = header.elf_class == elf.ELFCLASS64
-    fmt = header.byteorder + ("IIQQQQQQ" if is64 else "IIIIIIII")
-    loads = 0
-    has_dynamic = empty_dynamic = truncated = False
-    for index in range(header.phnum):
-        fields = struct.unpack_from(fmt, table, index * header.phentsize)
-        if is64:
-            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _align = fields
-        else:
-            p_type, p_offset, p_vaddr, _paddr, p_filesz, _memsz, _flags, _align = fields
-        if p_type == elf.PT_DYNAMIC:
-            # objcopy --only-keep-debug leaves a PT_DYNAMIC with no bytes in the file.
-            empty_dynamic = empty_dynamic or p_filesz == 0
-            has_dynamic = True
-        elif p_type == elf.PT_LOAD:
-            if (p_vaddr - p_offset) & (_PAGE_SIZE - 1):
-                return "ELF load command address/offset not page-aligned"
-            loads += 1
-            end_page = -(-file_size // _PAGE_SIZE) * _PAGE_SIZE
-            truncated = truncated or p_offset + p_filesz > end_page
-    if loads == 0:
-        return "object file has no loadable segments"
-    if header.type != elf.ET_DYN:
-        return "cannot dynamically load executable"
-    if not has_dynamic or empty_dynamic:
-        return "object file has no dynamic section"
-    if truncated:
-        # Not glibc's words: it maps the file and dies of SIGBUS when it touches the part
-        # that is not there.
-        return "file is truncated: a loadable segment ends past the end of the file"
-    return None
-
-
-def _absent(code: int) -> Verdict:
-    """What ``verify`` says of a path whose open fails with ENOENT or ENOTDIR."""
-    found = _ABSENT.get(code)
-    if found is None:
-        found = _ABSENT[code] = Verdict(reason=_rtld_strerror(code), exists=False,
-                                        open_errno=code)
-    return found
-
-
-_ABSENT: dict[int, Verdict] = {}
-
-
-def _fatal(reason: str) -> Verdict:
-    return Verdict(reason=reason, fatal=True)
-
-
-def _rtld_strerror(code: int) -> str:
-    """errno as ld.so itself prints it: its minimal strerror knows six messages."""
-    known = {errno.ENOMEM: "Cannot allocate memory", errno.EINVAL: "Invalid argument",
-             errno.ENOENT: "No such file or directory", errno.EPERM: "Operation not permitted",
-             errno.EIO: "Input/output error", errno.EACCES: "Permission denied"}
-    return known.get(code, f"Error {code}")
-
-
-def _errno_suffix(code: int) -> str:
-    return f": {_rtld_strerror(code)}" if code else ""
 
 
 class _LoadError(Exception):
@@ -889,7 +569,7 @@ class Loader:
                 listing = self.memo.listing(self._host_path(base)) if self.memo else None
                 if listing is not None and listing.lacks(name):
                     # What open() would say, without asking: the name is not there.
-                    verdict = _absent(listing.missing_errno or errno.ENOENT)
+                    verdict = absent(listing.missing_errno or errno.ENOENT)
                 else:
                     verdict = self._verify(self._host_path(realname))
                 hit = self._take(realname, verdict, via, rejected)
@@ -942,59 +622,6 @@ class Loader:
                 self.env.root.rstrip("/") + "/"):
             return path
         return self.env.root.rstrip("/") + path
-
-
-# $NAME or ${NAME}; a name is only a token when no identifier character follows it.
-_DST = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))")
-
-
-def substitute(text: str, values: Mapping[str, str | None]) -> str:
-    """_dl_dst_substitute on one path element: "" when a token present has no value.
-
-    ``$`` followed by anything else (``$HOME``, ``$ORIGINAL``) is kept as it is.
-    """
-    unknown = False
-
-    def replace(match: re.Match[str]) -> str:
-        nonlocal unknown
-        value = values.get(match.group(1) or match.group(2))
-        if value is None:
-            unknown = True
-            return ""
-        return value
-
-    result = _DST.sub(replace, text)
-    return "" if unknown else result
-
-
-def decompose(elements: Sequence[str], values: Mapping[str, str | None],
-              rooted: Callable[[str], str] = str) -> tuple[str, ...]:
-    """fillin_rpath: the directories a search list names, as the loader spells them.
-
-    Each element has its tokens expanded (``values``); an element whose token has no value,
-    or that expands to nothing, is dropped; an empty element is the current directory ("").
-    Trailing slashes go (but "/" stays) and a directory already listed is not listed again.
-    ``rooted`` maps absolute paths that do not come from $ORIGIN into a sysroot.
-    """
-    dirs: list[str] = []
-    for element in elements:
-        if element:
-            expanded = substitute(element, values) if "$" in element else element
-            if not expanded:
-                continue
-            if not _mentions(element, "ORIGIN"):
-                expanded = rooted(expanded)
-            while len(expanded) > 1 and expanded.endswith("/"):
-                expanded = expanded[:-1]
-        else:
-            expanded = ""
-        if expanded not in dirs:
-            dirs.append(expanded)
-    return tuple(dirs)
-
-
-def _mentions(text: str, token: str) -> bool:
-    return any((m.group(1) or m.group(2)) == token for m in _DST.finditer(text))
 
 
 def _is_dir(path: str) -> bool:

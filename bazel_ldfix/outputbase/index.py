@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
-from bazel_ldfix.loader.search import PassedOver, PassReason, verify
+from bazel_ldfix.loader.resolution import PassedOver, PassReason
+from bazel_ldfix.loader.verify import verify
 
 if TYPE_CHECKING:
     from bazel_ldfix.loader.memo import Memo

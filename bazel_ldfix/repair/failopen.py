@@ -72,7 +72,7 @@ def examine(path: str, expect: elf.ElfHeader, memo: Memo | None = None
     """
     # Here: `test` imports this module before Bazel starts.
     from bazel_ldfix import elf
-    from bazel_ldfix.loader.search import verify
+    from bazel_ldfix.loader.verify import verify
 
     read_header = memo.read_header if memo else elf.read_header
 

@@ -9,7 +9,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.resolution import Environment
+from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.repair import twins
 from bazel_ldfix.repair.failopen import Skipped

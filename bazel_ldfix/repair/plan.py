@@ -15,7 +15,8 @@ from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.resolution import Environment
+from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import exposure

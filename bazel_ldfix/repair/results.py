@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.bep import Option
-from bazel_ldfix.loader.search import PassedOver
+from bazel_ldfix.loader.resolution import PassedOver
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import exposure
 from bazel_ldfix.repair.failopen import Skipped

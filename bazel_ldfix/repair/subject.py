@@ -11,7 +11,8 @@ from bazel_ldfix.errors import (
     BadInputError,
 )
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader, Resolution
+from bazel_ldfix.loader.resolution import Environment, Resolution
+from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.repair import failopen, twins
 from bazel_ldfix.repair.failopen import Skipped
 from bazel_ldfix.repair.inventory import (

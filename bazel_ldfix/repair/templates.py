@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix import elf
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Via
+from bazel_ldfix.loader.resolution import Via
 from bazel_ldfix.repair import twins
 from bazel_ldfix.repair.outcome import Outcome
 

@@ -32,8 +32,10 @@ from elfbuild import (
 from bazel_ldfix import elf
 from bazel_ldfix.loader import cacheflags, check, host, ldcache, resolve
 from bazel_ldfix.loader.conformance import Disagreement, compare
-from bazel_ldfix.loader.search import Environment, Loader, Resolution, Via, opened_path
+from bazel_ldfix.loader.resolution import Environment, Resolution, Via
+from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.loader.trace import Trace, run_trace
+from bazel_ldfix.loader.verify import opened_path
 
 INTERP = "/lib64/ld-linux-x86-64.so.2"
 pytestmark = pytest.mark.skipif(not os.path.exists(INTERP), reason="needs the x86-64 glibc loader")

@@ -21,7 +21,9 @@ from elfbuild import lib, patch_machine, program
 from bazel_ldfix import elf
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader, Resolution, verify
+from bazel_ldfix.loader.resolution import Environment, Resolution
+from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.verify import verify
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan
 from bazel_ldfix.repair.results import TestInput

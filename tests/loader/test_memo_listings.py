@@ -20,8 +20,10 @@ import pytest
 from elfbuild import lib, program
 
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.search import Environment, Loader, Resolution, opened_path
+from bazel_ldfix.loader.resolution import Environment, Resolution
+from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.loader.trace import run_trace
+from bazel_ldfix.loader.verify import opened_path
 from tests.loader import test_conformance
 from tests.loader.test_conformance import found
 

@@ -13,8 +13,10 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.conformance import compare
 from bazel_ldfix.loader.host import parse_probe
-from bazel_ldfix.loader.search import Library, Resolution, Via, decompose, substitute, verify
+from bazel_ldfix.loader.paths import decompose, substitute
+from bazel_ldfix.loader.resolution import Library, Resolution, Via
 from bazel_ldfix.loader.trace import Trace, TracedObject, parse_trace
+from bazel_ldfix.loader.verify import verify
 
 VALUES = {"ORIGIN": "/opt/app", "LIB": "lib/x86_64-linux-gnu", "PLATFORM": "x86_64"}
 

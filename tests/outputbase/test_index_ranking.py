@@ -10,7 +10,7 @@ from elfbuild import lib
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import solib
-from bazel_ldfix.loader.search import PassReason
+from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.outputbase import index
 
 

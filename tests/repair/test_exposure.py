@@ -18,8 +18,8 @@ from modelhelp import resolver
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader import resolve
-from bazel_ldfix.loader.search import opened_path
 from bazel_ldfix.loader.trace import run_trace
+from bazel_ldfix.loader.verify import opened_path
 from bazel_ldfix.repair import exposure
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 from bazel_ldfix.repair.models import Models

@@ -16,8 +16,9 @@ from foreign import aarch64_lib, aarch64_program, i386_lib, linker_script, text_
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel.testenv import TestEnvironment
+from bazel_ldfix.loader.resolution import Environment
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_header, host_of, interp_for
-from bazel_ldfix.loader.search import Environment, Loader
+from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.repair import failopen
 from bazel_ldfix.repair.failopen import Fallback, SkipKind, Skipped
 from bazel_ldfix.repair.plan import plan

@@ -25,7 +25,7 @@ from modelhelp import resolver
 
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
-from bazel_ldfix.loader.search import PassedOver, PassReason
+from bazel_ldfix.loader.resolution import PassedOver, PassReason
 from bazel_ldfix.repair import stored
 from bazel_ldfix.repair.exposure import Exposure, Link, ShadowCause, Shadowed
 from bazel_ldfix.repair.failopen import SkipKind, Skipped
