@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from bazelws import BAZEL, Workspace, clean_env, make_workspace
 
-from bazel_ldfix import quoting, report
+from bazel_ldfix import quoting
 from bazel_ldfix.diagnosis import fixes
+from bazel_ldfix.render import repair as report
 from bazel_ldfix.repair.results import Repair
 
 # Blanks, both quotes, a comment sign, backslashes, a line-ending backslash, shell

@@ -18,8 +18,8 @@ from bazel_ldfix.cli.options import (
 )
 from bazel_ldfix.cli.root import cli
 from bazel_ldfix.cli.session import Session, pass_session, warn_unreadable
-from bazel_ldfix.diagnosis import github as _github
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.render import github as _github
 
 if TYPE_CHECKING:
     pass
@@ -51,9 +51,17 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
-    from bazel_ldfix import report
     from bazel_ldfix.flow import repair as repairing
     from bazel_ldfix.flow import test as testing
+    from bazel_ldfix.render.repair import (
+        LINKS_CAVEAT,
+        SHELL_CAVEAT,
+        repair_bazelrc,
+        repair_flags,
+        repair_json,
+        repair_shell,
+        repair_summary,
+    )
 
     caller = session.caller()
     repair = repairing.for_command(caller, session.bazel(bazel_path, startup, bazel_timeout),
@@ -62,15 +70,15 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair.code)
     repair = testing.remote_guard(caller, repair, force_local_path)
-    render = {"flags": report.repair_flags, "shell": report.repair_shell,
-              "bazelrc": report.repair_bazelrc, "json": report.repair_json}[fmt]
+    render = {"flags": repair_flags, "shell": repair_shell,
+              "bazelrc": repair_bazelrc, "json": repair_json}[fmt]
     text = render(repair)
     if fmt != "json" and not session.quiet:
-        click.echo(report.repair_summary(repair), err=True)
+        click.echo(repair_summary(repair), err=True)
         if fmt == "shell" and text:
-            click.echo(f"bazel-ldfix: {report.SHELL_CAVEAT}", err=True)
+            click.echo(f"bazel-ldfix: {SHELL_CAVEAT}", err=True)
         if fmt in ("shell", "bazelrc") and text and repair.links_dir:
-            click.echo(f"bazel-ldfix: {report.LINKS_CAVEAT}", err=True)
+            click.echo(f"bazel-ldfix: {LINKS_CAVEAT}", err=True)
     if text:
         click.echo(text)
     return 1 if repair.unresolved or repair.withheld or (repair.missing and not repair.flags) \
@@ -216,8 +224,10 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose //app:vendor_test
       bazel-ldfix diagnose --json --bep events.json
     """
-    from bazel_ldfix.diagnosis import brief, logs, render
     from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.diagnosis import logs
+    from bazel_ldfix.render import brief
+    from bazel_ldfix.render import diagnosis as render
 
     found = logs.find(session.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
@@ -281,7 +291,7 @@ def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
     """
     from bazel_ldfix.bazel.workspace import output_base as ask_output_base
     from bazel_ldfix.outputbase import index
-    from bazel_ldfix.report import locate_json, locate_text
+    from bazel_ldfix.render.locate import locate_json, locate_text
 
     if output_base is None:
         output_base = ask_output_base(session.bazel(bazel_path, startup, bazel_timeout))

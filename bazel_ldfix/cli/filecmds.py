@@ -34,8 +34,11 @@ def resolve(session: Session, files: tuple[str, ...], as_json: bool,
       bazel-ldfix resolve bazel-bin/app/vendor_test
       bazel-ldfix resolve --library-path /opt/sdk/lib --json bazel-bin/app/vendor_test
     """
-    from bazel_ldfix import report
     from bazel_ldfix.loader.resolve import resolve_file, unversioned_files
+    from bazel_ldfix.render.resolve import (
+        resolution_tree,
+        resolutions_json,
+    )
 
     options = session.options(library_path, inhibit_cache, root, loader)
     results = []
@@ -48,9 +51,9 @@ def resolve(session: Session, files: tuple[str, ...], as_json: bool,
             bad = True
     if results:
         if as_json:
-            click.echo(report.resolutions_json(results))
+            click.echo(resolutions_json(results))
         else:
-            click.echo("\n".join(report.resolution_tree(
+            click.echo("\n".join(resolution_tree(
                 r, color=session.color, verbose=verbose,
                 unversioned={lib.name: unversioned_files(lib) for lib in r.libraries
                              if lib.path is None}) for r in results))
@@ -81,8 +84,13 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
       bazel-ldfix check bazel-bin/app/vendor_test
       bazel-ldfix check --matrix /opt/a/lib --matrix /opt/b/lib bazel-bin/app/vendor_test
     """
-    from bazel_ldfix import report
     from bazel_ldfix.loader import check as checking
+    from bazel_ldfix.render.resolve import (
+        check_text,
+        checks_json,
+        matrix_json,
+        matrix_text,
+    )
 
     options = session.options(library_path, inhibit_cache, "/", loader)
     bad = False
@@ -95,8 +103,8 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
                 click.echo(f"error: {printable(explain_bad(exc))}", err=True)
                 bad = True
         if matrices:
-            click.echo(report.matrix_json(matrices) if as_json
-                       else "\n".join(report.matrix_text(m) for m in matrices))
+            click.echo(matrix_json(matrices) if as_json
+                       else "\n".join(matrix_text(m) for m in matrices))
         return 2 if bad else 0 if all(m.smallest is not None for m in matrices) else 1
     results = []
     for path in files:
@@ -106,8 +114,8 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
             click.echo(f"error: {printable(explain_bad(exc))}", err=True)
             bad = True
     if results:
-        click.echo(report.checks_json(results) if as_json
-                   else "\n".join(report.check_text(r, color=session.color) for r in results))
+        click.echo(checks_json(results) if as_json
+                   else "\n".join(check_text(r, color=session.color) for r in results))
     if bad:
         return 2
     if any(r.disagreements for r in results):
@@ -137,7 +145,8 @@ def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> int:
       bazel-ldfix inspect third_party/vendor/lib/libvendor.so
       bazel-ldfix inspect --require shared-object --json lib/libvendor.so.3
     """
-    from bazel_ldfix.linkage import kinds, render
+    from bazel_ldfix.linkage import kinds
+    from bazel_ldfix.render import linkage as render
 
     want = kinds.Kind(required) if required is not None else None
     docs = []
@@ -199,7 +208,8 @@ def assert_linkage(session: Session, file: str, needs: tuple[str, ...],
     """
     import shutil
 
-    from bazel_ldfix.linkage import gate, names, render
+    from bazel_ldfix.linkage import gate, names
+    from bazel_ldfix.render import linkage as render
 
     asked = gate.Assertions(needs, imports, no_defines, gate.parse_binds(binds))
     if not any((needs, imports, no_defines, binds)):
@@ -230,8 +240,9 @@ def dupes(session: Session, file: str, as_json: bool, library_path: str | None,
     """
     import shutil
 
-    from bazel_ldfix.linkage import gate, kinds, names, render
+    from bazel_ldfix.linkage import gate, kinds, names
     from bazel_ldfix.linkage.dupes import find_dupes
+    from bazel_ldfix.render import linkage as render
 
     found = kinds.inspect(file)
     if found.kind not in gate.LINKED_KINDS:

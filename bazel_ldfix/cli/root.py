@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines[0] += _next_step(exc, session)
         click.echo(f"error: {chr(10).join(printable(line) for line in lines)}", err=True)
         if _wants_json(list(argv) if argv is not None else sys.argv[1:]):
-            from bazel_ldfix.report import error_json
+            from bazel_ldfix.render.common import error_json
 
             click.echo(error_json(str(exc), exc.exit_code))
         return exc.exit_code

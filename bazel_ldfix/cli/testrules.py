@@ -134,9 +134,9 @@ def load_fixes(path: str, missing: Sequence[str]) -> list[str]:
 
 def check_load(label: str, path: str, env: Mapping[str, str]) -> int:
     """0 when the loader model loads ``path`` in ``env``, else 1 with the explanation."""
-    from bazel_ldfix import report
     from bazel_ldfix.errors import BadInputError
     from bazel_ldfix.loader.resolve import Options, resolve_file
+    from bazel_ldfix.render.resolve import resolution_tree
 
     options = Options(env.get("LD_LIBRARY_PATH"), False, "/", os.getcwd())
     try:
@@ -144,7 +144,7 @@ def check_load(label: str, path: str, env: Mapping[str, str]) -> int:
     except BadInputError as exc:
         print(f"{label}: cannot be loaded: {exc}", file=sys.stderr)
         return 1
-    tree = report.resolution_tree(result, color=False)
+    tree = resolution_tree(result, color=False)
     stops = result.missing or result.error or any(v.fatal for v in result.versions)
     if stops:
         what = ", ".join(result.missing) or result.error or "a symbol version"
@@ -170,7 +170,7 @@ def check_load(label: str, path: str, env: Mapping[str, str]) -> int:
         if missing or more.error or any(v.fatal for v in more.versions):
             what = ", ".join(missing) or more.error or "a symbol version"
             print(f"\n{rlocation} (in the runfiles, loaded with dlopen) would not load: "
-                  f"{what}\n{report.resolution_tree(more, color=False)}")
+                  f"{what}\n{resolution_tree(more, color=False)}")
             for text in load_fixes(other, missing):
                 print(f"\nfix: {text}")
             failed = True

@@ -39,10 +39,10 @@ class Options:
 def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Options) -> int:
     """The BUILD change for ``bazel test BAZEL_ARGS``: shown (a unified diff per file, JSON
     with ``as_json``), checked, or written and analysed; the command's exit code."""
-    from bazel_ldfix import report
     from bazel_ldfix.bazel.workspace import workspace_of
-    from bazel_ldfix.buildfix.render import to_jsonable, to_text
     from bazel_ldfix.flow import repair as repairing
+    from bazel_ldfix.render.buildfix import to_jsonable, to_text
+    from bazel_ldfix.render.common import dumps
 
     repair = repairing.for_command(caller, bazel, bazel_args,
                                    output_base=options.output_base, no_cache=options.no_cache)
@@ -58,7 +58,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
             raise error
         caller.say(f"error: {printable(str(error))}")
         document["error"] = {"message": str(error), "exit_code": error.exit_code}
-        caller.show(report.dumps(document))
+        caller.show(dumps(document))
         return error.exit_code
 
     text = to_text(result, workspace)
@@ -71,7 +71,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         caller.say("bazel-ldfix: no BUILD change needed")
     if options.check or not options.write or not result.needed:
         if document is not None:
-            caller.show(report.dumps(document))
+            caller.show(dumps(document))
         return (1 if options.check else 0) if result.needed else 0
     try:
         applied = apply(result, bazel, bazel_args, repair.output_base)
@@ -93,7 +93,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
             f"Bazel rejects the change: {applied.verdict.error}; "
             + (kept or "every file written was restored as it was")))
     if document is not None:
-        caller.show(report.dumps(document))
+        caller.show(dumps(document))
     if options.verify:
         return bazel.stream("test", bazel_args)
     return 1 if result.described_only else 0

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bazel_ldfix.diagnosis import github
 from bazel_ldfix.flow import repair as repairing
 from bazel_ldfix.quoting import printable
+from bazel_ldfix.render import github
 from bazel_ldfix.repair import failopen
 
 if TYPE_CHECKING:
@@ -70,11 +70,11 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         if options.github:
             annotate(caller, diagnosis.findings if diagnosis else ())
         return code
-    from bazel_ldfix import report
+    from bazel_ldfix.render.repair import repair_summary, repaired_line
 
     repair = remote_guard(caller, repair, options.force_local_path)
     if not caller.quiet:
-        caller.say(report.repair_summary(repair))
+        caller.say(repair_summary(repair))
         say_leftovers(caller, repair)
     args = with_options(bazel_args, repair.flags)
     if options.dry_run:
@@ -107,7 +107,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
                     outcome.diagnosis.findings if outcome.diagnosis else ())
     if options.github:
         annotate(caller, stopped, repair, rerun_ok, revealed)
-    line = None if caller.quiet else report.repaired_line(repair, bazel_args, code)
+    line = None if caller.quiet else repaired_line(repair, bazel_args, code)
     if line:
         caller.say(line)
     return code
@@ -194,8 +194,8 @@ def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWit
     """
     if code != 3:
         return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
-    from bazel_ldfix.diagnosis import brief
     from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.render import brief
 
     result = failopen.attempt(lambda: diagnosing.after_test(
         output_base, code, ran_with=ran_with, on_error=caller.on_error,
@@ -268,7 +268,7 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
 def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None = None,
              rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
              to_stdout: bool = True) -> None:
-    """The run's GitHub Actions annotations (see diagnosis/github.py): on stdout, or
+    """The run's GitHub Actions annotations (see render/github.py): on stdout, or
     said (stderr) where stdout holds a document."""
     from bazel_ldfix.bazel.workspace import workspace_of
 

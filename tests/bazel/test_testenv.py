@@ -26,9 +26,9 @@ from bazel_ldfix.bazel.queryxml import aligned, parse_rules
 from bazel_ldfix.bazel.testenv import Order, Reach, TestEnvironment, environment_of
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.render.repair import repair_summary
 from bazel_ldfix.repair.plan import plan
 from bazel_ldfix.repair.results import Repair, TestInput
-from bazel_ldfix.report import repair_summary
 
 V = "LD_LIBRARY_PATH"
 LABELS = ["//p:plain", "//p:attr"]

@@ -36,10 +36,11 @@ from hypothesis import strategies as st
 
 from bazel_ldfix import cli, elf
 from bazel_ldfix.bazel import solib
-from bazel_ldfix.diagnosis import diagnose, logs, messages, render
+from bazel_ldfix.diagnosis import diagnose, logs, messages
 from bazel_ldfix.diagnosis.messages import ErrorKind, parse_log
 from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
+from bazel_ldfix.render import diagnosis as render
 
 HAVE_CXX = shutil.which("c++") is not None
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bazel_ldfix.diagnosis import brief, github
 from bazel_ldfix.diagnosis.cause import Cause, CauseKind
 from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.render import brief, github
 
 
 def runner_parse(line: str) -> tuple[str, dict[str, str], str] | None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix.linkage.kinds import Inspection, Kind
-from bazel_ldfix.report import dumps, to_jsonable
+from bazel_ldfix.render.common import dumps, to_jsonable
 
 if TYPE_CHECKING:
     from bazel_ldfix.linkage.dupes import DupesReport

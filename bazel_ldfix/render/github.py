@@ -89,7 +89,7 @@ def _line_of(path: str, name: str) -> int | None:
 
 def errors(findings: Sequence[Finding], places: Places) -> list[str]:
     """One ``::error`` per test the loader stopped: what it misses, and what to run."""
-    from bazel_ldfix.diagnosis import brief
+    from bazel_ldfix.render import brief
 
     by_test: dict[str, list[Finding]] = {}
     for f in findings:

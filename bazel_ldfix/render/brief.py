@@ -2,7 +2,7 @@
 under the ``cc_import`` (or the loaded file) that causes it.
 
 Each failure in full, the ``.bazelrc`` line and the BUILD changes are ``diagnose -v``
-(:mod:`.render`) and ``--json``. The output_base is written once, as in every output.
+(:mod:`.diagnosis`) and ``--json``. The output_base is written once, as in every output.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from bazel_ldfix.diagnosis import cause
 from bazel_ldfix.diagnosis.cause import Cause, CauseKind
 from bazel_ldfix.diagnosis.messages import ErrorKind
-from bazel_ldfix.diagnosis.render import (
+from bazel_ldfix.loader.resolution import PassReason
+from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate
+from bazel_ldfix.render.diagnosis import (
     BOLD,
     RED,
     RESET,
@@ -25,8 +27,6 @@ from bazel_ldfix.diagnosis.render import (
     paint,
     summary,
 )
-from bazel_ldfix.loader.resolution import PassReason
-from bazel_ldfix.report import OUTPUT_BASE, abbreviate
 
 if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.diagnose import Diagnosis

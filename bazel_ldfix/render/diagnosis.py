@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix.diagnosis.messages import ErrorKind
-from bazel_ldfix.report import OUTPUT_BASE, abbreviate, dumps
+from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps
 
 if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.diagnose import Diagnosis

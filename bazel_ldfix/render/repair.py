@@ -1,0 +1,200 @@
+"""The repair of ``env`` and ``test`` for people and scripts: the flag, shell and .bazelrc
+lines, JSON, the summary and the line after the run."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from bazel_ldfix.loader.resolution import PassReason
+from bazel_ldfix.pathlist import VARIABLE
+from bazel_ldfix.repair.exposure import Exposure, ShadowCause
+
+if TYPE_CHECKING:
+    from bazel_ldfix.repair.exposure import Shadowed
+    from bazel_ldfix.repair.results import Repair
+from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps, text_of, to_jsonable
+
+TESTS_FAILED = 3  # Bazel's exit code when the tests ran and some failed
+
+
+def repair_json(repair: Repair) -> str:
+    return dumps({
+        "output_base": repair.output_base,
+        "base": list(repair.base),
+        "base_source": repair.base_source,
+        "tests": to_jsonable(repair.tests),
+        "missing": [
+            {"soname": m.soname, "needed_by": list(m.needed_by), "dir": m.dir,
+             "path": m.path, "exposure": m.exposure.value if m.exposure else None,
+             "why": m.why,
+             "passed_over": [{"path": p.path, "reason": p.reason} for p in m.passed_over]}
+            for m in repair.missing],
+        "unresolved": list(repair.unresolved),
+        "withheld": list(repair.withheld),
+        "links_dir": repair.links_dir,
+        "links": [{"soname": link.soname, "target": link.target} for link in repair.links],
+        "shadowed": to_jsonable(repair.shadowed),
+        "ld_library_path": repair.ld_library_path,
+        "flags": list(repair.flags),
+        "skipped": [{"path": k.path, "kind": k.kind.value, "reason": k.reason}
+                    for k in repair.skipped],
+        "notes": list(repair.notes),
+        "given_again": repair.given_again,
+    })
+
+
+def repair_flags(repair: Repair) -> str:
+    return "\n".join(shlex.quote(f) for f in repair.flags)
+
+
+SHELL_CAVEAT = ("this export is for running a test binary by hand; do not export it in the "
+                "shell that runs Bazel: without --incompatible_strict_action_env (the default "
+                "before Bazel 9) the client's PATH and LD_LIBRARY_PATH are part of every "
+                "action's environment, so changing either rebuilds everything; give Bazel "
+                "--test_env instead (--format flags or bazelrc)")
+
+
+LINKS_CAVEAT = ("this value names a links directory of bazel-ldfix's own (removed once "
+                "unused for 30 days, see `links/` in the README's Security section); the "
+                "BUILD change (`bazel-ldfix fix --write`) is the form that lasts")
+
+
+def repair_shell(repair: Repair) -> str:
+    if repair.ld_library_path is None:
+        return ""
+    return f"export {VARIABLE}={shlex.quote(repair.ld_library_path)}"
+
+
+def repair_bazelrc(repair: Repair) -> str:
+    if repair.ld_library_path is None:
+        return ""
+    from bazel_ldfix import quoting
+
+    # Quoted for Bazel's rc tokenizer; a value it cannot carry raises UnquotableError.
+    return "test " + quoting.bazelrc_word(f"--test_env={VARIABLE}={repair.ld_library_path}")
+
+
+def _indirect(repair: Repair) -> frozenset[str]:
+    """The missing names that only found libraries need (``libvendor_core.so.3``, which
+    the ``libvendor.so.3`` under ``external/`` needs), each looked at once for all tests."""
+    external = os.path.join(repair.output_base, "external") + "/"
+
+    def found_library(path: str) -> bool:
+        return "/_solib_" in path or path.startswith(external) or \
+            os.path.realpath(path).startswith(external)
+
+    by_name = {m.soname: m for m in repair.missing}
+    return frozenset(name for name, m in by_name.items()
+                     if m.needed_by and all(map(found_library, m.needed_by)))
+
+
+def _direct_first(names: Sequence[str], indirect: frozenset[str]) -> list[str]:
+    """A test's missing names, those its own files need before those only a found library
+    needs (``libvendor.so.3`` before the ``libvendor_core.so.3`` it needs)."""
+    return sorted(names, key=indirect.__contains__)
+
+
+def repair_summary(repair: Repair) -> str:
+    """What was missing and what is added, for stderr before ``bazel test`` runs.
+
+    The output_base is written once, then ``$OUTPUT_BASE``; a candidate passed over only
+    because it is the same file as the one chosen (a local repository's symlink) is not
+    listed.
+    """
+    lines = [f"note: {skip.note()}" for skip in repair.skipped]
+    indirect = _indirect(repair)
+    for test in repair.tests:
+        if test.missing_before:
+            names = _direct_first(test.missing_before, indirect)
+            lines.append(f"{test.label} cannot load {', '.join(names)}")
+        if test.error:
+            lines.append(f"{test.label}: the loader stops: {test.error}")
+    for m in repair.missing:
+        if m.dir and m.exposure is Exposure.LINK:
+            lines.append(f"  {m.soname} is in {m.dir}, given by a link: {m.why}")
+        elif m.dir and m.exposure is Exposure.WITHHELD:
+            lines.append(f"  {m.soname} is in {m.dir}, not given: {m.why}")
+        elif m.dir:
+            lines.append(f"  {m.soname} is in {m.dir}")
+        else:
+            lines.append(f"  {m.soname} exists nowhere under {repair.output_base}/external "
+                         f"(needed by {', '.join(m.needed_by)})")
+        lines += [f"    passed over {p.path}: {p.reason}" for p in m.passed_over
+                  if p.kind is not PassReason.SAME_FILE]
+    for test in repair.tests:
+        if test.missing_after and repair.ld_library_path is not None:
+            lines.append(f"{test.label} will still miss {', '.join(test.missing_after)}")
+        lines += _reach_lines(test)
+    lines += [f"note: {note}" for note in repair.notes]
+    if repair.given_again:
+        lines.append("note: nothing this repair read has changed since the last run of the "
+                     "same command: its repair is given again (--no-cache makes it anew)")
+    lines += [_shadowed_line(shadow) for shadow in repair.shadowed]
+    if repair.ld_library_path is not None:
+        lines.append(f"adding --test_env={VARIABLE}={repair.ld_library_path}")
+        if repair.base:
+            lines.append(f"  (keeps {repair.base_source})")
+        if repair.links_dir:
+            lines += [f"  {repair.links_dir}/{link.soname} -> {link.target}"
+                      for link in repair.links]
+    elif not repair.tests and repair.notes:
+        lines.append("no test could be examined; nothing to add")
+    elif not repair.missing:
+        lines.append("every test examined loads; nothing to add" if repair.notes
+                     else "every test loads; nothing to add")
+    # A rule's env to paste keeps the real path; the rest is read, not pasted.
+    pasted = {f"  fix its rule instead: {t.rule_fix}" for t in repair.tests
+              if t.rule_fix}
+    if sum(line.count(repair.output_base) for line in lines if line not in pasted) > 1:
+        lines = [f"{OUTPUT_BASE} is {repair.output_base}"] + [
+            line if line in pasted else abbreviate(line, repair.output_base) for line in lines]
+    # Each line escaped as it is: a name holding a newline stays on its own line.
+    return text_of([f"bazel-ldfix: {line}" for line in lines])
+
+
+def _shadowed_line(shadow: Shadowed) -> str:
+    """One line: a test loads another copy of a name than it would otherwise."""
+    instead = f" instead of {shadow.before}" if shadow.before else ""
+    if shadow.cause is ShadowCause.CALLER:
+        return (f"note: {shadow.test} loads {shadow.soname} from {shadow.after}{instead}: "
+                f"its own {VARIABLE} entry {shadow.directory} offers it first, and is kept")
+    now = f"loads {shadow.soname} from {shadow.after}" if shadow.after \
+        else f"no longer loads {shadow.soname}"
+    return (f"note: {shadow.test} now {now}{instead}: a library the repair gives looks it "
+            "up itself")
+
+
+def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> str | None:
+    """One line after Bazel's summary: how many tests the repair let load, and how to make
+    that permanent (None when nothing was added)."""
+    if repair.ld_library_path is None or exit_code not in (0, TESTS_FAILED):
+        return None     # the tests did not run (a build error, an interruption, a kill)
+    repaired = [t.label for t in repair.tests if t.missing_before and not t.missing_after]
+    if not repaired:
+        return None
+    count = f"{len(repaired)} test{'s' if len(repaired) != 1 else ''}"
+    args = shlex.join(bazel_args)
+    outcome = "repaired" if exit_code == 0 else "given their libraries"
+    return text_of([f"bazel-ldfix: {count} {outcome}; make it permanent on this machine with "
+                  f"`bazel-ldfix env --format bazelrc {args} >> .bazelrc`, or on every "
+                  f"machine with the BUILD change `bazel-ldfix fix --write {args}`"])
+
+
+def _reach_lines(test: Any) -> list[str]:
+    """Why the flag may not reach a test, and the change to its rule that does."""
+    from bazel_ldfix.bazel.testenv import Reach
+
+    if test.rule_fix is None:
+        return []
+    if test.reach is Reach.NO:
+        why = (f"the added --test_env cannot reach {test.label}: its rule sets {VARIABLE} "
+               "(env or env_inherit), which wins over --test_env since Bazel 7.2")
+    else:
+        why = (f"the added --test_env may not reach {test.label}: its rule sets {VARIABLE} "
+               "(env or env_inherit), which wins over --test_env if this Bazel (version "
+               "unknown) is 7.2 or later")
+    return [why, f"  fix its rule instead: {test.rule_fix}",
+            "  or import the versioned files (`bazel-ldfix diagnose` prints the BUILD change)"]
