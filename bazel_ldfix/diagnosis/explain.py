@@ -359,7 +359,7 @@ def _defines(path: str, symbol: str) -> bool:
     """Whether ``path`` exports a definition of ``symbol`` (its ``.dynsym``)."""
     # The symbol reader of the linkage gates: it reads ELF files and depends on nothing
     # above bazel_ldfix.elf. Imported here, as it imports pyelftools (50 ms).
-    from bazel_ldfix.linkage.symbols import read_symbols
+    from bazel_ldfix.symbols import read_symbols
 
     try:
         return read_symbols(path, relocations=False).defines(symbol) is not None

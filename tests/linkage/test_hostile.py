@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 
 from bazel_ldfix.errors import LdfixError
 from bazel_ldfix.linkage import kinds
-from bazel_ldfix.linkage.symbols import read_symbols
+from bazel_ldfix.symbols import read_symbols
 
 
 def _regions(path: Path) -> list[tuple[int, int]]:

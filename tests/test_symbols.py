@@ -11,7 +11,7 @@ from elfbuild import lib
 from elftools.elf.elffile import ELFFile
 
 from bazel_ldfix.errors import NotElfError
-from bazel_ldfix.linkage.symbols import read_symbols
+from bazel_ldfix.symbols import read_symbols
 
 OTHER_ORDERS = ["/usr/s390x-linux-gnu/lib/libc.so.6", "/usr/powerpc-linux-gnu/lib/libc.so.6",
                 "/usr/lib32/libc.so.6"]
