@@ -35,6 +35,8 @@ import sys
 import tempfile
 import time
 
+from bazel_ldfix.loader.search import Loaders
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 OWN_EVERY = 20
@@ -190,8 +192,8 @@ def child(top: str, tests: int, keep: bool = False) -> None:
     def cache_for(info: object) -> object:
         return cache_lookup(info, Options())  # type: ignore
 
-    result = plan(inputs, env, os.path.join(top, "ob"), make_loader,
-                         cache_for, session=session)  # type: ignore[arg-type]
+    result = plan(inputs, env, os.path.join(top, "ob"),
+                  Loaders(make_loader, cache_for), session=session)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - started
     if keep:
         from bazel_ldfix.repair import replay

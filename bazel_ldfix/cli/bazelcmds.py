@@ -246,7 +246,7 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     loaders = session.loaders(loader)
     result = diagnosing.diagnose(found, ran_with=ran_with, on_error=warn_unreadable,
                                  shell_library_path=session.env.get("LD_LIBRARY_PATH"),
-                                 make_loader=loaders.make_loader, cache_for=loaders.cache_for,
+                                 loaders=loaders,
                                  links_root=session.links_root())
     if as_json:
         click.echo(render.to_json(result))

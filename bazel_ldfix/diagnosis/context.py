@@ -15,9 +15,10 @@ from bazel_ldfix.bazel import declared, runfiles, solib
 from bazel_ldfix.bazel.solib import SolibImport
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.messages import LoaderFailure
-from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, OnError, exposed, missing_for
+from bazel_ldfix.diagnosis.model import OnError, exposed, missing_for
 from bazel_ldfix.errors import BadInputError, LdfixError
 from bazel_ldfix.loader.resolution import Environment, Library
+from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
@@ -41,13 +42,12 @@ class TestContext:
     other_imports: tuple[SolibImport, ...]
     notes: tuple[str, ...]
     on_error: OnError | None
-    make_loader: MakeLoader | None = None
-    cache_for: CacheFor | None = None
+    loaders: LoaderSource | None = None
     links_root: str | None = None           # where a links directory may be made
 
     @classmethod
     def build(cls, entries: Entries, output_base: str | None, library_path: str | None,
-              make_loader: MakeLoader, cache_for: CacheFor,
+              loaders: LoaderSource,
               on_error: OnError | None, links_root: str | None = None) -> TestContext:
         label = entries[0][0].label
         notes: list[str] = []
@@ -61,7 +61,7 @@ class TestContext:
         missing: dict[str, Missing] = {}
         if executable is not None and output_base is not None:
             missing, note = missing_for(label, executable, output_base, library_path,
-                                        make_loader, cache_for, on_error)
+                                        loaders, on_error)
             notes += [note] if note else []
         elif executable is None:
             notes.append("the test executable is gone (bazel clean?) or unknown: who needs "
@@ -83,8 +83,7 @@ class TestContext:
                                                     apparent)
                      if i.staged not in own and not declared.among(i.staged, stale)]
         return cls(label, executable, expect, output_base, library_path, missing,
-                   tuple(imports), tuple(other), tuple(notes), on_error, make_loader,
-                   cache_for, links_root)
+                   tuple(imports), tuple(other), tuple(notes), on_error, loaders, links_root)
 
     def roots(self) -> list[str]:
         return [os.path.join(self.output_base, "external")] if self.output_base else []
@@ -97,10 +96,10 @@ class TestContext:
         """The entries that give the test ``given`` and change nothing else it loads
         (see :func:`model.exposed`); None when the model cannot say."""
         if self.executable is None or self.output_base is None \
-                or self.make_loader is None or self.cache_for is None:
+                or self.loaders is None:
             return None
         return exposed(self.label, self.executable, self.output_base, self.library_path,
-                       given, self.make_loader, self.cache_for, self.links_root,
+                       given, self.loaders, self.links_root,
                        self.on_error)
 
     def candidates(self, soname: str) -> list[str]:
@@ -126,7 +125,7 @@ class TestContext:
         info = self._info()
         if info is None:
             return []
-        lookup = self.cache_for(info) if self.cache_for is not None else None
+        lookup = self.loaders.cache_for(info) if self.loaders is not None else None
         cached = lookup(soname) if lookup is not None else None
         if cached:
             found.setdefault(cached, None)
@@ -140,13 +139,13 @@ class TestContext:
     def loaded(self, path: str) -> tuple[Library, ...]:
         """What the loader model loads for ``path`` (the test's executable, or a library it
         opens) in the test's environment, in the loader's order; nothing when it cannot."""
-        if self.make_loader is None:
+        if self.loaders is None:
             return ()
         try:
             info = elf.read_elf(path)
             env = Environment(self.library_path, os.path.dirname(path),
-                              self.cache_for(info) if self.cache_for is not None else None)
-            return self.make_loader(info, env).resolve(path, info=info).libraries
+                              self.loaders.cache_for(info))
+            return self.loaders.make_loader(info, env).resolve(path, info=info).libraries
         except LdfixError:
             return ()
 

@@ -16,9 +16,10 @@ from bazel_ldfix.diagnosis import fixes, logs
 from bazel_ldfix.diagnosis.context import TestContext
 from bazel_ldfix.diagnosis.explain import Finding, explain_test
 from bazel_ldfix.diagnosis.messages import LoaderFailure, read_log
-from bazel_ldfix.diagnosis.model import CacheFor, MakeLoader, host_cache, host_loader
+from bazel_ldfix.diagnosis.model import HOST_LOADERS
 from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.loader.search import LoaderSource
 
 TESTS_FAILED = 3   # Bazel's exit code when tests ran and some failed
 
@@ -46,7 +47,7 @@ class Diagnosis:
 
 
 def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
-             make_loader: MakeLoader | None = None, cache_for: CacheFor | None = None,
+             loaders: LoaderSource | None = None,
              on_error: Callable[[str, OSError], None] | None = None,
              shell_library_path: str | None = None,
              links_root: str | None = None) -> Diagnosis:
@@ -59,11 +60,10 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
 
     ``ran_with`` is the LD_LIBRARY_PATH each test had, when known (``bazel-ldfix test``'s
     values, else the BEP's ``--test_env``); the loader model resolves each test with its
-    own, and the suggested value keeps it. ``make_loader`` and ``cache_for`` default to
-    this machine's loader and cache, as the repair uses them.
+    own, and the suggested value keeps it. ``loaders`` default to this machine's loader
+    and cache, as the repair uses them.
     """
-    make_loader = make_loader or host_loader
-    cache_for = cache_for or host_cache
+    loaders = loaders or HOST_LOADERS
     ran_with = ran_with or found_logs.ran_with
     grouped: dict[str, list[tuple[logs.TestLog, tuple[LoaderFailure, ...]]]] = {}
     other: list[str] = []
@@ -85,8 +85,8 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
     findings: list[Finding] = []
     for entries in grouped.values():
         library_path = ran_with.value(entries[0][0].label) if ran_with else None
-        test = TestContext.build(entries, found_logs.output_base, library_path, make_loader,
-                                 cache_for, on_error, links_root)
+        test = TestContext.build(entries, found_logs.output_base, library_path, loaders,
+                                 on_error, links_root)
         findings += explain_test(test, entries)
     if ran_with is None and shell_library_path and any(f.fix.flag for f in findings):
         notes.append(f"your shell has LD_LIBRARY_PATH={shell_library_path}, which Bazel 4 "

@@ -14,22 +14,20 @@ from typing import TYPE_CHECKING
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import LdfixError
 from bazel_ldfix.loader.resolution import Environment
-from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.search import Loader, Loaders, LoaderSource
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
     from bazel_ldfix.repair.results import Missing
 
-MakeLoader = Callable[[elf.ElfInfo, Environment], Loader]
-CacheFor = Callable[[elf.ElfInfo], "Callable[[str], str | None] | None"]
 OnError = Callable[[str, OSError], None]
 
 
 def model_missing(label: str | None, executable: str, output_base: str,
                   library_path: str | None) -> tuple[str, ...]:
     """Every name the loader model misses for one test, its libraries' own included."""
-    return tuple(missing_for(label, executable, output_base, library_path, host_loader,
-                             host_cache, None)[0])
+    return tuple(missing_for(label, executable, output_base, library_path, HOST_LOADERS,
+                             None)[0])
 
 
 def host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
@@ -45,8 +43,12 @@ def host_cache(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
     return LoaderFactory().cache_for(info)
 
 
+# This machine's loaders, the default of the diagnosis (as the repair uses them).
+HOST_LOADERS = Loaders(host_loader, host_cache)
+
+
 def missing_for(label: str | None, executable: str, output_base: str,
-                library_path: str | None, make_loader: MakeLoader, cache_for: CacheFor,
+                library_path: str | None, loaders: LoaderSource,
                 on_error: OnError | None) -> tuple[dict[str, Missing], str | None]:
     """What the repair finds missing for this test, by soname, and a note when the model
     could not resolve the executable."""
@@ -59,16 +61,15 @@ def missing_for(label: str | None, executable: str, output_base: str,
                                  "the run's --test_env" if library_path else "nothing",
                                  {key: library_path})
     try:
-        repair = plan([TestInput(key, executable)], env, output_base, make_loader,
-                           cache_for, on_error=on_error)
+        repair = plan([TestInput(key, executable)], env, output_base, loaders, on_error=on_error)
     except LdfixError as exc:
         return {}, f"the loader model could not resolve {executable}: {exc}"
-    return _chain({m.soname: m for m in repair.missing}, library_path, make_loader, cache_for,
+    return _chain({m.soname: m for m in repair.missing}, library_path, loaders,
                   output_base, on_error), None
 
 
 def exposed(label: str | None, executable: str, output_base: str, library_path: str | None,
-            given: Sequence[index.Choice], make_loader: MakeLoader, cache_for: CacheFor,
+            given: Sequence[index.Choice], loaders: LoaderSource,
             links_root: str | None, on_error: OnError | None) -> tuple[str, ...] | None:
     """The entries that give the test ``given`` (and what else the repair finds it
     missing) without changing anything it loads: their directories, or a links directory
@@ -82,16 +83,15 @@ def exposed(label: str | None, executable: str, output_base: str, library_path: 
                                  {key: library_path})
     try:
         planned = plan([TestInput(key, executable)], env, output_base,
-                              make_loader, cache_for, on_error=on_error,
+                              loaders, on_error=on_error,
                               links_root=links_root, given=given)
     except LdfixError:
         return None
     return planned.added
 
 
-def _chain(found: Mapping[str, Missing], library_path: str | None, make_loader: MakeLoader,
-           cache_for: CacheFor, output_base: str,
-           on_error: OnError | None) -> dict[str, Missing]:
+def _chain(found: Mapping[str, Missing], library_path: str | None, loaders: LoaderSource,
+           output_base: str, on_error: OnError | None) -> dict[str, Missing]:
     """``found`` plus what each library found there misses by itself in the test's own
     environment: what the test misses next once that library is staged by a BUILD fix.
 
@@ -110,8 +110,8 @@ def _chain(found: Mapping[str, Missing], library_path: str | None, make_loader: 
         path = os.path.join(parent.dir, parent.soname)
         try:
             info = elf.read_elf(path)
-            env = Environment(library_path, parent.dir, cache_for(info))
-            resolution = make_loader(info, env).resolve(path, info=info)
+            env = Environment(library_path, parent.dir, loaders.cache_for(info))
+            resolution = loaders.make_loader(info, env).resolve(path, info=info)
         except LdfixError:
             continue
         for lib in resolution.libraries:

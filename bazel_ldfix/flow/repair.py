@@ -150,13 +150,11 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                     known = values[id(head)] = (head, environment_of(
                         head.options, client_env, {}, [test.label], head.version
                     ).current[test.label])
-                session.resolve_ahead(subject, known[1], host_loader.make_loader,
-                                      host_loader.cache_for)
+                session.resolve_ahead(subject, known[1], host_loader)
                 if last_value is not None and last_value != known[1]:
                     # The value the last repair of this command gave: most likely this
                     # one's too, whose check the plan then finds made.
-                    session.resolve_ahead(subject, last_value, host_loader.make_loader,
-                                          host_loader.cache_for)
+                    session.resolve_ahead(subject, last_value, host_loader)
 
         if kept is None:
             # (With a repair kept, most likely given again, Bazel is left the machine.)
@@ -224,7 +222,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                {k: r.env for k, r in rules.items()}, labels, events.version,
                                {k: r.env_inherit for k, r in rules.items()})
         inputs = [TestInput(t.label, t.executable) for t in tests]
-        planned = plan(inputs, env, base, host_loader.make_loader, host_loader.cache_for,
+        planned = plan(inputs, env, base, host_loader,
                        prepend=prepend, on_error=noted,
                        cache_dir=cache_dir(base) if cache_dir else None,
                        progress=progress, search=search, host=host, session=session,

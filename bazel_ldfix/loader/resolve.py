@@ -129,8 +129,8 @@ def _lookup_in(root: str, interp: str, identity: str) -> CacheLookup | None:
 @dataclass(frozen=True)
 class LoaderFactory:
     """This machine's loader (or the one the user named with --loader) and its cache, for
-    each file the repair or the diagnosis models: what they take as ``make_loader`` and
-    ``cache_for``."""
+    each file the repair or the diagnosis models: the
+    :class:`~bazel_ldfix.loader.search.LoaderSource` they take."""
 
     loader: str | None = None           # --loader; None: the trusted loader of each file
     memo: Memo | None = None            # what the command learns of files, shared

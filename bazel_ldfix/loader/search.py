@@ -16,9 +16,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import BadInputError
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.paths import decompose, substitute
 from bazel_ldfix.loader.resolution import (
+    CacheLookup,
     Environment,
     Library,
     PassedOver,
@@ -639,3 +640,26 @@ def _join(directory: str, sub: str) -> str:
     if sub:
         parts += sub + "/"
     return parts
+
+
+class LoaderSource(Protocol):
+    """Where a model gets the loader of each object it resolves, and that loader's cache
+    (:class:`bazel_ldfix.loader.resolve.LoaderFactory` is this machine's)."""
+
+    def make_loader(self, info: elf.ElfInfo, env: Environment) -> Loader: ...
+
+    def cache_for(self, info: elf.ElfInfo) -> CacheLookup | None: ...
+
+
+@dataclass(frozen=True)
+class Loaders:
+    """A :class:`LoaderSource` made of two functions."""
+
+    make: Callable[[elf.ElfInfo, Environment], Loader]
+    cache: Callable[[elf.ElfInfo], CacheLookup | None]
+
+    def make_loader(self, info: elf.ElfInfo, env: Environment) -> Loader:
+        return self.make(info, env)
+
+    def cache_for(self, info: elf.ElfInfo) -> CacheLookup | None:
+        return self.cache(info)

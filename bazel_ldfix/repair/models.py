@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.resolution import Environment
-from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.repair import twins
 from bazel_ldfix.repair.failopen import Skipped
@@ -64,28 +63,24 @@ class Models:
         return subject
 
     def resolve_ahead(self, subject: Subject, library_path: str | None,
-                      make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                      cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None]
+                      loaders: LoaderSource
                       ) -> None:
         """:meth:`outcome` with the runfiles' objects, asked before the plan asks it (a
         failure is met again, and handled, by the plan)."""
         with contextlib.suppress(Exception):
-            self.outcomes([subject], {subject.label: library_path}, make_loader, cache_for,
+            self.outcomes([subject], {subject.label: library_path}, loaders,
                           extras=True)
 
     def outcome(self, subject: Subject, library_path: str | None,
-                make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                loaders: LoaderSource,
                 *, extras: bool) -> Outcome:
         """The test resolved in one environment, with the runfiles' objects or without:
         once per value for every scan. Without them, the first part of the resolution with
         them is taken when that resolution went through whole."""
-        return self.outcomes([subject], {subject.label: library_path}, make_loader,
-                             cache_for, extras=extras)[0]
+        return self.outcomes([subject], {subject.label: library_path}, loaders, extras=extras)[0]
 
     def outcomes(self, subjects: Sequence[Subject], values: Mapping[str, str | None],
-                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 loaders: LoaderSource,
                  *, extras: bool) -> list[Outcome]:
         """:meth:`outcome` of each of ``subjects``, in the value ``values`` gives its label
         (the same object each time it is asked again)."""
@@ -100,46 +95,41 @@ class Models:
             key = (subject.label, subject.executable)
             found = table.get(key)
             if found is None:
-                found = table[key] = self._outcome(subject, library_path, make_loader,
-                                                   cache_for, extras=extras)
+                found = table[key] = self._outcome(subject, library_path, loaders, extras=extras)
             out.append(found)
         return out
 
     def _outcome(self, subject: Subject, library_path: str | None,
-                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 loaders: LoaderSource,
                  *, extras: bool) -> Outcome:
         if extras:
-            return self._resolve_alike(subject, library_path, make_loader, cache_for,
+            return self._resolve_alike(subject, library_path, loaders,
                                        extras=True)
-        full = self.outcomes([subject], {subject.label: library_path}, make_loader,
-                             cache_for, extras=True)[0]
+        full = self.outcomes([subject], {subject.label: library_path}, loaders, extras=True)[0]
         if full.program is not None:
             return Outcome(full.header, full.entries[:full.program], full.error, full.skipped)
-        return self._resolve_alike(subject, library_path, make_loader, cache_for,
+        return self._resolve_alike(subject, library_path, loaders,
                                    extras=False)
 
     def _resolve_alike(self, subject: Subject, library_path: str | None,
-                       make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                       cache_for: Callable[[elf.ElfInfo],
-                                           Callable[[str], str | None] | None],
+                       loaders: LoaderSource,
                        *, extras: bool) -> Outcome:
         """:meth:`_resolve`, or the result of a twin test moved to this one's paths
         (:mod:`bazel_ldfix.repair.twins`)."""
         shape = self._shape(subject) if self.share else None
         if shape is None or self._mentions(library_path).name(shape):
-            return self._resolve(subject, library_path, make_loader, cache_for,
+            return self._resolve(subject, library_path, loaders,
                                  extras=extras)[0]
-        key = (shape.key, library_path, extras, make_loader, cache_for)
+        key = (shape.key, library_path, extras, loaders)
         template = self._templates.get(key)
         if template is not None:
             moved = template.moved_to(shape, self.memo)
             if moved is not None:
                 self.twins += 1
                 return moved
-            return self._resolve(subject, library_path, make_loader, cache_for,
+            return self._resolve(subject, library_path, loaders,
                                  extras=extras)[0]
-        outcome, clues = self._resolve(subject, library_path, make_loader, cache_for,
+        outcome, clues = self._resolve(subject, library_path, loaders,
                                        extras=extras)
         if clues.movable(shape):
             self._templates[key] = Template(outcome, shape, clues)
@@ -164,8 +154,7 @@ class Models:
         return self._shapes[key]
 
     def _resolve(self, subject: Subject, library_path: str | None,
-                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+                 loaders: LoaderSource,
                  *, extras: bool) -> tuple[Outcome, Clues]:
         """The test's outcome; with what in it may name paths (search paths and files the
         objects name, what the cache and the system directories gave, messages) and every
@@ -180,7 +169,7 @@ class Models:
         entries: list[Entry] = []
         skipped: list[Skipped] = []
         program: int | None = 0
-        results = subject.resolve(make_loader, cache_for, library_path, extras=extras)
+        results = subject.resolve(loaders, library_path, extras=extras)
         if subject.info is not None and (len(results) != 1
                                          or isinstance(results[0], Skipped)):
             program = None  # the model went one object at a time

@@ -15,8 +15,7 @@ from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.memo import Memo
-from bazel_ldfix.loader.resolution import Environment
-from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import exposure
@@ -35,8 +34,7 @@ _MAX_SETTLES = 16
 
 
 def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
-         make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-         cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+         loaders: LoaderSource,
          *, prepend: bool = False,
          on_error: Callable[[str, OSError], None] | None = None,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
@@ -80,13 +78,13 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     memo = session.memo
     subjects = [session.subject(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]
-    scan = _Scan(subjects, make_loader, cache_for, session)
+    scan = _Scan(subjects, loaders, session)
     # Not recorded, so that "needed by" comes from the rounds below (closures first).
     before = {s.label: o for s, o in scan.run(env.current, extras=True, record=False)}
     if links_root is not None and (":" in links_root or ";" in links_root):
         links_root = None   # LD_LIBRARY_PATH could not carry its directories
     exposer = exposure.Exposer(links_root, lambda d: memo.listing(d).names or frozenset(),
-                               memo.realpath, _system_lookup(subjects, cache_for, memo))
+                               memo.realpath, _system_lookup(subjects, loaders, memo))
     for choice in given:
         exposer.choose(choice)
     added: tuple[str, ...] = exposer.added() if given else ()
@@ -186,7 +184,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
                                   error, reach, rule_fix, final[s.label]))
         if was.missing and env.current.get(s.label):
             # What the test's own value already makes it load instead (kept as it is).
-            plain = session.outcomes([s], {s.label: None}, make_loader, cache_for,
+            plain = session.outcomes([s], {s.label: None}, loaders,
                                      extras=True)[0]
             shadowed += exposure.caller_shadows(s.label, plain.entries, was,
                                                 pathlist.split(env.current.get(s.label)),
@@ -204,18 +202,17 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
                   links_dir=exposer.links_dir, shadowed=tuple(shadowed))
 
 
-def _system_lookup(subjects: Sequence[Subject],
-                   cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+def _system_lookup(subjects: Sequence[Subject], loaders: LoaderSource,
                    memo: Memo) -> Callable[[str], str | None] | None:
     """The loader cache's answer for the tests' kind of program (a script's: that of the
     libraries in its runfiles); None when there is no cache or no ELF file to ask for."""
     for subject in subjects:
         for path in subject.extras[:1] if subject.info is None else ():
             with contextlib.suppress(*PER_FILE_ERRORS):
-                return cache_for(memo.read_elf(path))
+                return loaders.cache_for(memo.read_elf(path))
         if subject.info is not None:
             with contextlib.suppress(*PER_FILE_ERRORS):
-                return cache_for(subject.info)
+                return loaders.cache_for(subject.info)
     return None
 
 
@@ -232,13 +229,10 @@ def _rule_fix(value: str | None, added: Sequence[str], prepend: bool) -> str | N
 class _Scan:
     """Resolves every test, collecting missing names (and who needs them) across runs."""
 
-    def __init__(self, subjects: Sequence[Subject],
-                 make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                 cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+    def __init__(self, subjects: Sequence[Subject], loaders: LoaderSource,
                  session: Models) -> None:
         self.subjects = subjects
-        self.make_loader = make_loader
-        self.cache_for = cache_for
+        self.loaders = loaders
         self.session = session
         self.needed_by: dict[str, dict[str, None]] = {}   # name -> requesters, in order
         self.linked: dict[str, None] = {}
@@ -254,8 +248,7 @@ class _Scan:
         order)."""
         out = []
         needed_by, linked, absorbed = self.needed_by, self.linked, self._absorbed
-        outcomes = self.session.outcomes(self.subjects, values, self.make_loader,
-                                         self.cache_for, extras=extras)
+        outcomes = self.session.outcomes(self.subjects, values, self.loaders, extras=extras)
         for subject, outcome in zip(self.subjects, outcomes, strict=True):
             out.append((subject, outcome))
             if not record or id(outcome) in absorbed:

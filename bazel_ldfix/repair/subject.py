@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
@@ -12,7 +11,7 @@ from bazel_ldfix.errors import (
 )
 from bazel_ldfix.loader.memo import Memo
 from bazel_ldfix.loader.resolution import Environment, Resolution
-from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.repair import failopen, twins
 from bazel_ldfix.repair.failopen import Skipped
 from bazel_ldfix.repair.inventory import (
@@ -78,16 +77,15 @@ class Subject:
         return cls(test.label, test.executable, info, tuple(sorted(extras)),
                    test_cwd(test, tree, listing), tuple(skipped), notes, host, digest)
 
-    def resolve(self, make_loader: Callable[[elf.ElfInfo, Environment], Loader],
-                cache_for: Callable[[elf.ElfInfo], Callable[[str], str | None] | None],
+    def resolve(self, loaders: LoaderSource,
                 library_path: str | None, *, extras: bool) -> list[Resolution | Skipped]:
         """The model's load of the executable (with the runfiles' objects as if dlopen()ed),
         or of each runfiles object for a script; a file the model fails on is skipped."""
         if self.info is not None:
             info = self.info
             try:
-                env = Environment(library_path, self.cwd, cache_for(info))
-                loader = make_loader(info, env)
+                env = Environment(library_path, self.cwd, loaders.cache_for(info))
+                loader = loaders.make_loader(info, env)
             except PER_FILE_ERRORS as exc:
                 return [failopen.no_loader(self.executable, exc)]
             try:
@@ -98,10 +96,10 @@ class Subject:
                     return [failopen.from_error(self.executable, exc)]
             # One of the extras defeats the model: take them one at a time.
             out: list[Resolution | Skipped] = [*self.resolve(
-                make_loader, cache_for, library_path, extras=False)]
+                loaders, library_path, extras=False)]
             for path in self.extras:
                 try:
-                    out.append(make_loader(info, env).resolve(self.executable, (path,),
+                    out.append(loaders.make_loader(info, env).resolve(self.executable, (path,),
                                                               info=info))
                 except PER_FILE_ERRORS as exc:
                     out.append(failopen.from_error(path, exc))
@@ -114,8 +112,8 @@ class Subject:
                 out.append(failopen.from_error(path, exc))
                 continue
             try:
-                env = Environment(library_path, self.cwd, cache_for(extra))
-                loader = make_loader(extra, env)
+                env = Environment(library_path, self.cwd, loaders.cache_for(extra))
+                loader = loaders.make_loader(extra, env)
             except PER_FILE_ERRORS as exc:
                 out.append(failopen.no_loader(path, exc))
                 continue

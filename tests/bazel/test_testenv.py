@@ -25,7 +25,7 @@ from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.queryxml import aligned, parse_rules
 from bazel_ldfix.bazel.testenv import Order, Reach, TestEnvironment, environment_of
 from bazel_ldfix.loader.resolve import host_of, interp_for
-from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.render.repair import repair_summary
 from bazel_ldfix.repair.plan import plan
 from bazel_ldfix.repair.results import Repair, TestInput
@@ -167,8 +167,8 @@ def _plan(tmp: Path, version: str | None) -> Repair:
     env = environment_of([], {}, {"//p:attr": {V: "/rule/dir"}}, ["//p:attr"],
                                   version)
     return plan([TestInput("//p:attr", str(prog))], env, str(ob),
-                       lambda info, e: Loader(host_of(interp_for(info)), e),
-                       lambda info: None, cache_dir=None)
+                       Loaders(lambda info, e: Loader(host_of(interp_for(info)), e),
+                               lambda info: None), cache_dir=None)
 
 
 def test_a_test_the_flag_cannot_reach_is_not_called_fixed(tmp_path: Path) -> None:

@@ -29,8 +29,8 @@ from bazel_ldfix.repair.subject import Subject
 def _missing(session: Models, test: TestInput) -> tuple[str, ...]:
     subject = session.read_ahead(test, host_header())
     assert subject is not None
-    make_loader, cache_for = resolver(session)
-    outcome = session.outcome(subject, None, make_loader, cache_for, extras=True)
+    loaders = resolver(session)
+    outcome = session.outcome(subject, None, loaders, extras=True)
     return tuple(name for path, name, _ in outcome.entries if path is None)
 
 

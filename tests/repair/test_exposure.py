@@ -93,8 +93,8 @@ class Layout:
         env = TestEnvironment(pathlist.split(value), "the test's own value",
                                      {t.label: value for t in inputs})
         session = Models()
-        make_loader, cache_for = resolver(session)
-        return plan(inputs, env, str(self.ob), make_loader, cache_for,
+        loaders = resolver(session)
+        return plan(inputs, env, str(self.ob), loaders,
                            prepend=prepend, session=session,
                            links_root=str(self.links) if links else None)
 

@@ -18,7 +18,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.resolution import Environment
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_header, host_of, interp_for
-from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.repair import failopen
 from bazel_ldfix.repair.failopen import Fallback, SkipKind, Skipped
 from bazel_ldfix.repair.plan import plan
@@ -119,7 +119,7 @@ def test_the_plan_goes_on_past_every_odd_file(tmp_path: Path) -> None:
     (tmp_path / "ob" / "external" / "dep" / "libdep.so.2").write_bytes(missing_dep.read_bytes())
     env = TestEnvironment((), "nothing", {"//t:odd_test": None})
     result = plan([TestInput("//t:odd_test", str(exe))], env,
-                         str(tmp_path / "ob"), make_loader, cache_for)
+                         str(tmp_path / "ob"), Loaders(make_loader, cache_for))
     kinds = {os.path.basename(s.path): s.kind for s in result.skipped}
     assert kinds == {"libarm64.so": SkipKind.OTHER_MACHINE, "libi386.so": SkipKind.OTHER_CLASS,
                      "libscript.so": SkipKind.LINKER_SCRIPT, "libtext.so": SkipKind.NOT_ELF,
@@ -135,7 +135,7 @@ def test_a_file_that_vanishes_after_the_walk_is_skipped(tmp_path: Path) -> None:
     subject = Subject.of(TestInput("//t:odd_test", str(exe)), host_header())
     assert subject.extras == (str(good),)
     good.unlink()
-    (out,) = subject.resolve(make_loader, cache_for, None, extras=True)
+    (out,) = subject.resolve(Loaders(make_loader, cache_for), None, extras=True)
     assert isinstance(out, Skipped) and out.kind is SkipKind.GONE
 
 
@@ -144,7 +144,7 @@ def test_a_test_built_for_another_machine_is_skipped_not_fatal(tmp_path: Path) -
     assert not os.path.exists("/lib/ld-linux-aarch64.so.1"), "an aarch64 loader is installed"
     env = TestEnvironment((), "nothing", {"//t:arm_test": None})
     result = plan([TestInput("//t:arm_test", str(exe))], env,
-                         str(tmp_path / "ob"), make_loader, cache_for)
+                         str(tmp_path / "ob"), Loaders(make_loader, cache_for))
     (skip,) = result.skipped
     assert (skip.path, skip.kind) == (str(exe), SkipKind.NO_LOADER)
     assert "/lib/ld-linux-aarch64.so.1 is not installed" in skip.reason

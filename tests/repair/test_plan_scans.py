@@ -18,7 +18,7 @@ from modelhelp import plan_of
 from bazel_ldfix import elf
 from bazel_ldfix.loader.resolution import Environment
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
-from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.results import Repair, TestInput
 from tests.repair.test_twins import _family
@@ -85,10 +85,10 @@ def test_an_outcome_asked_again_is_the_same_answer(tmp_path: Path) -> None:
 
     values = {s.label: None for s in subjects}
     for extras in (False, True):
-        once = session.outcomes(subjects, values, make_loader, cache_for, extras=extras)
-        again = session.outcomes(subjects, values, make_loader, cache_for, extras=extras)
+        once = session.outcomes(subjects, values, Loaders(make_loader, cache_for), extras=extras)
+        again = session.outcomes(subjects, values, Loaders(make_loader, cache_for), extras=extras)
         assert all(a is b for a, b in zip(once, again, strict=True))
-        single = [session.outcome(s, None, make_loader, cache_for, extras=extras)
+        single = [session.outcome(s, None, Loaders(make_loader, cache_for), extras=extras)
                   for s in subjects]
         assert all(a is b for a, b in zip(once, single, strict=True))
         # The staged libsdk.so, dlopen()ed, needs libdep.so.2, which nothing stages.

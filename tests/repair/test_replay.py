@@ -65,7 +65,7 @@ def _planned(ob: Path, inputs: list[TestInput], cache: Path
     factory.warm()      # as a command does while Bazel builds
     session.memo.watch()
     env = TestEnvironment((), "nothing", {t.label: None for t in inputs})
-    planned = plan(inputs, env, str(ob), factory.make_loader, factory.cache_for,
+    planned = plan(inputs, env, str(ob), factory,
                           session=session, cache_dir=str(cache), host=host_header())
     return planned, session.memo.facts()
 

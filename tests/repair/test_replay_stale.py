@@ -50,7 +50,7 @@ def _planned(ob: Path, early: Path, inputs: list[TestInput]
     session.memo.watch()
     env = TestEnvironment((str(early),), "the flags",
                                  {t.label: str(early) for t in inputs})
-    planned = plan(inputs, env, str(ob), factory.make_loader, factory.cache_for,
+    planned = plan(inputs, env, str(ob), factory,
                           session=session, host=host_header())
     return planned, session.memo.facts()
 

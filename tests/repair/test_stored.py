@@ -148,8 +148,8 @@ def test_a_repair_from_a_real_plan_is_read_back_whole(tmp_path: Path) -> None:
                                  {"//p:t0": "/opt/base", "//p:t1": "/rule/lib"},
                                  reach={"//p:t1": Reach.NO}, rule={"//p:t1": "/rule/lib"})
     session = Models()
-    make_loader, cache_for = resolver(session)
-    planned = plan(inputs, env, str(ob), make_loader, cache_for, session=session)
+    loaders = resolver(session)
+    planned = plan(inputs, env, str(ob), loaders, session=session)
     r = dataclasses.replace(planned, patterns=("//p:all",),
                             options=(Option("compilation_mode", "fastbuild"),
                                      Option("test_env", "HOME=/home/\udcff")))

@@ -9,29 +9,26 @@ from bazel_ldfix import elf
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.resolution import Environment
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
-from bazel_ldfix.loader.search import Loader
+from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan
 from bazel_ldfix.repair.results import Repair, TestInput
 
 
-def resolver(session: Models) -> tuple[
-        Callable[[elf.ElfInfo, Environment], Loader],
-        Callable[[elf.ElfInfo], Callable[[str], str | None] | None]]:
-    """``make_loader`` and ``cache_for`` of this machine's loader, over the session's memo."""
+def resolver(session: Models) -> Loaders:
+    """This machine's loaders, over the session's memo."""
     def make_loader(info: elf.ElfInfo, loader_env: Environment) -> Loader:
         return Loader(host_of(interp_for(info)), loader_env, session.memo)
 
     def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
         return cache_lookup(info, Options())
 
-    return make_loader, cache_for
+    return Loaders(make_loader, cache_for)
 
 
 def plan_of(output_base: Path, inputs: list[TestInput], session: Models,
             value: str | None = None, *, search: bool = True) -> Repair:
     """The plan of ``inputs``, each test's LD_LIBRARY_PATH being ``value``."""
     env = TestEnvironment((), "nothing", {t.label: value for t in inputs})
-    make_loader, cache_for = resolver(session)
-    return plan(inputs, env, str(output_base), make_loader, cache_for,
-                       search=search, session=session)
+    loaders = resolver(session)
+    return plan(inputs, env, str(output_base), loaders, search=search, session=session)
