@@ -58,7 +58,7 @@ SHELL_CAVEAT = ("this export is for running a test binary by hand; do not export
 
 
 LINKS_CAVEAT = ("this value names a links directory of bazel-ldfix's own (removed once "
-                "unused for 30 days, see `links/` in the README's Security section); the "
+                "unused for 30 days, see `links/` in docs/security.md); the "
                 "BUILD change (`bazel-ldfix fix --write`) is the form that lasts")
 
 

@@ -1,8 +1,8 @@
 """From Bazel: a consumer workspace that depends on this repository (Bazel 4.2.3, offline).
 
 The consumer's WORKSPACE has `local_repository(name = "bazel_ldfix", path = <this tree>)` and
-calls `bazel_ldfix_dependencies()`, as the README says. Everything then runs through Bazel:
-`bazel run @bazel_ldfix//:bazel-ldfix -- ...` and the test rules of `@bazel_ldfix//:defs.bzl`.
+calls `bazel_ldfix_dependencies()`, as docs/use-from-bazel.md says. Everything then runs through
+Bazel: `bazel run @bazel_ldfix//:bazel-ldfix -- ...` and the rules of `@bazel_ldfix//:defs.bzl`.
 
 The tool's Python dependencies must come from the `@bazel_ldfix_pip` repository: the Python
 that runs the targets is the system's, without PYTHONPATH, and that Python is not the one

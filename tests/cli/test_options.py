@@ -164,11 +164,11 @@ def test_test_help_says_where_tool_options_go_and_what_a_double_dash_does(
     assert "--dry-run Run the build step (it builds, runs no test)" in text
 
 
-def test_shell_completion_as_the_readme_sets_it_up() -> None:
+def test_shell_completion_as_the_docs_set_it_up() -> None:
     import sys
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert 'eval "$(_BAZEL_LDFIX_COMPLETE=bash_source bazel-ldfix)"' in readme
+    page = (Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text()
+    assert 'eval "$(_BAZEL_LDFIX_COMPLETE=bash_source bazel-ldfix)"' in page
     env = {**os.environ, "_BAZEL_LDFIX_COMPLETE": "bash_complete",
            "COMP_WORDS": "bazel-ldfix te", "COMP_CWORD": "1"}
     done = subprocess.run([sys.executable, "-m", "bazel_ldfix"], env=env,

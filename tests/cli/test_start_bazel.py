@@ -16,7 +16,7 @@ from newcomer_ws import newcomer_workspace
 from bazel_ldfix import cli
 
 needs_bazel = pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+INSTALL = (Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_locate_before_anything_is_fetched_waits_visibly_and_says_what_is_missin
 
 @pytest.mark.bazel
 @needs_bazel
-def test_a_changed_ld_library_path_rebuilds_as_the_readme_and_env_shell_warn(
+def test_a_changed_ld_library_path_rebuilds_as_the_docs_and_env_shell_warn(
         ws: Workspace, tmp_path: Path) -> None:
     assert ws.bazel("build", "//app:vendor_test").returncode == 0
     again = ws.bazel("build", "//app:vendor_test")
@@ -61,7 +61,7 @@ def test_a_changed_ld_library_path_rebuilds_as_the_readme_and_env_shell_warn(
     ran = re.search(r"INFO: (\d+) process(es)?: .*?(\d+) (linux-sandbox|processwrapper)",
                     changed.stderr)
     assert ran is not None and int(ran.group(3)) >= 2, changed.stderr   # compile and link
-    assert "re-runs every\ncompile and link after either changes" in README
+    assert "re-runs every compile and link after either changes" in " ".join(INSTALL.split())
     shell = ws.ldfix("env", "--format", "shell", "//app:vendor_test")
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.startswith("export LD_LIBRARY_PATH=")
@@ -83,5 +83,5 @@ def test_a_json_error_is_json_on_stdout_and_one_line_on_stderr(
     assert capsys.readouterr().out == ""
 
 
-def test_the_readme_says_how_to_run_the_installed_command() -> None:
-    assert "pipx install" in README and ".venv/bin/bazel-ldfix" in README
+def test_the_install_page_says_how_to_run_the_installed_command() -> None:
+    assert "pipx install" in INSTALL and ".venv/bin/bazel-ldfix" in INSTALL
