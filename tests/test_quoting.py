@@ -20,6 +20,8 @@ from bazel_ldfix import quoting, report
 from bazel_ldfix.diagnosis import fixes
 from bazel_ldfix.repair.plan import Repair
 
+pytestmark = pytest.mark.security
+
 # Blanks, both quotes, a comment sign, backslashes, a line-ending backslash, shell
 # expansions, Bazel's rc "${...}" expansion, % and non-ASCII: everything but ":" (which no
 # search path can carry) and control characters.

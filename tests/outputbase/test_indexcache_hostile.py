@@ -22,6 +22,8 @@ from bazel_ldfix.bazel import runner as bazel
 from bazel_ldfix.outputbase import index, indexcache
 from bazel_ldfix.repair import command as repair
 
+pytestmark = pytest.mark.security
+
 OTHER = 65534
 NAME = "libx.so.1"
 
