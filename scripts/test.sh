@@ -4,7 +4,8 @@
 # libraries of another machine), the package and its test tools into .venv,
 # BuildGrid into .venv-buildgrid (the remote-execution tests start it and stop
 # it by PID), then ruff, mypy and the whole pytest suite.
-# Extra arguments go to pytest (e.g. `-m "not bazel"` for the quick part).
+# Extra arguments go to pytest: `-m "not bazel"` for the quick part, `-m security` (or
+# newcomer, remote, bazel: the markers of pyproject.toml) for one theme.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)

@@ -16,6 +16,8 @@ from elfcraft import DT_VERNEED, craft, verneed_bomb
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, MalformedElfError, NotElfError
 
+pytestmark = pytest.mark.security
+
 NEAR_2_63 = (1 << 63) - 8
 
 

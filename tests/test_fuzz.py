@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.security
+
 TOOL = Path(__file__).resolve().parent.parent / "tools" / "fuzz.py"
 MEMORY = 2 << 30  # bytes of address space the campaign may use
 

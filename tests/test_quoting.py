@@ -21,6 +21,8 @@ from bazel_ldfix.diagnosis import fixes
 from bazel_ldfix.render import repair as report
 from bazel_ldfix.repair.results import Repair
 
+pytestmark = pytest.mark.security
+
 # Blanks, both quotes, a comment sign, backslashes, a line-ending backslash, shell
 # expansions, Bazel's rc "${...}" expansion, % and non-ASCII: everything but ":" (which no
 # search path can carry) and control characters.

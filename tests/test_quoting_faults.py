@@ -18,6 +18,8 @@ from elfcraft import craft
 from bazel_ldfix import quoting, userdir
 from tests.cli.test_bazelcmds_failures import fake_bazel_with_a_test
 
+pytestmark = pytest.mark.security
+
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NO_COLOR")}

@@ -15,6 +15,8 @@ import pytest
 from bazel_ldfix.bazel import bepshape
 from bazel_ldfix.bazel.targets import parse_bep
 
+pytestmark = pytest.mark.security
+
 GOOD = [
     {"id": {"started": {}}, "started": {"buildToolVersion": "4.2.3",
                                         "workspaceDirectory": "/ws"}},

@@ -26,7 +26,7 @@ from rexserver import Executor
 from bazel_ldfix.bazel.execution import REMOTE_REFUSAL
 from bazel_ldfix.diagnosis.diagnose import REMOTE_NOTE
 
-pytestmark = [pytest.mark.bazel,
+pytestmark = [pytest.mark.remote, pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
 TEST = "//t:needs_x"

@@ -10,6 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from diagnose_fixtures import fake_bazel
 from elfbuild import cc
 
@@ -20,6 +21,8 @@ from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.repair.plan import plan
 from bazel_ldfix.repair.results import Repair, TestInput
+
+pytestmark = pytest.mark.remote
 
 SHA = "4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393"
 

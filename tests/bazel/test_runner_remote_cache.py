@@ -18,7 +18,7 @@ import pytest
 from bazelws import BAZEL, Workspace, clean_env, import_repository, make_workspace, sdk
 from httpcache import http_cache
 
-pytestmark = [pytest.mark.bazel,
+pytestmark = [pytest.mark.remote, pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
 CHECKS_VALUE = """

@@ -16,6 +16,8 @@ from newcomer_ws import newcomer_workspace
 
 from bazel_ldfix import cli
 
+pytestmark = pytest.mark.newcomer
+
 needs_bazel = pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")
 
 

@@ -12,7 +12,7 @@ import terminal
 from bazelws import BAZEL, Workspace
 from newcomer_ws import newcomer_workspace
 
-pytestmark = [pytest.mark.bazel,
+pytestmark = [pytest.mark.newcomer, pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
 TESTS = ("//app:vendor_test", "//app:ext_test")

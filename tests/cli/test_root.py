@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from bazel_ldfix.cli import cli
+
+pytestmark = pytest.mark.newcomer
 
 
 def run(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,8 @@ from newcomer_ws import newcomer_workspace
 
 from bazel_ldfix import cli
 
+pytestmark = pytest.mark.newcomer
+
 needs_bazel = pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")
 INSTALL = (Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text()
 

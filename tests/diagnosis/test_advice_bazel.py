@@ -16,7 +16,7 @@ import pytest
 from bazelws import BAZEL, Workspace
 from newcomer_ws import newcomer_workspace
 
-pytestmark = [pytest.mark.bazel,
+pytestmark = [pytest.mark.newcomer, pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
 TESTS = ("//app:vendor_test", "//app:ext_test")

@@ -18,7 +18,7 @@ import pytest
 from bazelws import BAZEL, Workspace
 from newcomer_ws import toolchain_workspace
 
-pytestmark = [pytest.mark.bazel,
+pytestmark = [pytest.mark.newcomer, pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
 TEST = "//app:sdk_test"

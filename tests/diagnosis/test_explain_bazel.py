@@ -20,7 +20,7 @@ import pytest
 from bazelws import BAZEL, Workspace
 from newcomer_ws import old_copies_workspace
 
-pytestmark = [pytest.mark.bazel,
+pytestmark = [pytest.mark.newcomer, pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
 
 TESTS = ("//app:ver_test", "//app:sym_test")

@@ -6,8 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from bazel_ldfix.bazel import solib
 from bazel_ldfix.diagnosis import fixes
+
+pytestmark = pytest.mark.newcomer
 
 
 def layout(tmp_path: Path) -> tuple[Path, Path]:

@@ -22,6 +22,8 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import UntrustedLoaderError
 from bazel_ldfix.loader import host
 
+pytestmark = pytest.mark.security
+
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "NO_COLOR")}

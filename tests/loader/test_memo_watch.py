@@ -134,8 +134,9 @@ def test_a_fact_read_twice_differently_while_watched(tmp_path: Path) -> None:
 def test_the_repair_reads_anew_what_bazel_changed_after_it_was_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A build step (a bazel script: a real one cannot be timed so) reports one test, then,
-    after a pause, makes the next test's library directory and reports that test. The
-    first test was read and resolved in the pause; the second still loads in the answer."""
+    once the tool has resolved it, makes the next test's library directory and reports that
+    test. The first test was read and resolved before; the second still loads in the
+    answer."""
     from bazel_ldfix.bazel.client import Bazel
     from bazel_ldfix.flow import repair as command
 
@@ -171,9 +172,11 @@ def test_the_repair_reads_anew_what_bazel_changed_after_it_was_read(
     (tmp_path / "a.json").write_text(head + events("a_test"))
     (tmp_path / "b.json").write_text(events("b_test") + last)
     making = tmp_path / "making"    # touched just before the second test's directory
+    resolved = tmp_path / "resolved"    # made once the first test's early resolution ended
     q = {name: shlex.quote(str(path)) for name, path in (
         ("a", tmp_path / "a.json"), ("b", tmp_path / "b.json"), ("making", making),
-        ("dir", shared / "_U_b_test"), ("lib", libb))}
+        ("dir", shared / "_U_b_test"), ("lib", libb),
+        ("resolved", resolved))}
     script = tmp_path / "bazel"
     script.write_text(f"""#!/bin/sh
 case "$1" in query) echo '<?xml version="1.1" encoding="UTF-8"?><query version="2"/>'; exit 0;; esac
@@ -181,7 +184,8 @@ for arg in "$@"; do
   case "$arg" in --build_event_json_file=*)
     out="${{arg#*=}}"
     cat {q["a"]} > "$out"
-    sleep 2
+    i=0   # until the tool has resolved the first test (at most 60 s)
+    while [ ! -e {q["resolved"]} ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done
     touch {q["making"]}
     mkdir {q["dir"]} && ln -s {q["lib"]} {q["dir"]}/libb.so
     cat {q["b"]} >> "$out"
@@ -201,6 +205,7 @@ exit 0
                       *args: object) -> None:
         original_resolve(self, subject, *args)
         late.setdefault(subject.label, making.exists())
+        resolved.touch()
 
     def still_true(self: Memo) -> bool:
         verdicts.append(original_check(self))
@@ -213,6 +218,6 @@ exit 0
     assert not isinstance(result, command.StepFailed)
     assert {t.label: t.missing_before for t in result.tests} == {
         "//pkg:a_test": (), "//pkg:b_test": ()}
-    if late.get("//pkg:a_test") is False:
-        # The first test was resolved before the second's directory was made: caught.
-        assert verdicts == [False]
+    # The first test was resolved before the second's directory was made: caught.
+    assert late.get("//pkg:a_test") is False
+    assert verdicts == [False]

@@ -22,6 +22,8 @@ from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.flow import repair
 from bazel_ldfix.outputbase import index, indexcache
 
+pytestmark = pytest.mark.security
+
 OTHER = 65534
 NAME = "libx.so.1"
 

@@ -155,7 +155,8 @@ def _rewrite_in_place_keeping_mtime(ob: Path) -> None:
     before = os.stat(path)
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF
-    time.sleep(0.02)    # a clock tick later
+    while time.time_ns() < before.st_ctime_ns + 20_000_000:     # a clock tick past its
+        time.sleep(0.001)                                       # ctime, seldom waited
     with open(path, "r+b") as f:
         f.write(data)
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))

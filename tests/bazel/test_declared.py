@@ -1,0 +1,87 @@
+"""A library a test loads from a ``_solib_`` file its runfiles manifest does not declare is
+a leftover, and nothing else is.
+
+The files are laid out as Bazel 4.2.3 lays out a cc_test's outputs (``bazel-out/<config>/
+bin/<package>/<test>``, its RUNPATH into ``bin/_solib_k8/<dir>``, the manifest beside the
+executable); the libraries and the program are gcc's, and the real loader (``ld.so
+--list``) says which file the test loads. The real Bazel case is in
+bazel/test_execution_remote.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from elfbuild import lib, program
+from elftools.elf.elffile import ELFFile
+
+from bazel_ldfix.bazel import declared
+
+SOLIB = "_solib_k8/_U_t"
+
+
+def _test(top: Path, declare: tuple[str, ...]) -> Path:
+    """//t:needs, linked against libdecl.so and libleft.so from its _solib_ directory;
+    the manifest lists the libraries named in ``declare``."""
+    bin_dir = top / "bazel-out" / "k8-fastbuild" / "bin"
+    solib = bin_dir / SOLIB
+    libs = [lib(solib / name) for name in ("libdecl.so", "libleft.so")]
+    exe = program(bin_dir / "t" / "needs", needs=libs, runpath=f"$ORIGIN/../{SOLIB}")
+    lines = [f"ws/t/needs {exe}"]
+    lines += [f"ws/{SOLIB}/{name} {solib / name}" for name in declare]
+    (bin_dir / "t" / "needs.runfiles_manifest").write_text("\n".join(lines) + "\n")
+    return exe
+
+
+def _loaded(exe: Path) -> dict[str, str]:
+    """The real loader's answer: each DT_NEEDED name and the file it opens."""
+    with open(exe, "rb") as f:
+        interp = next(seg.get_interp_name() for seg in ELFFile(f).iter_segments()
+                      if seg["p_type"] == "PT_INTERP")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LD_")}
+    out = subprocess.run([interp, "--list", str(exe)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return {line.split()[0]: line.split()[2] for line in out.splitlines()
+            if " => /" in line}
+
+
+def test_a_library_loaded_from_an_undeclared_solib_file_is_a_leftover(tmp_path: Path) -> None:
+    exe = _test(tmp_path, declare=("libdecl.so",))
+    real = _loaded(exe)
+    found = declared.leftovers(str(exe))
+    assert [f.soname for f in found] == ["libleft.so"]
+    assert os.path.realpath(found[0].path) == os.path.realpath(real["libleft.so"])
+    assert "libleft.so" in declared.words("//t:needs", found)
+
+
+def test_a_test_whose_solib_files_are_all_declared_has_none(tmp_path: Path) -> None:
+    exe = _test(tmp_path, declare=("libdecl.so", "libleft.so"))
+    assert set(_loaded(exe)) >= {"libdecl.so", "libleft.so"}
+    assert declared.undeclared(str(exe)) == frozenset()
+    assert declared.leftovers(str(exe)) == ()
+
+
+def test_without_a_manifest_nothing_is_called_a_leftover(tmp_path: Path) -> None:
+    exe = _test(tmp_path, declare=())
+    os.unlink(str(exe) + ".runfiles_manifest")
+    assert declared.leftovers(str(exe)) == ()
+
+
+def test_an_undeclared_file_the_loader_does_not_open_is_no_leftover(tmp_path: Path) -> None:
+    exe = _test(tmp_path, declare=("libdecl.so", "libleft.so"))
+    extra = lib(exe.parent.parent / SOLIB / "libunused.so")
+    assert declared.undeclared(str(exe)) == {os.path.realpath(extra)}
+    assert "libunused.so" not in _loaded(exe)
+    assert declared.leftovers(str(exe)) == ()
+
+
+def test_one_listing_serves_every_test_of_the_directory(tmp_path: Path) -> None:
+    exe = _test(tmp_path, declare=("libdecl.so",))
+    listed: dict[str, tuple[str, list[str]]] = {}
+    first = declared.undeclared(str(exe), listed)
+    lib(exe.parent.parent / SOLIB / "libnew.so")    # after the listing was kept
+    assert declared.undeclared(str(exe), listed) == first
+    assert declared.undeclared(str(exe)) == first | {
+        os.path.realpath(exe.parent.parent / SOLIB / "libnew.so")}
