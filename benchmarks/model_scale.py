@@ -215,7 +215,7 @@ def again(top: str, tests: int) -> None:
     ``memo.holds``), as the next run of the same command does; JSON on stdout."""
     sys.path.insert(0, REPO)
     started = time.perf_counter()
-    from bazel_ldfix.loader.memo import holds
+    from bazel_ldfix.fs.facts import holds
     from bazel_ldfix.repair import replay
 
     kept = replay.load(os.path.join(top, "kept", str(tests)))

@@ -18,7 +18,7 @@ from elfbuild import lib, program
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import LdfixError
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 
 
 def _alone(path: Path) -> elf.ElfInfo | str:

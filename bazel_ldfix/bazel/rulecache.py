@@ -48,11 +48,11 @@ from bazel_ldfix.bazel.options import NO_TEST_TAG
 from bazel_ldfix.bazel.queryxml import RuleInfo, RulesAnswer
 from bazel_ldfix.bazel.targets import BuildEvents
 from bazel_ldfix.bazel.workspace import WORKSPACE_FILES
+from bazel_ldfix.fs.facts import SETTLE_NS
 
 MAGIC = b"bazel-ldfix rules 1\n"
 MAX_SIZE = 1 << 24
 #: How old every timestamp must be, before the query started, for a record to be written.
-SETTLE_NS = 2_000_000_000
 #: A record that would remember more labels starts afresh with the last query's.
 MAX_LABELS = 100_000
 # Files of the workspace that decide loading without being named by `buildfiles`: the

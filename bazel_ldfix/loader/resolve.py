@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.fs import facts
 from bazel_ldfix.loader import host, ldcache, ldconfig, profile
 from bazel_ldfix.loader.resolution import Environment, Library, Resolution
 from bazel_ldfix.loader.search import Loader
 
 if TYPE_CHECKING:
-    from bazel_ldfix.loader.memo import Memo
+    from bazel_ldfix.fs.memo import Memo
 
 CacheLookup = Callable[[str], "str | None"]
 
@@ -77,7 +78,7 @@ def cache_identity(root: str) -> str:
     """Which file ``root``'s /etc/ld.so.cache is now, as a memo keeps it (device, inode,
     size, times; what is there instead of a regular file). A reading is kept per identity:
     the cache is read again once it is another file (ldconfig ran while Bazel built)."""
-    from bazel_ldfix.loader.memo import regular_identity
+    from bazel_ldfix.fs.facts import regular_identity
 
     return regular_identity(os.path.join(root, "etc/ld.so.cache"))
 
@@ -234,3 +235,28 @@ def _out_of_bazel_out(path: str) -> str:
             break
         path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
     return path
+
+
+def _loader_fact(interp: str) -> str:
+    """The fact a memo keeps of the loader ``interp`` names: its answers, as they are now."""
+    import hashlib
+
+    answers = repr((host_of(interp), profile_of(interp)))
+    return hashlib.blake2b(answers.encode("utf-8", "surrogateescape"),
+                           digest_size=16).hexdigest()
+
+
+def _trusted_fact(question: str) -> str:
+    """The fact a memo keeps of the loader trusted for a kind of program, as it is now."""
+    from bazel_ldfix.errors import LdfixError
+
+    interp, elf_class, machine, loader = question.split("\0")
+    try:
+        return repr(host.trusted_for(interp or None, int(elf_class), int(machine),
+                                     loader or None))
+    except (LdfixError, OSError, ValueError) as exc:
+        return f"!{exc}"
+
+
+facts.register("loader", _loader_fact)
+facts.register("trusted", _trusted_fact)

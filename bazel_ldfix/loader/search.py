@@ -25,7 +25,7 @@ from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.host import Host
 
 if TYPE_CHECKING:
-    from bazel_ldfix.loader.memo import Memo
+    from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.paths import decompose, substitute
 from bazel_ldfix.loader.resolution import (
     CacheLookup,
@@ -38,7 +38,7 @@ from bazel_ldfix.loader.resolution import (
     VersionProblem,
     Via,
 )
-from bazel_ldfix.loader.verify import Verdict, absent, runs_as_program, verify
+from bazel_ldfix.loader.verify import Verdict, absent, runs_as_program, verify_in
 
 VDSO_NAMES = {62: "linux-vdso.so.1", 3: "linux-gate.so.1", 183: "linux-vdso.so.1"}
 
@@ -590,7 +590,7 @@ class Loader:
         return None
 
     def _verify(self, path: str) -> Verdict:
-        return self.memo.verify(path, self._expect) if self.memo else verify(path, self._expect)
+        return verify_in(self.memo, path, self._expect)
 
     def _read_elf(self, path: str) -> elf.ElfInfo:
         return self.memo.read_elf(path) if self.memo else elf.read_elf(path)

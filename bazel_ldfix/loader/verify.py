@@ -13,7 +13,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
 
 if TYPE_CHECKING:
-    pass
+    from bazel_ldfix.fs.memo import Memo
 
 
 DF_1_PIE = 0x08000000
@@ -234,3 +234,13 @@ def _rtld_strerror(code: int) -> str:
 
 def _errno_suffix(code: int) -> str:
     return f": {_rtld_strerror(code)}" if code else ""
+
+
+def verify_in(memo: Memo | None, path: str, expect: elf.ElfHeader) -> Verdict:
+    """:func:`verify`, once per file and kind of program (class, byte order, machine) in
+    ``memo``: a verdict depends only on the file's bytes and on what the program expects
+    (its ``info.path`` is the first path read)."""
+    if memo is None:
+        return verify(path, expect)
+    kind = (expect.elf_class, expect.data, expect.machine)
+    return memo.per_file("verdict", kind, path, lambda p: verify(p, expect))

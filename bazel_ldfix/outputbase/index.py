@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,11 +18,12 @@ from typing import TYPE_CHECKING, TextIO
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
+from bazel_ldfix.fs.mounts import Mounts
 from bazel_ldfix.loader.resolution import PassedOver, PassReason
-from bazel_ldfix.loader.verify import verify
+from bazel_ldfix.loader.verify import verify_in
 
 if TYPE_CHECKING:
-    from bazel_ldfix.loader.memo import Memo
+    from bazel_ldfix.fs.memo import Memo
 
 #: ``progress(files_scanned, repository)``, called during a walk: first ``(0, "")``, then
 #: every few hundred directories, last with ``repository`` None when the walk ends.
@@ -47,64 +47,6 @@ def looks_like_library(name: str) -> bool:
 
 
 # -- directory identity ---------------------------------------------------------------------
-
-# Filesystems on which readdir's d_ino is the directory's st_ino and every directory below a
-# mount has the mount's st_dev, so a directory's identity needs no stat of its own. Not on
-# the list: btrfs and bcachefs (a subvolume has a device of its own and is no mount),
-# overlayfs (d_ino differs from st_ino unless all layers share a filesystem or xino is on;
-# kernel Documentation/filesystems/overlayfs.rst, "Inode properties"), network and FUSE
-# filesystems (whatever the server says), and anything unknown.
-_UNIFORM_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "tmpfs", "ramfs", "f2fs",
-                                  "jfs"})
-_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-@dataclass(frozen=True)
-class Mounts:
-    """What the walk needs to know of the mount table.
-
-    ``uniform``: devices (``st_dev``) whose filesystem is in :data:`_UNIFORM_FILESYSTEMS`.
-    ``names``: the last component of every mount point. A directory entry with one of
-    these names may be a mount point, whose d_ino is that of the directory it covers and
-    whose device is another one, so it is stat'ed; so is every directory on a device that
-    is not uniform. Mounts made during a walk are not seen.
-    """
-
-    uniform: frozenset[int]
-    names: frozenset[str]
-
-    @classmethod
-    def parse(cls, text: str) -> Mounts:
-        """Read ``/proc/self/mountinfo`` (proc(5)): ``ID PARENT MAJ:MIN ROOT POINT ... - TYPE``."""
-        uniform: set[int] = set()
-        names: set[str] = set()
-        for line in text.splitlines():
-            fields = line.split(" ")
-            try:
-                sep = fields.index("-", 6)
-                major, minor = (int(x) for x in fields[2].split(":"))
-                fstype = fields[sep + 1]
-            except (ValueError, IndexError):
-                continue
-            point = _MOUNTINFO_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
-            names.add(os.path.basename(point.rstrip("/")) or "/")
-            if fstype in _UNIFORM_FILESYSTEMS:
-                uniform.add(os.makedev(major, minor))
-        return cls(frozenset(uniform), frozenset(names))
-
-    @classmethod
-    def read(cls, path: str = "/proc/self/mountinfo") -> Mounts:
-        """The current mount table; without one, every directory is stat'ed."""
-        try:
-            with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                return cls.parse(f.read())
-        except OSError:
-            return cls(frozenset(), frozenset())
-
-
-#: A mount table under which every directory is stat'ed (as a walk without /proc does).
-STAT_EVERY_DIRECTORY = Mounts(frozenset(), frozenset())
-
 
 # -- the walk -------------------------------------------------------------------------------
 
@@ -246,7 +188,7 @@ def check_candidate(path: str, expect: elf.ElfHeader,
     The loader's own decision (``loader.verify``, once per file with a ``memo``), plus one
     rule of this search: only a shared object is worth pointing LD_LIBRARY_PATH at.
     """
-    verdict = memo.verify(path, expect) if memo else verify(path, expect)
+    verdict = verify_in(memo, path, expect)
     if verdict.info is not None:
         return None if verdict.info.header.type == elf.ET_DYN else PassedOver(
             path, PassReason.NOT_SHARED_OBJECT, "not a shared object")

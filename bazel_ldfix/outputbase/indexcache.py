@@ -38,12 +38,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bazel_ldfix import userdir
+from bazel_ldfix.fs import facts
+from bazel_ldfix.fs.facts import SETTLE_NS
 
 MAGIC = b"bazel-ldfix index 2 (names: index.looks_like_library)\n"
 # An index of 100,000 library files with 100-byte paths is some 10 MB.
 MAX_SIZE = 1 << 26
 #: How old every timestamp of a state must be before an index is written with it.
-SETTLE_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -175,3 +176,13 @@ def _inside(rel: bytes) -> bool:
     parts = rel.split(b"/")
     return bool(rel) and not rel.startswith(b"/") and all(
         p not in (b"", b".", b"..") for p in parts)
+
+
+def _index_fact(root: str) -> str:
+    """The fact a memo keeps of an index's state (see :func:`state`), as it is now."""
+    import hashlib
+
+    return hashlib.blake2b(state(root).key, digest_size=16).hexdigest()
+
+
+facts.register("index", _index_fact)

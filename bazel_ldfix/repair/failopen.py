@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from bazel_ldfix import elf
-    from bazel_ldfix.loader.memo import Memo
+    from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError, NotElfError
 
 T = TypeVar("T")
@@ -72,7 +72,7 @@ def examine(path: str, expect: elf.ElfHeader, memo: Memo | None = None
     """
     # Here: `test` imports this module before Bazel starts.
     from bazel_ldfix import elf
-    from bazel_ldfix.loader.verify import verify
+    from bazel_ldfix.loader.verify import verify_in
 
     read_header = memo.read_header if memo else elf.read_header
 
@@ -101,7 +101,7 @@ def examine(path: str, expect: elf.ElfHeader, memo: Memo | None = None
         return Skipped(path, SkipKind.NOT_SHARED,
                        f"an ELF {elf.ET_NAMES.get(header.type, str(header.type))}, "
                        "not a shared object")
-    verdict = memo.verify(path, expect) if memo else verify(path, expect)
+    verdict = verify_in(memo, path, expect)
     if verdict.info is None:
         if not verdict.exists:
             return Skipped(path, SkipKind.GONE, f"no longer there ({verdict.reason})")

@@ -13,7 +13,7 @@ from bazel_ldfix.bazel import runfiles
 from bazel_ldfix.errors import (
     LdfixError,
 )
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.repair import failopen
 from bazel_ldfix.repair.failopen import Skipped

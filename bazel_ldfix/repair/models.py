@@ -8,7 +8,7 @@ import os
 from collections.abc import Hashable, Mapping, Sequence
 
 from bazel_ldfix import elf, pathlist
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.repair import twins
@@ -24,7 +24,7 @@ class Models:
 
     Each test's executable and runfiles are read once, and each test is resolved once per
     value of LD_LIBRARY_PATH, or not at all when a twin was (:mod:`twins`); the file facts
-    underneath are shared by all tests (:class:`~bazel_ldfix.memo.Memo`).
+    underneath are shared by all tests (:class:`~bazel_ldfix.fs.memo.Memo`).
     """
 
     def __init__(self, memo: Memo | None = None, *, share: bool = True) -> None:

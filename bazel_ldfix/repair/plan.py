@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.testenv import TestEnvironment
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.pathlist import VARIABLE

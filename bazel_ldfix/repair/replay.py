@@ -8,7 +8,7 @@ the per-user directory, :mod:`bazel_ldfix.userdir`) with
   the options, Bazel's version), the client's environment, the user and group, the
   output_base, how the flag is merged, and this tool's own files;
 * **every fact it read** of the file system (:meth:`Memo.facts
-  <bazel_ldfix.loader.memo.Memo.facts>`): each directory's names, each link's target, each
+  <bazel_ldfix.fs.memo.Memo.facts>`): each directory's names, each link's target, each
   file's identity (device, inode, size, modification and change times), each runfiles directory's
   status, the index state of ``external/``, what the host's loader said;
 * **the rules' answer** it used, if it asked for one.
@@ -40,17 +40,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import userdir
+from bazel_ldfix.fs.facts import SETTLE_NS
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.queryxml import RuleInfo
     from bazel_ldfix.bazel.targets import BuildEvents
-    from bazel_ldfix.loader.memo import Facts
+    from bazel_ldfix.fs.facts import Facts
     from bazel_ldfix.repair.results import Repair
 
 MAGIC = b"bazel-ldfix replay 2\n"
 MAX_SIZE = 1 << 27          # 10,000 tests' facts and repair are some 10 MB
 #: How old every timestamp a repair read must be before it is kept (see the docstring).
-SETTLE_NS = 2_000_000_000
 #: How many commands' repairs are kept (the most recently made).
 KEPT = 32
 # Options of a build step's events that differ from one run to the next: the Bazel
@@ -141,7 +141,10 @@ def _facts_of(fields: object) -> Facts | None:
 def given_again(kept: Kept | None, inputs: str, rules: str | None) -> Repair | None:
     """The kept repair, if it was made from these inputs and rules (None: the rules'
     answer is not known without asking) and every fact it read still holds."""
-    from bazel_ldfix.loader.memo import holds
+    # The layers whose own kinds of facts a repair keeps register how each is read again.
+    from bazel_ldfix.fs.facts import holds
+    from bazel_ldfix.loader import resolve  # noqa: F401
+    from bazel_ldfix.outputbase import indexcache  # noqa: F401
 
     if kept is None or kept.inputs != inputs:
         return None

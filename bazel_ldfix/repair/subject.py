@@ -9,7 +9,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import (
     BadInputError,
 )
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolution import Environment, Resolution
 from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.repair import failopen, twins

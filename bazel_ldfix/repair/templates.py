@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolution import Via
 from bazel_ldfix.repair import twins
 from bazel_ldfix.repair.outcome import Outcome

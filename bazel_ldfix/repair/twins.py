@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import runfiles
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 
 
 @dataclass(frozen=True)

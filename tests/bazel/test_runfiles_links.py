@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from runfilestree import both_ways, lay_out, past_manifest
 
 from bazel_ldfix.bazel import runfiles
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolve import host_header
 from bazel_ldfix.repair import twins
 from bazel_ldfix.repair.inventory import tree_listing

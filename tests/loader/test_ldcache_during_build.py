@@ -62,7 +62,7 @@ _READINGS = textwrap.dedent("""
     import json, subprocess, sys
     from bazel_ldfix import elf
     from bazel_ldfix.loader import host
-    from bazel_ldfix.loader.memo import Memo
+    from bazel_ldfix.fs.memo import Memo
     from bazel_ldfix.loader.resolve import LoaderFactory, cache_identity
 
     first, second, app, soname = sys.argv[1:5]

@@ -17,18 +17,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bazel_ldfix import elf
+from bazel_ldfix.fs.mounts import STAT_EVERY_DIRECTORY, Mounts
 from bazel_ldfix.outputbase import index
 
 SO = "int f(void){return 1;}"
 HERE = Path(__file__).resolve().parent
-MOUNTS = index.Mounts.read()
+MOUNTS = Mounts.read()
 # Every way the walk can learn a directory's identity: readdir's inode where the mount
 # table allows it (the default), a stat of every directory, and a stat of the directories
 # named like a mount point.
 MOUNT_MODES = {
     "mount table": MOUNTS,
-    "stat every directory": index.STAT_EVERY_DIRECTORY,
-    "names of mount points": index.Mounts(MOUNTS.uniform, frozenset({"a", "b", "link0"})),
+    "stat every directory": STAT_EVERY_DIRECTORY,
+    "names of mount points": Mounts(MOUNTS.uniform, frozenset({"a", "b", "link0"})),
 }
 
 
@@ -198,13 +199,14 @@ def test_mountinfo_is_read_as_proc_5_writes_it() -> None:
         65 27 0:41 / /var/lib/docker/overlay2/x/merged rw - overlay overlay rw,lowerdir=/a
         garbage
         """)
-    mounts = index.Mounts.parse(text)
+    mounts = Mounts.parse(text)
     assert mounts.uniform == {os.makedev(254, 0), os.makedev(0, 39)}
     assert mounts.names == {"/", "my mount", "data", "merged"}
 
 
 MOUNTED_WALK = """
 import json, os, sys
+from bazel_ldfix.fs.mounts import Mounts
 from bazel_ldfix.outputbase import index
 sys.path[:0] = sys.argv[2].split(os.pathsep)
 from test_index import reference_walk
@@ -212,7 +214,7 @@ root = sys.argv[1]
 for fs in ("r1", "r2"):
     os.makedirs(os.path.join(root, fs, "x", "lib"))
     open(os.path.join(root, fs, "x", "lib", "libx.so.1"), "w").close()
-blind = index.Mounts(index.Mounts.read().uniform | {os.stat(root).st_dev}, frozenset())
+blind = Mounts(Mounts.read().uniform | {os.stat(root).st_dev}, frozenset())
 print(json.dumps({"walk": index.walk(root), "reference": reference_walk(root),
                   "blind": index.walk(root, mounts=blind)}))
 """

@@ -25,7 +25,8 @@ from runfilestree import past_manifest, tree_of
 
 from bazel_ldfix import userdir
 from bazel_ldfix.bazel.testenv import TestEnvironment
-from bazel_ldfix.loader.memo import PROBES, Facts, Memo, holds
+from bazel_ldfix.fs.facts import PROBES, Facts, holds
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
 from bazel_ldfix.repair import replay
 from bazel_ldfix.repair.models import Models

@@ -20,7 +20,7 @@ from elfbuild import lib, program
 from runfilestree import tree_of
 
 from bazel_ldfix.bazel.testenv import TestEnvironment
-from bazel_ldfix.loader.memo import Facts, holds
+from bazel_ldfix.fs.facts import Facts, holds
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
 from bazel_ldfix.repair import replay
 from bazel_ldfix.repair.models import Models

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from elfbuild import program
 
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolve import host_header
 from bazel_ldfix.repair.results import TestInput
 from bazel_ldfix.repair.subject import Subject

@@ -7,8 +7,8 @@ the same file reached through another path (a runfiles symlink, a ``_solib_*`` l
 read once, and a file replaced while the command runs is read again:
 
 * its ELF facts (``elf.read_elf``, ``elf.read_header``, ``elf.version_definitions``);
-* the loader's verdict on it as a candidate for a program of a given class and machine
-  (``loader.verify``);
+* through :meth:`Memo.per_file`, what a layer above derives from one file alone (the
+  loader's verdict on it as a candidate for a kind of program);
 * a directory's listing, so that a name that is not there is known to be absent without an
   ``open`` (the loader model tries every name in every hwcaps subdirectory of every search
   directory), and real paths;
@@ -19,6 +19,8 @@ Listings, real paths and searches are by path: like the rest of one repair, they
 directories as they were when first looked at. A memo lives as long as one command; nothing
 is written anywhere. Failures are not remembered (they carry the path in their words, and
 they are rare): each one is met anew.
+
+What the memo keeps while it watches is :mod:`bazel_ldfix.fs.facts`.
 """
 
 from __future__ import annotations
@@ -26,43 +28,33 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
 
 from bazel_ldfix import elf
-
-if TYPE_CHECKING:
-    from bazel_ldfix.loader.verify import Verdict
-    from bazel_ldfix.outputbase.index import Mounts
+from bazel_ldfix.fs.facts import (
+    PROBES,
+    Facts,
+    Listing,
+    fact_of,
+    formatted,
+    holds,
+    identity,
+    is_dir,
+    list_now,
+    read_link,
+    regular_status,
+    tree_fact,
+)
+from bazel_ldfix.fs.mounts import Mounts
 
 FileKey = tuple[int, int, int, int]   # st_dev, st_ino, st_size, st_mtime_ns
-#: What a memo kept of the file system (kind -> path -> the fact, see PROBES).
-Facts = dict[str, dict[str, str]]
+
+
 _PARENTS = 4   # how far up a listing already known can tell that a directory is absent
+
+
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class Listing:
-    """What a directory holds, as far as opening a plain name in it goes."""
-
-    is_dir: bool
-    names: frozenset[str] | None    # None: could not be listed (only opening can tell)
-    folded: frozenset[str] = frozenset()
-    missing_errno: int = 0          # ENOENT, ENOTDIR: the directory is not there at all
-
-    def lacks(self, name: str) -> bool:
-        """Whether opening ``name`` here certainly fails with ENOENT.
-
-        A name listed under another case is left to ``open``: on a case-insensitive
-        filesystem (vfat, an ext4 casefold directory) it opens.
-        """
-        if self.missing_errno:
-            return True
-        if self.names is None or name in (".", "..") or name in self.names:
-            return False
-        return name.casefold() not in self.folded
 
 
 def file_key(path: str) -> FileKey | None:
@@ -84,7 +76,6 @@ class Memo:
         self._layouts = elf.Layouts()   # the executables of twin tests are read as one
         self._headers: dict[FileKey, elf.ElfHeader] = {}
         self._versions: dict[FileKey, tuple[str, ...]] = {}
-        self._verdicts: dict[tuple[FileKey, int, int, int], Verdict] = {}
         self._listings: dict[str, Listing] = {}
         self._parents: dict[str, str] = {}   # a directory -> its real parent ("": none)
         self._mounts: Mounts | None = None
@@ -115,7 +106,7 @@ class Memo:
         """:func:`file_key`, through the real path: a runfiles path is a chain of
         symlinks that ``stat`` would follow anew each time."""
         real = self.realpath(path)
-        st, fact = _regular_status(real)
+        st, fact = regular_status(real)
         if self._watched is not None:
             self._keep_fact("key", real, fact)
         return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -130,7 +121,7 @@ class Memo:
         self._moved = False
 
     def _keep(self, kind: str, path: str, value: object) -> None:
-        self._keep_fact(kind, path, _fact(kind, value))
+        self._keep_fact(kind, path, fact_of(kind, value))
 
     def _keep_fact(self, kind: str, path: str, fact: str) -> None:
         assert self._watched is not None
@@ -159,7 +150,7 @@ class Memo:
                   ) -> None:
         """Keep, as one fact, the statuses :func:`runfiles.tree_listing` read of the
         executable's runfiles tree: its input manifest's, its ``MANIFEST``'s (the link
-        itself), then its directories' (see :func:`_tree`)."""
+        itself), then its directories' (see :func:`tree`)."""
         if self._watched is None:
             return
         root = executable + ".runfiles"
@@ -167,7 +158,7 @@ class Memo:
         if len(statuses) >= 2 and all(path == root or path.startswith(root + "/")
                                       for path, _ in statuses[2:]):
             self._keep_fact("tree", "\0".join([executable, *dirs]),
-                            _tree_fact([st for _, st in statuses]))
+                            tree_fact([st for _, st in statuses]))
         else:
             self.opaque()
 
@@ -179,7 +170,7 @@ class Memo:
             self.keep("stat", path)
             raise
         if self._watched is not None:
-            self._keep_fact("stat", path, _formatted(st))
+            self._keep_fact("stat", path, formatted(st))
         return st
 
     def isfile(self, path: str) -> bool:
@@ -238,7 +229,7 @@ class Memo:
         try:
             key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if self._watched is not None:
-                self._keep_fact("key", path, _identity(st))
+                self._keep_fact("key", path, identity(st))
             found = self._elf.get(key)
             if found is not None:
                 self.hits += 1
@@ -256,26 +247,24 @@ class Memo:
     def version_definitions(self, path: str) -> tuple[str, ...]:
         return self._by_file(self._versions, path, elf.version_definitions)
 
-    def verify(self, path: str, expect: elf.ElfHeader) -> Verdict:
-        """``loader.verify``, once per file and kind of program (class, byte order, machine).
-
-        A verdict does not depend on the path (its ``info.path`` is the first one read),
-        only on the file's bytes and on what the program expects.
-        """
-        from bazel_ldfix.loader.verify import verify
-
+    def per_file(self, table: str, extra: Hashable, path: str,
+                 read: Callable[[str], _T]) -> _T:
+        """``read(path)``, once per file (its identity) and ``extra`` in ``table``: for what
+        depends only on the file's bytes and on ``extra`` (the loader's verdict on it for
+        one kind of program)."""
         key = self.file_key(path)
         if key is None:
-            return verify(path, expect)
-        full = (key, expect.elf_class, expect.data, expect.machine)
-        found = self._verdicts.get(full)
-        if found is not None:
-            self.hits += 1
+            return read(path)   # not a regular file: its error (or answer) as it comes
+        entries = self._tables.setdefault(table, {})
+        full = (key, extra)
+        try:
+            found: _T = entries[full]
+        except KeyError:
+            self.misses += 1
+            found = entries[full] = read(path)
             return found
-        self.misses += 1
-        verdict = verify(path, expect)
-        self._verdicts[full] = verdict
-        return verdict
+        self.hits += 1
+        return found
 
     def listing(self, directory: str) -> Listing:
         """The names in ``directory`` (symlinks followed), listed once."""
@@ -291,7 +280,7 @@ class Memo:
             listing = self._listings[directory] = Listing(False, frozenset(), frozenset(),
                                                           absent)
             return listing
-        listing = self._listings[directory] = _list(directory)
+        listing = self._listings[directory] = list_now(directory)
         if self._watched is not None:
             self._keep("list", directory, listing)
         return listing
@@ -327,11 +316,11 @@ class Memo:
             return None
         parent = self._parents.get(head)
         if parent is None:
-            is_dir = _is_dir(head)
+            a_dir = is_dir(head)
             if self._watched is not None:
-                self._keep("dir", head, is_dir)
+                self._keep("dir", head, a_dir)
             parent = self._parents[head] = \
-                os.path.dirname(self.realpath(head)) if is_dir else ""
+                os.path.dirname(self.realpath(head)) if a_dir else ""
         return os.path.join(parent, rest) if parent else None
 
     def relative(self, dirs: tuple[str, ...]) -> bool:
@@ -425,15 +414,13 @@ class Memo:
         return real
 
     def _readlink(self, path: str) -> str | None:
-        target = _readlink(path)
+        target = read_link(path)
         if self._watched is not None:
             self._keep("link", path, target)
         return target
 
     def mounts(self) -> Mounts:
         """The mount table, read once (for walks of runfiles trees)."""
-        from bazel_ldfix.outputbase.index import Mounts
-
         if self._mounts is None:
             self._mounts = Mounts.read()
             if self._watched is not None:
@@ -441,192 +428,5 @@ class Memo:
         return self._mounts
 
 
-def holds(facts: Mapping[str, Mapping[str, str]]) -> bool:
-    """Whether each fact, as :meth:`Memo.facts` gives them, still holds."""
-    for kind, kept in facts.items():
-        probe = PROBES.get(kind)
-        if probe is None:
-            return False
-        for path, value in kept.items():
-            if probe(path) != value:
-                return False
-    return True
-
-
 class _Loop(Exception):
     """A chain of symlinks longer than the kernel follows."""
-
-
-def _is_dir(path: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
-def _list(directory: str) -> Listing:
-    """The names in ``directory`` as read now."""
-    try:
-        names = os.listdir(directory)
-        return Listing(True, frozenset(names), frozenset(n.casefold() for n in names))
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        return Listing(False, frozenset(), frozenset(), exc.errno or errno.ENOENT)
-    except (OSError, ValueError):
-        # Unreadable (EACCES), a loop, ...: a name may still open; only trying tells.
-        return Listing(_is_dir(directory), None)
-
-
-def _readlink(path: str) -> str | None:
-    """Where the link ``path`` points; None: not a link, or not there."""
-    try:
-        return os.readlink(path)
-    except (OSError, ValueError):
-        return None
-
-
-def _fact(kind: str, value: object) -> str:
-    """A fact as kept: a string, whatever its kind (kept facts are written to disk)."""
-    if kind == "list":
-        assert isinstance(value, Listing)
-        return _listed(value)
-    if kind in ("dir", "isfile", "access"):
-        return "1" if value else "0"
-    if kind == "link":
-        return "\0" if value is None else str(value)
-    return str(value)
-
-
-def _listed(listing: Listing) -> str:
-    import hashlib
-
-    names = "" if listing.names is None else "\0".join(sorted(listing.names))
-    digest = hashlib.blake2b(os.fsencode(names), digest_size=16).hexdigest()
-    return f"{int(listing.is_dir)}:{listing.missing_errno}:{listing.names is not None}:{digest}"
-
-
-def _status(path: str) -> str:
-    st = _stat_or_errno(path)
-    return f"!{st}" if isinstance(st, int) else _formatted(st)
-
-
-def _identity(st: os.stat_result) -> str:
-    """Which regular file a path names: its device and inode, and its size, modification
-    and change times (a copy that keeps the modification time changes the change time,
-    which no one can set back)."""
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-
-
-def _regular_status(path: str) -> tuple[os.stat_result | None, str]:
-    """The status of the regular file at ``path`` (None for anything else), and the fact
-    kept of it: its identity; for no regular file, what is there instead, which the loader
-    tells apart (nothing, or a dangling symlink: the search goes on; a directory: the load
-    stops, it cannot be read; a FIFO: the load would block), as ``!`` and the errno of
-    ``stat`` or the file's type."""
-    try:
-        st = os.stat(path)
-    except (OSError, ValueError) as exc:
-        return None, f"!{getattr(exc, 'errno', None) or 0}"
-    if not stat.S_ISREG(st.st_mode):
-        return None, f"!type {stat.S_IFMT(st.st_mode):o}"
-    return st, _identity(st)
-
-
-def _regular(path: str) -> str:
-    return _regular_status(path)[1]
-
-
-def regular_identity(path: str) -> str:
-    """The fact a memo keeps of which regular file ``path`` is (``PROBES["key"]``)."""
-    return _regular(path)
-
-
-def _tree(question: str) -> str:
-    """The fact :meth:`Memo.keep_tree` keeps of a runfiles tree, as it is now."""
-    executable, *dirs = question.split("\0")
-    root = executable + ".runfiles"
-    return _tree_fact([_stat_or_errno(executable + ".runfiles_manifest"),
-                       _stat_or_errno(root + "/MANIFEST", follow=False),
-                       *(_stat_or_errno(f"{root}/{d}" if d else root) for d in dirs)])
-
-
-def _stat_or_errno(path: str, *, follow: bool = True) -> os.stat_result | int:
-    try:
-        return os.stat(path, follow_symlinks=follow)
-    except (OSError, ValueError) as exc:
-        return getattr(exc, "errno", 0) or -1
-
-
-def _tree_fact(statuses: Sequence[os.stat_result | int]) -> str:
-    """The newest timestamp among the statuses (for replay.settled), and their digest."""
-    import hashlib
-
-    newest = 0
-    parts = []
-    for st in statuses:
-        if isinstance(st, int):
-            parts.append(f"!{st}")
-            continue
-        parts.append(_formatted(st))
-        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-    digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
-    return f"{newest}:{digest}"
-
-
-def _formatted(st: os.stat_result) -> str:
-    return (f"{st.st_dev}:{st.st_ino}:{st.st_mode}:{st.st_uid}:{st.st_gid}:{st.st_size}:"
-            f"{st.st_mtime_ns}:{st.st_ctime_ns}")
-
-
-def _mount_names(_: str) -> str:
-    from bazel_ldfix.outputbase.index import Mounts
-
-    return "\0".join(sorted(Mounts.read().names))
-
-
-def _index_state(root: str) -> str:
-    import hashlib
-
-    from bazel_ldfix.outputbase import indexcache
-
-    return hashlib.blake2b(indexcache.state(root).key, digest_size=16).hexdigest()
-
-
-def _loader_answers(interp: str) -> str:
-    import hashlib
-
-    from bazel_ldfix.loader import resolve
-
-    answers = repr((resolve.host_of(interp), resolve.profile_of(interp)))
-    return hashlib.blake2b(answers.encode("utf-8", "surrogateescape"),
-                           digest_size=16).hexdigest()
-
-
-def _trusted(question: str) -> str:
-    from bazel_ldfix.errors import LdfixError
-    from bazel_ldfix.loader import host
-
-    interp, elf_class, machine, loader = question.split("\0")
-    try:
-        return repr(host.trusted_for(interp or None, int(elf_class), int(machine),
-                                     loader or None))
-    except (LdfixError, OSError, ValueError) as exc:
-        return f"!{exc}"
-
-
-#: How each kind of fact is read now (a path in, a string out, as :func:`_fact` keeps it).
-PROBES: dict[str, Callable[[str], str]] = {
-    "list": lambda path: _listed(_list(path)),
-    "link": lambda path: _fact("link", _readlink(path)),
-    "dir": lambda path: _fact("dir", _is_dir(path)),
-    "real": os.path.realpath,
-    "key": _regular,
-    "stat": _status,
-    "isfile": lambda path: _fact("isfile", os.path.isfile(path)),
-    "mounts": _mount_names,
-    "tree": _tree,
-    "index": _index_state,
-    "loader": _loader_answers,
-    "trusted": _trusted,
-    "access": lambda path: _fact("access", os.access(
-        path, os.R_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)),
-}

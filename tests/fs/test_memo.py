@@ -1,6 +1,6 @@
 """What one command remembers of files gives the same answers as reading them again.
 
-The loader model with a memo (``bazel_ldfix.loader.memo``) must load exactly what it loads without
+The loader model with a memo (``bazel_ldfix.fs.memo``) must load exactly what it loads without
 one: every conformance rule is run again with a memo, cold and warm, and the three
 resolutions compared whole (search steps and rejected candidates included). The memo's own
 parts are checked against what they stand for: ``os.path.realpath``, ``open``, a file
@@ -20,10 +20,10 @@ from elfbuild import lib, patch_machine, program
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel.testenv import TestEnvironment
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolution import Environment, Resolution
 from bazel_ldfix.loader.search import Loader, Loaders
-from bazel_ldfix.loader.verify import verify
+from bazel_ldfix.loader.verify import verify, verify_in
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan
 from bazel_ldfix.repair.results import TestInput
@@ -136,7 +136,7 @@ def test_the_same_file_through_a_symlink_is_read_once(tmp_path: Path) -> None:
     memo = Memo()
     assert memo.read_elf(str(real)) is memo.read_elf(str(tmp_path / "link.so"))
     expect = memo.read_elf(str(real)).header
-    assert memo.verify(str(real), expect) is memo.verify(str(tmp_path / "link.so"), expect)
+    assert verify_in(memo, str(real), expect) is verify_in(memo, str(tmp_path / "link.so"), expect)
 
 
 def test_a_file_replaced_during_the_command_is_read_again(tmp_path: Path) -> None:
@@ -144,22 +144,22 @@ def test_a_file_replaced_during_the_command_is_read_again(tmp_path: Path) -> Non
     memo = Memo()
     expect = memo.read_elf(str(path)).header
     assert memo.read_elf(str(path)).soname == "libx.so.1"
-    assert memo.verify(str(path), expect).accepted
+    assert verify_in(memo, str(path), expect).accepted
     other = lib(tmp_path / "other.so", soname="libother.so.2")
     os.replace(other, path)  # a new inode at the same path
     assert memo.read_elf(str(path)).soname == "libother.so.2"
     patch_machine(path, 183)  # rewritten in place: size kept, mtime moves
     os.utime(path, ns=(1, 1))
-    assert not memo.verify(str(path), expect).accepted
+    assert not verify_in(memo, str(path), expect).accepted
 
 
 def test_a_verdict_depends_on_the_kind_of_program(tmp_path: Path) -> None:
     path = lib(tmp_path / "libx.so.1")
     x86 = elf.read_elf(str(path)).header
     memo = Memo()
-    assert memo.verify(str(path), x86).accepted
+    assert verify_in(memo, str(path), x86).accepted
     arm = patch_machine(lib(tmp_path / "arm.so"), 183)
-    assert not memo.verify(str(path), elf.read_elf(str(arm)).header).accepted
+    assert not verify_in(memo, str(path), elf.read_elf(str(arm)).header).accepted
 
 
 def test_the_extras_come_after_the_programs_own_closure(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from elfbuild import lib, program
 from modelhelp import resolver
 
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolve import host_header
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.results import TestInput

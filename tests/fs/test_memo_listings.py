@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from elfbuild import lib, program
 
-from bazel_ldfix.loader.memo import Memo
+from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolution import Environment, Resolution
 from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.loader.trace import run_trace
