@@ -28,12 +28,17 @@ from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.facts import PROBES, Facts, holds
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
+from bazel_ldfix.outputbase import indexcache  # noqa: F401  (registers the "index" facts)
 from bazel_ldfix.repair import replay
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan
 from bazel_ldfix.repair.results import Repair, TestInput
 
-_LATER = time.time_ns() + 10**12     # a "now" by which every timestamp has settled
+
+def _later() -> int:
+    """A "now" by which every timestamp read so far has settled (taken when asked: a
+    module-level constant would fall behind the files of a long session)."""
+    return time.time_ns() + 10**12
 
 
 def _workspace(top: Path, count: int = 3) -> tuple[Path, list[TestInput]]:
@@ -223,7 +228,7 @@ def _kept(tmp_path: Path) -> tuple[Path, Repair, Facts]:
     planned, facts = _planned(ob, inputs, cache)
     assert facts is not None
     where = cache / "last-repair" / "cmd"
-    assert replay.save(str(where), "inputs", "", facts, planned, now_ns=_LATER)
+    assert replay.save(str(where), "inputs", "", facts, planned, now_ns=_later())
     return where, planned, facts
 
 
@@ -250,15 +255,15 @@ def test_a_repair_made_anew_without_the_cache_replaces_a_kept_one_that_differs(
         tmp_path: Path) -> None:
     where, planned, facts = _kept(tmp_path)
     other = dataclasses.replace(planned, ld_library_path=None, added=())
-    assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _LATER)
-    assert replay.replace_differing(str(where), "inputs", "", facts, other, _LATER)
+    assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _later())
+    assert replay.replace_differing(str(where), "inputs", "", facts, other, _later())
     kept = replay.load(str(where))
     assert kept is not None and kept.repair == other
     # One that cannot be kept (it read what is no fact) removes the one that was.
     assert replay.replace_differing(str(where), "inputs", "", None, planned)
     assert not where.exists()
     # Where no repair was kept, none is written.
-    assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _LATER)
+    assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _later())
     assert not where.exists()
 
 
@@ -288,7 +293,7 @@ def test_a_repair_that_read_recent_files_is_not_kept(tmp_path: Path) -> None:
     assert not replay.settled(facts)        # the files were written a moment ago
     assert not replay.save(str(cache / "last-repair" / "cmd"), "inputs", "", facts, planned)
     assert not (cache / "last-repair" / "cmd").exists()
-    assert replay.settled(facts, _LATER)
+    assert replay.settled(facts, _later())
 
 
 def test_facts_read_twice_differently_are_not_kept(tmp_path: Path) -> None:
@@ -309,7 +314,7 @@ def test_only_the_most_recent_repairs_are_kept(tmp_path: Path) -> None:
     os.utime(where, ns=(10**18, 10**18))
     for i in range(replay.KEPT + 3):
         assert replay.save(str(where.parent / f"cmd{i}"), "inputs", "", facts, planned,
-                           now_ns=_LATER)
+                           now_ns=_later())
         # Each written after the one before (a clock tick can hold many writes).
         stamp = 10**18 + i + 1
         os.utime(where.parent / f"cmd{i}", ns=(stamp, stamp))
@@ -346,7 +351,7 @@ def test_an_index_state_is_kept_only_once_settled(tmp_path: Path) -> None:
     facts = memo.facts()
     assert facts is not None and holds(facts)
     assert not replay.settled(facts)            # a repository made a moment ago
-    assert replay.settled(facts, _LATER)
+    assert replay.settled(facts, _later())
 
 
 def test_paths_with_newlines_quotes_and_undecodable_bytes_are_kept_whole(
@@ -355,6 +360,6 @@ def test_paths_with_newlines_quotes_and_undecodable_bytes_are_kept_whole(
     odd = os.fsdecode(b'/a\nb "c\' d\xff')
     facts = {**facts, "link": {**facts.get("link", {}), odd: "\0"}}
     where = tmp_path / "cache" / "last-repair" / "odd"
-    assert replay.save(str(where), "inputs", "", facts, planned, now_ns=_LATER)
+    assert replay.save(str(where), "inputs", "", facts, planned, now_ns=_later())
     kept = replay.load(str(where))
     assert kept is not None and kept.facts == facts and kept.repair == planned
