@@ -132,9 +132,14 @@ class Memo:
             self._moved = True
 
     def keep(self, kind: str, path: str) -> None:
-        """Keep a fact the caller read itself (one of :data:`PROBES`), as it is now."""
+        """Keep a fact the caller read itself (one of :data:`PROBES`), as it is now. A kind
+        that no one registered cannot be read again: what was read is then not all kept."""
         if self._watched is not None and path not in self._watched.get(kind, ()):
-            self._keep_fact(kind, path, PROBES[kind](path))
+            probe = PROBES.get(kind)
+            if probe is None:
+                self.opaque()
+                return
+            self._keep_fact(kind, path, probe(path))
 
     def keep_as(self, kind: str, path: str, fact: str) -> None:
         """Keep a fact the caller read itself, as it was then (what ``PROBES[kind]`` gave):

@@ -308,9 +308,12 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str |
         return out
     for root in roots:
         if memo is not None:
-            # Kept as the root's index state (indexcache.state): the same names are found
-            # while it holds, short of a change deep inside a repository that Bazel did
-            # not make (what the cached index cannot see either).
+            # Kept as the root's index state (indexcache.state, which registers how that
+            # fact is read): the same names are found while it holds, short of a change
+            # deep inside a repository that Bazel did not make (what the cached index
+            # cannot see either).
+            from bazel_ldfix.outputbase import indexcache
+
             memo.keep("dir", root)
             memo.keep("index", root)
         if not os.path.isdir(root):
