@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix.loader.search import PassReason
-from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 
 if TYPE_CHECKING:
     from bazel_ldfix.loader.check import CheckResult, Matrix
@@ -49,6 +47,8 @@ def dumps(document: dict[str, Any]) -> str:
 
 def _json(document: object) -> str:
     """JSON text; a string that is not UTF-8 becomes ``{"base64": ...}`` (lossless)."""
+    import json
+
     from bazel_ldfix import quoting
 
     return json.dumps(quoting.json_safe(document), indent=2)
@@ -167,6 +167,8 @@ def repair_summary(repair: Repair) -> str:
     because it is the same file as the one chosen (a local repository's symlink) is not
     listed.
     """
+    from bazel_ldfix.repair.exposure import Exposure
+
     lines = [f"note: {skip.note()}" for skip in repair.skipped]
     indirect = _indirect(repair)
     for test in repair.tests:
@@ -220,6 +222,8 @@ def repair_summary(repair: Repair) -> str:
 
 def _shadowed_line(shadow: Shadowed) -> str:
     """One line: a test loads another copy of a name than it would otherwise."""
+    from bazel_ldfix.repair.exposure import ShadowCause
+
     instead = f" instead of {shadow.before}" if shadow.before else ""
     if shadow.cause is ShadowCause.CALLER:
         return (f"note: {shadow.test} loads {shadow.soname} from {shadow.after}{instead}: "

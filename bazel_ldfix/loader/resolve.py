@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import host, ldcache, ldconfig
+from bazel_ldfix.loader import host, ldcache
 from bazel_ldfix.loader.search import Environment, Library, Loader, Resolution
 
 if TYPE_CHECKING:
@@ -88,6 +88,8 @@ def _cache_as(root: str, interp: str, identity: str) -> ldcache.LdCache | None:
         return ldcache.read_cache(path)
     if root == "/":
         return None
+    from bazel_ldfix.loader import ldconfig  # only for a sysroot without a cache
+
     return ldconfig.scan_sysroot(root, soname_of=_soname_of,
                                  trusted_dirs=host_of(interp).system_dirs,
                                  flags=profile_of(interp).flags_ok.default)
