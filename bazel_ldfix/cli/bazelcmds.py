@@ -15,6 +15,7 @@ import click
 from bazel_ldfix.cli.options import (
     PASSTHROUGH,
     BazelArgsCommand,
+    BazelCommand,
     bazel_options,
     bazel_timeout_option,
     force_local_option,
@@ -23,7 +24,6 @@ from bazel_ldfix.cli.options import (
     printable,
     warn_unreadable,
 )
-from bazel_ldfix.cli.root import cli
 from bazel_ldfix.cli.session import Session, pass_session
 from bazel_ldfix.diagnosis import github as _github
 from bazel_ldfix.errors import BadInputError, BazelError, CannotEditError
@@ -81,8 +81,7 @@ def _build_failed(code: int) -> BazelError:
                       "see Bazel's output above")
 
 
-@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
-             short_help="Print what `bazel test` needs to load its tests.")
+@click.command("env", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
 @bazel_options
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
               default="flags", show_default=True, help="How to print the result.")
@@ -130,8 +129,7 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         else 0
 
 
-@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
-             short_help="Run `bazel test` with the libraries its tests need.")
+@click.command("test", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
 @bazel_options
 @click.option("--dry-run", is_flag=True,
               help="Run the build step (it builds, runs no test), then print the `bazel "
@@ -244,8 +242,7 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     return code
 
 
-@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
-             short_help="Make the BUILD change that lets the tests load.")
+@click.command("fix", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
 @click.option("--bazel", "bazel_path", metavar="PATH", default=None,
               help="The bazel to run (default: $BAZEL, else bazel).")
 @click.option("--startup-option", "startup", multiple=True, metavar="OPT",
@@ -513,7 +510,7 @@ def _annotate(session: Session, stopped: Sequence[Finding], repair: Repair | Non
         click.echo(line, err=err)
 
 
-@cli.command(short_help="Why failed tests could not load a library; the fix.")
+@click.command("diagnose", cls=BazelCommand)
 @click.argument("patterns", nargs=-1)
 @click.option("--bep", metavar="FILE", default=None,
               help="Read the test results of this --build_event_json_file.")
@@ -580,7 +577,7 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     return result.exit_code
 
 
-@cli.command(short_help="Where under output_base/external each SONAME is.")
+@click.command("locate", cls=BazelCommand)
 @click.argument("sonames", nargs=-1, required=True)
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Search this output_base instead of asking Bazel.")
