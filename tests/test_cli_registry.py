@@ -64,7 +64,21 @@ def test_help_imports_no_command_module() -> None:
     assert code == 0
     assert of_parts(modules, HEAVY_PARTS) == []
     assert of_parts(modules, tuple(e.module for e in registry.COMMANDS.values())) == []
-    assert of_parts(modules, ("bazel_ldfix.loader", "elftools", "subprocess")) == []
+    assert of_parts(modules, ("bazel_ldfix.loader", "elftools", "subprocess", "shutil")) == []
+
+
+@pytest.mark.parametrize("columns", ["52", "60", "79", "200", "none"])
+def test_help_is_as_wide_as_clicks_own_width_would_make_it(columns: str) -> None:
+    # click measures the terminal with shutil; the group finds the same width without it.
+    env = {**os.environ, "COLUMNS": columns}
+    ours = subprocess.run([sys.executable, "-m", "bazel_ldfix", "--help"], env=env,
+                          capture_output=True, text=True, check=True).stdout
+    clicks = ("import click\nfrom bazel_ldfix.cli import cli\n"
+              "ctx = click.Context(cli, info_name='bazel-ldfix', **cli.context_settings)\n"
+              "print(cli.get_help(ctx))\n")
+    theirs = subprocess.run([sys.executable, "-c", clicks], env=env, capture_output=True,
+                            text=True, check=True).stdout
+    assert ours == theirs
 
 
 @pytest.mark.parametrize("flag", [[], ["--json"]])

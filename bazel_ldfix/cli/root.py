@@ -18,9 +18,37 @@ from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError
 
 
+def _help_width() -> int:
+    """The width click's HelpFormatter picks (80 columns at most, 50 at least), found as
+    ``shutil.get_terminal_size`` finds it, without importing shutil (and the compression
+    modules it imports) for one number."""
+    from click import formatting
+
+    if formatting.FORCED_WIDTH is not None:
+        return formatting.FORCED_WIDTH
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0 and sys.__stdout__ is not None:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return max(min(columns or 80, 80) - 2, 50)
+
+
+class _Context(click.Context):
+    def make_formatter(self) -> click.HelpFormatter:
+        width = self.terminal_width if self.terminal_width is not None else _help_width()
+        return self.formatter_class(width=width, max_width=self.max_content_width)
+
+
 class _Group(click.Group):
     """The commands of :data:`registry.COMMANDS`, in its order; each one's module is
     imported only when it runs, and ``--help`` lists them all from the table alone."""
+
+    context_class = _Context
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(registry.COMMANDS)
