@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -115,7 +116,7 @@ def main() -> int:
         "including interpreter start; \"vs bazel-ldfix\" is the median of the ratios of "
         "runs made one after the other. Each of "
         f"{', '.join(sorted(same))} finds the same {len(ours)} libraries as bazel-ldfix. "
-        f"Written by `{' '.join(['python', *sys.argv])}`.",
+        f"Written by `{shlex.join(['python', *sys.argv])}`.",
         "",
         f"Load average before the runs: {load}.",
         "",

@@ -17,6 +17,7 @@ import argparse
 import os
 import platform
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -24,6 +25,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+NOTES = [
+    "To reproduce: `python3 -m venv VENV && VENV/bin/pip install .` (what a user runs), and",
+    "for the editable rows `pip install -e .` with and without `--config-settings",
+    "editable_mode=compat` (scripts/test.sh uses compat); then",
+    "`python benchmarks/start_speed.py VENV...`. The import finder of a default editable",
+    "install runs in every Python started from its venv, `python -c pass` too, and loads",
+    "modules (re, enum) that `--help` then finds loaded: compare whole times there.",
+]
 
 
 def timed(cmd: list[str]) -> tuple[float, float]:
@@ -70,9 +79,11 @@ def main() -> int:
     lines = [
         "# `bazel-ldfix --help`: the start beyond Python's own",
         "",
+        *NOTES,
+        "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}. {args.runs} pairs per install, run in turn; medians. "
-        f"Written by `{' '.join(['python', *sys.argv])}`.",
+        f"Written by `{shlex.join(['python', *sys.argv])}`.",
         "",
         f"Load average before the runs: {load}. The machine is shared: the differences, "
         "taken pair by pair, hold better under load than the times.",
