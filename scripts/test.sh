@@ -55,7 +55,11 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+# compat: a plain .pth naming this tree, not setuptools' import finder, which every Python
+# started from .venv (each test's subprocess too) would run at start-up. The package is
+# still imported from this tree; benchmarks/START.md measures both.
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]' \
+  --config-settings editable_mode=compat
 # The remote-execution tests run a real Remote Execution API server, BuildGrid, and a small
 # worker of ours (tests/rexserver.py, tests/rexworker.py). BuildGrid gets a venv of its own:
 # it pulls some 50 MB of dependencies (grpcio, protobuf, SQLAlchemy, boto3, cryptography)

@@ -10,13 +10,13 @@ import click
 from bazel_ldfix.cli.options import (
     PASSTHROUGH,
     BazelArgsCommand,
+    BazelCommand,
     bazel_options,
     bazel_timeout_option,
     force_local_option,
     github_option,
     loader_option,
 )
-from bazel_ldfix.cli.root import cli
 from bazel_ldfix.cli.session import Session, pass_session, warn_unreadable
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.render import github as _github
@@ -25,8 +25,7 @@ if TYPE_CHECKING:
     pass
 
 
-@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
-             short_help="Print what `bazel test` needs to load its tests.")
+@click.command("env", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
 @bazel_options
 @click.option("--format", "fmt", type=click.Choice(["flags", "shell", "bazelrc", "json"]),
               default="flags", show_default=True, help="How to print the result.")
@@ -85,8 +84,7 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         else 0
 
 
-@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
-             short_help="Run `bazel test` with the libraries its tests need.")
+@click.command("test", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
 @bazel_options
 @click.option("--dry-run", is_flag=True,
               help="Run the build step (it builds, runs no test), then print the `bazel "
@@ -134,8 +132,7 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
                        bazel_args, options)
 
 
-@cli.command(cls=BazelArgsCommand, context_settings=PASSTHROUGH,
-             short_help="Make the BUILD change that lets the tests load.")
+@click.command("fix", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
 @click.option("--bazel", "bazel_path", metavar="PATH", default=None,
               help="The bazel to run (default: $BAZEL, else bazel).")
 @click.option("--startup-option", "startup", multiple=True, metavar="OPT",
@@ -191,7 +188,7 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
                       bazel_args, options)
 
 
-@cli.command(short_help="Why failed tests could not load a library; the fix.")
+@click.command("diagnose", cls=BazelCommand)
 @click.argument("patterns", nargs=-1)
 @click.option("--bep", metavar="FILE", default=None,
               help="Read the test results of this --build_event_json_file.")
@@ -262,7 +259,7 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     return result.exit_code
 
 
-@cli.command(short_help="Where under output_base/external each SONAME is.")
+@click.command("locate", cls=BazelCommand)
 @click.argument("sonames", nargs=-1, required=True)
 @click.option("--output-base", type=click.Path(file_okay=False), default=None,
               help="Search this output_base instead of asking Bazel.")

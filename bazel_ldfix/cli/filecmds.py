@@ -5,12 +5,11 @@ from __future__ import annotations
 import click
 
 from bazel_ldfix.cli.options import explain_bad, loader_option, loader_options, printable
-from bazel_ldfix.cli.root import cli
 from bazel_ldfix.cli.session import Session, pass_session
 from bazel_ldfix.errors import BadInputError
 
 
-@cli.command(short_help="How the loader would find what FILES need.")
+@click.command("resolve")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a tree.")
 @click.option("--library-path", metavar="P", default=None,
@@ -61,7 +60,7 @@ def resolve(session: Session, files: tuple[str, ...], as_json: bool,
     return 2 if bad else 1 if stops else 0
 
 
-@cli.command(short_help="Ask the real loader about FILES; compare.")
+@click.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--library-path", metavar="P", default=None,
@@ -128,7 +127,7 @@ _KINDS = ("shared-object", "pie", "executable", "relocatable", "core", "other-el
           "directory", "special")
 
 
-@cli.command(short_help="What each FILE really is, read from its bytes.")
+@click.command("inspect")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--require", "required", type=click.Choice(_KINDS), default=None,
               metavar="KIND", help=f"Exit 1 unless every FILE is of this kind: "
@@ -175,7 +174,7 @@ def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> int:
     return 2 if bad else 1 if mismatched else 0
 
 
-@cli.command("assert-linkage", short_help="Fail unless FILE links as asserted.")
+@click.command("assert-linkage")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--needs", "needs", multiple=True, metavar="SONAME",
               help="FILE has a DT_NEEDED entry SONAME (repeatable).")
@@ -221,7 +220,7 @@ def assert_linkage(session: Session, file: str, needs: tuple[str, ...],
     return 0 if report.ok else 1
 
 
-@cli.command(short_help="Symbols several loaded objects define, and split state.")
+@click.command("dupes")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @loader_options

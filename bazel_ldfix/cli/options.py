@@ -17,7 +17,24 @@ PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
                "help_option_names": ["-h", "--help"]}
 
 
-class BazelArgsCommand(click.Command):
+class BazelCommand(click.Command):
+    """A command that starts Bazel. While it runs, SIGINT and SIGTERM end every Bazel it
+    started for itself (:mod:`bazel_ldfix.children`), and it exits 128 + N."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from bazel_ldfix import children
+
+        try:
+            with children.ended_on_signals():
+                return super().invoke(ctx)
+        except children.Interrupted as stop:
+            # Every Bazel the tool started for itself is ended already.
+            click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
+                       f"{stop.exit_code})", err=True)
+            return stop.exit_code
+
+
+class BazelArgsCommand(BazelCommand):
     """A command whose own options come first and whose other arguments go to Bazel as given.
 
     Bazel reads a ``--`` as the end of its options: what follows are target patterns, such as

@@ -12,22 +12,63 @@ from collections.abc import Sequence
 import click
 
 from bazel_ldfix import __version__
+from bazel_ldfix.cli import registry
 from bazel_ldfix.cli.options import printable
 from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError
 
-# The commands in the order a user meets them: the one to run instead of `bazel test`,
-# what to run after a failed one, the permanent fix, then the tools for one file.
-ORDER = ("test", "diagnose", "fix", "env", "locate", "resolve", "check", "inspect",
-         "assert-linkage", "dupes")
+
+def _help_width() -> int:
+    """The width click's HelpFormatter picks (80 columns at most, 50 at least), found as
+    ``shutil.get_terminal_size`` finds it, without importing shutil (and the compression
+    modules it imports) for one number."""
+    from click import formatting
+
+    if formatting.FORCED_WIDTH is not None:
+        return formatting.FORCED_WIDTH
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0 and sys.__stdout__ is not None:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return max(min(columns or 80, 80) - 2, 50)
+
+
+class _Context(click.Context):
+    def make_formatter(self) -> click.HelpFormatter:
+        width = self.terminal_width if self.terminal_width is not None else _help_width()
+        return self.formatter_class(width=width, max_width=self.max_content_width)
 
 
 class _Group(click.Group):
-    """``--help`` lists the commands in :data:`ORDER`, not alphabetically."""
+    """The commands of :data:`registry.COMMANDS`, in its order; each one's module is
+    imported only when it runs, and ``--help`` lists them all from the table alone."""
+
+    context_class = _Context
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        names = super().list_commands(ctx)
-        return [n for n in ORDER if n in names] + [n for n in names if n not in ORDER]
+        return list(registry.COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return registry.load(cmd_name) if cmd_name in registry.COMMANDS else None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            # Click suggests from the commands it holds: here, from the table.
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=registry.COMMANDS, ctx=ctx) from None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, entry.summary)
+                                for name, entry in registry.COMMANDS.items()])
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,17 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             click.echo(f"error: cannot enter {printable(inv.cwd)}: {exc.strerror}", err=True)
             return 2
-    from bazel_ldfix import children
-
     try:
-        with children.ended_on_signals():
-            code = cli.main(args=list(argv) if argv is not None else None,
-                            prog_name="bazel-ldfix", standalone_mode=False, obj=session)
-    except children.Interrupted as stop:
-        # Every Bazel the tool started for itself is ended already.
-        click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
-                   f"{stop.exit_code})", err=True)
-        return stop.exit_code
+        code = cli.main(args=list(argv) if argv is not None else None,
+                        prog_name="bazel-ldfix", standalone_mode=False, obj=session)
     except LdfixError as exc:
         # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
         # has lines of its own (Bazel's stderr, indented), escaped one by one.

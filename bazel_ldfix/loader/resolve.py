@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.fs import facts
-from bazel_ldfix.loader import host, ldcache, ldconfig, profile
+from bazel_ldfix.loader import host, ldcache, profile
 from bazel_ldfix.loader.resolution import Environment, Library, Resolution
 from bazel_ldfix.loader.search import Loader
 
@@ -90,6 +90,8 @@ def _cache_as(root: str, interp: str, identity: str) -> ldcache.LdCache | None:
         return ldcache.read_cache(path)
     if root == "/":
         return None
+    from bazel_ldfix.loader import ldconfig  # only for a sysroot without a cache
+
     return ldconfig.scan_sysroot(root, soname_of=_soname_of,
                                  trusted_dirs=host_of(interp).system_dirs,
                                  flags=profile_of(interp).flags_ok.default)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,8 @@ def dumps(document: dict[str, Any]) -> str:
 
 def json_text(document: object) -> str:
     """JSON text; a string that is not UTF-8 becomes ``{"base64": ...}`` (lossless)."""
+    import json  # only where JSON is printed
+
     from bazel_ldfix import quoting
 
     return json.dumps(quoting.json_safe(document), indent=2)

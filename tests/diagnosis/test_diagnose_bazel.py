@@ -334,9 +334,6 @@ def test_the_bazel_ldfix_test_run_is_followed_by_the_diagnosis(scenario: Scenari
     assert after is not None
     assert [(f.test, f.soname) for f in after.findings] == [("//t:py_ctypes",
                                                              "libydemo.so.13")]
-    from bazel_ldfix import cli
-    if "diagnose" not in cli.cli.commands:
-        return      # cli.py does not run the diagnosis after Bazel's summary yet
     # Bazel's summary goes to stdout as the test ends; the diagnosis follows, on stderr.
     assert "Executed 1 out of 1 test" in result.stdout
     ours = [line for line in result.stderr.splitlines() if line.startswith("bazel-ldfix: ")]
