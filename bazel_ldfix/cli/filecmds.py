@@ -197,7 +197,7 @@ def assert_linkage(session: Session, file: str, needs: tuple[str, ...],
 
     SYMBOL is a mangled name or a demangled C++ name; * matches any text, and a name
     matches what is declared inside it (a class its constructors and destructor).
-    Exit 0 when every assertion holds, 1 when some fails, 2 for bad input, 68 when a C++
+    Exit 0 when every assertion holds, 1 when some fails, 2 for bad input, 69 when a C++
     pattern needs c++filt and there is none.
 
     \b
