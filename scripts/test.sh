@@ -72,4 +72,6 @@ fi
 
 .venv/bin/ruff check
 .venv/bin/mypy
-.venv/bin/pytest "$@"
+# Two workers (pytest-xdist), each given whole files: a file's Bazel workspace, started
+# once for its tests, stays on one worker (`-n 0` after the other arguments runs serially).
+.venv/bin/pytest -n 2 --dist loadfile "$@"

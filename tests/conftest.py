@@ -25,7 +25,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 @pytest.fixture(scope="session")
 def remote_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Executor]:
     """One BuildGrid server with its workers for every remote test of the session, started
-    on first use and stopped by PID at the end (tests/support/rexserver.py)."""
+    on first use and stopped by PID at the end (tests/support/rexserver.py). Under
+    pytest-xdist each worker is a session of its own: a worker that runs a remote test
+    starts its own server, on a free port, in its own temporary directory."""
     import rexserver
 
     why = rexserver.available()
