@@ -6,5 +6,8 @@
   proposed; ``change``: the changes themselves;
 - ``edit``: the new text of each file, and writing it; ``files``: reading and writing a
   file with nothing lost;
-- ``analysis``: whether Bazel accepts what was written; ``render``: text and JSON.
+- ``analysis``: whether Bazel accepts what was written.
+
+The flow that shows, writes and analyses the change is :mod:`bazel_ldfix.flow.fix`; its
+text and JSON are :mod:`bazel_ldfix.render.buildfix`.
 """

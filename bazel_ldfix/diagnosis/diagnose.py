@@ -2,7 +2,7 @@
 
 The logs are read for glibc's messages (:mod:`.messages`); each test's failures are then
 explained with what Bazel left behind (:mod:`.explain`), and rendered for people or
-programs (:mod:`.render`). It never runs Bazel.
+programs (:mod:`bazel_ldfix.render.diagnosis`). It never runs Bazel.
 """
 
 from __future__ import annotations
