@@ -81,6 +81,7 @@ def main() -> int:
     ldfix = str(Path(sys.executable).parent / "bazel-ldfix")
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
+        "python -c 'import click'": [sys.executable, "-c", "import click"],
         "bazel-ldfix resolve": [ldfix, "resolve", args.file],
         "bazel-ldfix resolve --json": [ldfix, "resolve", "--json", args.file],
         "ld.so --list (the real loader)": [LOADER, "--list", args.file],
