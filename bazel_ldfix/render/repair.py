@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix.loader.resolution import PassReason
@@ -97,6 +97,38 @@ def _direct_first(names: Sequence[str], indirect: frozenset[str]) -> list[str]:
     return sorted(names, key=indirect.__contains__)
 
 
+# A group of tests that miss the same names gets one line, naming this many of them, once
+# it has more than this many: a thousand tests that miss one library are one line.
+NAMED = 3
+
+
+def _missing_lines(tests: Sequence[Any], verb: str,
+                   names_of: Callable[[Any], tuple[str, ...]],
+                   after: Callable[[Any], list[str]]) -> list[str]:
+    """``LABEL VERB NAMES`` for each test that misses names, in the tests' order, with
+    ``after(test)`` following each; the tests of a group of more than :data:`NAMED` that
+    miss the same names share one line, where the group's first test is (``env --format
+    json`` lists every test)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for test in tests:
+        names = names_of(test)
+        if names:
+            groups.setdefault(names, []).append(test.label)
+    lines: list[str] = []
+    told: set[tuple[str, ...]] = set()
+    for test in tests:
+        names = names_of(test)
+        labels = groups.get(names, []) if names else []
+        if 0 < len(labels) <= NAMED:
+            lines.append(f"{test.label} {verb} {', '.join(names)}")
+        elif labels and names not in told:
+            told.add(names)
+            lines.append(f"{len(labels)} tests {verb} {', '.join(names)}: "
+                         f"{', '.join(labels[:NAMED])} and {len(labels) - NAMED} more")
+        lines += after(test)
+    return lines
+
+
 def repair_summary(repair: Repair) -> str:
     """What was missing and what is added, for stderr before ``bazel test`` runs.
 
@@ -106,12 +138,10 @@ def repair_summary(repair: Repair) -> str:
     """
     lines = [f"note: {skip.note()}" for skip in repair.skipped]
     indirect = _indirect(repair)
-    for test in repair.tests:
-        if test.missing_before:
-            names = _direct_first(test.missing_before, indirect)
-            lines.append(f"{test.label} cannot load {', '.join(names)}")
-        if test.error:
-            lines.append(f"{test.label}: the loader stops: {test.error}")
+    lines += _missing_lines(
+        repair.tests, "cannot load",
+        lambda t: tuple(_direct_first(t.missing_before, indirect)),
+        lambda t: [f"{t.label}: the loader stops: {t.error}"] if t.error else [])
     for m in repair.missing:
         if m.dir and m.exposure is Exposure.LINK:
             lines.append(f"  {m.soname} is in {m.dir}, given by a link: {m.why}")
@@ -124,10 +154,9 @@ def repair_summary(repair: Repair) -> str:
                          f"(needed by {', '.join(m.needed_by)})")
         lines += [f"    passed over {p.path}: {p.reason}" for p in m.passed_over
                   if p.kind is not PassReason.SAME_FILE]
-    for test in repair.tests:
-        if test.missing_after and repair.ld_library_path is not None:
-            lines.append(f"{test.label} will still miss {', '.join(test.missing_after)}")
-        lines += _reach_lines(test)
+    added = repair.ld_library_path is not None
+    lines += _missing_lines(repair.tests, "will still miss",
+                            lambda t: tuple(t.missing_after) if added else (), _reach_lines)
     lines += [f"note: {note}" for note in repair.notes]
     if repair.given_again:
         lines.append("note: nothing this repair read has changed since the last run of the "
