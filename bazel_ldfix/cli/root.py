@@ -114,6 +114,17 @@ def _next_step(exc: BazelNotFoundError, session: Session) -> str:
             "bazel-bootstrap), or name one with --bazel PATH or BAZEL=PATH")
 
 
+def _usage_line(exc: click.UsageError) -> str:
+    """Click's words for a command line it cannot read, as one line (the rest of its usage
+    block is one ``--help`` away)."""
+    words = printable(" ".join(exc.format_message().split()))
+    if words[1:2].islower():
+        words = words[0].lower() + words[1:]
+    if exc.ctx is None:
+        return words
+    return f"{words.removesuffix('.')} (see `{exc.ctx.command_path} --help`)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: a command's exit code, or LdfixError as one line on stderr and its code."""
     session = Session.from_process()
@@ -141,9 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             click.echo(error_json(str(exc), exc.exit_code))
         return exc.exit_code
+    except click.UsageError as exc:
+        click.echo(f"error: {_usage_line(exc)}", err=True)
+        return 2
     except click.ClickException as exc:
         exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+        return exc.exit_code
     except click.exceptions.Abort:
         click.echo("Aborted!", err=True)
         return 130

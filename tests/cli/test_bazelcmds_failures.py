@@ -81,7 +81,7 @@ def test_an_output_base_that_bazel_names_but_does_not_exist(tmp_path: Path) -> N
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     result = run("env", "--format", "yaml", "//...", cwd=tmp_path)
     assert result.returncode == 2
-    assert "Invalid value for '--format'" in result.stderr
+    assert result.stderr.startswith("error: invalid value for '--format'")
     assert run("frobnicate", cwd=tmp_path).returncode == 2
 
 

@@ -62,3 +62,17 @@ def test_a_bazel_named_by_the_user_that_does_not_run_says_who_named_it(tmp_path:
     assert named.stderr.splitlines() == [
         f"error: cannot run {tmp_path / 'nope'}: No such file or directory (named by $BAZEL; "
         "set it to a Bazel that runs, or unset it)"]
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["diagnose", "--jsn"],
+     "error: no such option '--jsn'. Did you mean '--json'? (see `bazel-ldfix diagnose --help`)"),
+    (["tset"], "error: no such command 'tset'. Did you mean 'test'? (see `bazel-ldfix --help`)"),
+    (["resolve"], "error: missing argument 'FILES...' (see `bazel-ldfix resolve --help`)"),
+])
+def test_a_command_line_click_cannot_read_is_one_error_line_and_exit_2(
+        args: list[str], line: str, tmp_path: Path) -> None:
+    result = run(*args, cwd=tmp_path, env=dict(os.environ))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [line]
