@@ -63,6 +63,47 @@ class BazelArgsCommand(BazelCommand):
         self._refuse_misplaced(ctx, own, rest, takes_value, flags)
         return super().parse_args(ctx, [*own, "--", *rest])
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """When Bazel refuses its command line (exit code 2), a word among its arguments
+        that is close to an option of the tool's is most likely that option, misspelt:
+        ``env`` and ``fix`` end with exit code 2 and the option meant, ``test`` (which
+        ends with Bazel's code) says it in one line."""
+        from bazel_ldfix.bazel.client import COMMAND_LINE_ERROR
+        from bazel_ldfix.flow.repair import BuildStepError
+
+        try:
+            code = super().invoke(ctx)
+        except BuildStepError as exc:
+            meant = self._meant(ctx) if exc.code == COMMAND_LINE_ERROR else None
+            if meant is None:
+                raise
+            raise BadInputError(f"Bazel refused its command line (exit code 2, its error is "
+                                f"above): {meant}") from None
+        if code == COMMAND_LINE_ERROR:
+            meant = self._meant(ctx)
+            if meant is not None:
+                click.echo(f"bazel-ldfix: {printable(meant)}", err=True)
+        return code
+
+    def _meant(self, ctx: click.Context) -> str | None:
+        """``--wrte is not an option of bazel-ldfix fix; did you mean --write? ...`` for
+        the first of Bazel's arguments close to one of the tool's options, or None."""
+        import difflib
+
+        takes_value, flags = self._own_options(ctx)
+        own = sorted(n for n in takes_value | flags if n.startswith("--"))
+        for word in ctx.params.get("bazel_args", ()):
+            if word == "--":
+                break
+            name = word.split("=", 1)[0]
+            if not name.startswith("--") or name in own:
+                continue
+            near = difflib.get_close_matches(name, own, n=1, cutoff=0.75)
+            if near:
+                return (f"{name} is not an option of bazel-ldfix {ctx.info_name}; did you mean "
+                        f"{near[0]}? The tool's options go before Bazel's arguments")
+        return None
+
     def _own_options(self, ctx: click.Context) -> tuple[set[str], set[str]]:
         takes_value: set[str] = set()
         flags: set[str] = set()

@@ -349,9 +349,18 @@ def for_command(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], *,
                         on_error=caller.on_error)
 
 
-def build_failed(code: int) -> BazelError:
+class BuildStepError(BazelError):
+    """The build step of ``bazel test`` failed with Bazel's exit code ``code``."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def build_failed(code: int) -> BuildStepError:
     """The error of a build step that failed (exit code ``code``)."""
     if code == INTERRUPTED:
-        return BazelError("the build step of `bazel test` was interrupted (exit code 8)")
-    return BazelError(f"the build step of `bazel test` failed (exit code {code}); "
-                      "see Bazel's output above")
+        return BuildStepError("the build step of `bazel test` was interrupted (exit code 8)",
+                              code)
+    return BuildStepError(f"the build step of `bazel test` failed (exit code {code}); "
+                          "see Bazel's output above", code)

@@ -224,3 +224,30 @@ def test_a_vendored_library_of_the_main_repository_is_found_beside_its_import(
     assert missing["soname"] == "liblocaldemo.so.5"
     assert missing["dir"] == str(ws.root / "third_party" / "local" / "lib")
     assert ws.ldfix("test", "//t:needs_local").returncode == 0
+
+
+@pytest.mark.parametrize(("args", "meant"), [
+    (["env", "--formt", "json"], "--formt is not an option of bazel-ldfix env; did you mean "
+                                 "--format?"),
+    (["fix", "--wrte"], "--wrte is not an option of bazel-ldfix fix; did you mean --write?"),
+])
+def test_a_misspelt_option_bazel_refuses_is_named_with_the_one_meant_and_exit_2(
+        ws: Workspace, args: list[str], meant: str) -> None:
+    result = ws.ldfix(*args, "//t:needs_x")
+    assert result.returncode == 2
+    assert "Unrecognized option: " + args[1] in result.stderr    # Bazel's own words
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: Bazel refused its command line (exit code 2") and meant in last
+
+
+def test_test_names_the_option_meant_and_keeps_bazels_exit_code(ws: Workspace) -> None:
+    result = ws.ldfix("test", "--quite", "//t:needs_x")
+    assert result.returncode == 2
+    assert "bazel-ldfix: --quite is not an option of bazel-ldfix test; did you mean --quiet?" \
+        in result.stderr
+
+
+def test_a_bazel_option_bazel_refuses_for_another_reason_gets_no_guess(ws: Workspace) -> None:
+    result = ws.ldfix("env", "--no_such_bazel_flag", "//t:needs_x")
+    assert result.returncode == 66
+    assert "did you mean" not in result.stderr
