@@ -255,7 +255,8 @@ def parse_header(data: bytes, path: str) -> ElfHeader:
     bytes than a header (``file too short``) and a wrong magic (``invalid ELF header``).
     """
     if len(data) >= 4 and data[:4] != ELFMAG:
-        raise NotElfError(f"{path}: invalid ELF header")
+        raise NotElfError(f"{path}: invalid ELF header",
+                          archive=data[:8] in (b"!<arch>\n", b"!<thin>\n"))
     if len(data) < 16 or data[4] not in _EHDR_SIZE or len(data) < _EHDR_SIZE[data[4]]:
         raise NotElfError(f"{path}: file too short")
     ident = data[:16]

@@ -20,7 +20,12 @@ class BadInputError(LdfixError):
 
 
 class NotElfError(BadInputError):
-    """A file that should be an ELF object is not one (or is truncated)."""
+    """A file that should be an ELF object is not one (or is truncated). ``archive``: it is
+    a static archive (``!<arch>``, ``!<thin>``), linked into programs, never loaded."""
+
+    def __init__(self, message: str, *, archive: bool = False) -> None:
+        super().__init__(message)
+        self.archive = archive
 
 
 class MalformedElfError(NotElfError):

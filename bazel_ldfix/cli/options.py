@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from bazel_ldfix.cli.session import Session
-from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.errors import BadInputError, NotElfError
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
                "help_option_names": ["-h", "--help"]}
@@ -234,6 +234,10 @@ def explain_bad(exc: BadInputError) -> str:
     """glibc's terse words, with what they usually mean for a user's file."""
     text = str(exc)
     if text.endswith(": invalid ELF header"):
+        if isinstance(exc, NotElfError) and exc.archive:
+            return text[: -len("invalid ELF header")] + (
+                "not an ELF file: a static archive (ar), which is linked into programs, "
+                "never loaded")
         return text[: -len("invalid ELF header")] + (
             "not an ELF file (a linker script, a Git LFS pointer or a text file?)")
     if text.endswith(": file too short"):

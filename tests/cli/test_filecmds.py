@@ -80,11 +80,20 @@ def test_missing_libraries_are_red_on_a_terminal_unless_no_color(app: Path) -> N
     assert "\x1b[" not in on_tty({"NO_COLOR": "1"})
 
 
+def _archive(path: Path) -> None:
+    """A real static archive: one gcc-built object, put in by binutils' ar."""
+    obj = cc(path.parent / "x.o", "-c", src="int x(void) { return 1; }")
+    subprocess.run(["ar", "rcs", str(path), str(obj)], check=True)
+    obj.unlink()
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda d: (d / "libc.so").write_text("/* GNU ld script */\nGROUP ( libc.so.6 )\n"),
      "not an ELF file (a linker script, a Git LFS pointer or a text file?)"),
     (lambda d: lfs_pointer(d / "libc.so"),
      "not an ELF file (a linker script, a Git LFS pointer or a text file?)"),
+    (lambda d: _archive(d / "libc.so"),
+     "not an ELF file: a static archive (ar), which is linked into programs, never loaded"),
     (lambda d: truncated(d / "libc.so", Path("/bin/true"), 40),
      "file too short (empty or truncated)"),
     (lambda d: (d / "libc.so").mkdir(), "is a directory"),
