@@ -81,8 +81,11 @@ def gate_text(report: GateReport) -> str:
         mark = "ok  " if o.ok else "FAIL"
         lines.append(f"  {mark} --{o.check.value} {printable(o.subject)}: {printable(o.detail)}")
     failed = sum(not o.ok for o in report.outcomes)
-    lines.append(f"{failed} of {len(report.outcomes)} assertions failed" if failed
-                 else f"all {len(report.outcomes)} assertions hold")
+    total = len(report.outcomes)
+    if failed:
+        lines.append(f"{failed} of {total} assertion{'s' if total != 1 else ''} failed")
+    else:
+        lines.append("the assertion holds" if total == 1 else f"all {total} assertions hold")
     return "\n".join(lines)
 
 

@@ -206,7 +206,8 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> 
         return None
     count = f"{len(repaired)} test{'s' if len(repaired) != 1 else ''}"
     args = shlex.join(bazel_args)
-    outcome = "repaired" if exit_code == 0 else "given their libraries"
+    outcome = "repaired" if exit_code == 0 else \
+        f"given {'its' if len(repaired) == 1 else 'their'} libraries"
     return text_of([f"bazel-ldfix: {count} {outcome}; make it permanent on this machine with "
                   f"`bazel-ldfix env --format bazelrc {args} >> .bazelrc`, or on every "
                   f"machine with the BUILD change `bazel-ldfix fix --write {args}`"])
