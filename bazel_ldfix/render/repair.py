@@ -210,7 +210,8 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> 
         f"given {'its' if len(repaired) == 1 else 'their'} libraries"
     return text_of([f"bazel-ldfix: {count} {outcome}; make it permanent on this machine with "
                   f"`bazel-ldfix env --format bazelrc {args} >> .bazelrc`, or on every "
-                  f"machine with the BUILD change `bazel-ldfix fix --write {args}`"])
+                  f"machine with the BUILD change `bazel-ldfix fix {args}` shows (--write makes "
+                  "it)"])
 
 
 def _reach_lines(test: Any) -> list[str]:
