@@ -74,6 +74,7 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     text = render(repair)
     if fmt != "json" and not session.quiet:
         click.echo(repair_summary(repair), err=True)
+        testing.say_leftovers(caller, repair)
         if fmt == "shell" and text:
             click.echo(f"bazel-ldfix: {SHELL_CAVEAT}", err=True)
         if fmt in ("shell", "bazelrc") and text and repair.links_dir:

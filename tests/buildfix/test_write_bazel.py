@@ -244,6 +244,9 @@ def test_a_library_left_by_an_earlier_build_is_no_pass(case: Case) -> None:
     assert code == 0, err[-3000:]
     assert "bazel-ldfix: warning: //l:needs_l loads libldemo.so.4 (" in err
     assert "from a file no rule declares for it now" in err
+    code, out, err = case.ldfix("env", "//l:needs_l")
+    assert code == 0 and out == "", err[-3000:]   # nothing to add: it loads, by accident
+    assert "bazel-ldfix: warning: //l:needs_l loads libldemo.so.4 (" in err
     # (That Bazel itself fails the test where only the declared files are, on a remote
     # executor, is test_remote_execution_bazel.py's.)
     code, out, err = case.ldfix("fix", "--write", "--verify", "//l:needs_l")
