@@ -59,7 +59,9 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         # diagnosis reads.
         output_base = options.output_base
         base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
-        if isinstance(base, failopen.Fallback):
+        if isinstance(base, failopen.Fallback) and not (
+                isinstance(repair, failopen.Fallback) and repair.reason == base.reason):
+            # (The same reason as the repair's, not inside a workspace, is said once.)
             caller.say(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
         code = bazel.stream("test", bazel_args)
         diagnosis = diagnose_after(caller, base, code, None, repaired=False) \

@@ -188,6 +188,17 @@ def test_outside_a_workspace(ws: Workspace, tmp_path: Path) -> None:
         "directory)"]
 
 
+def test_test_outside_a_workspace_says_why_once_and_runs_bazel_test(
+        ws: Workspace, tmp_path: Path) -> None:
+    result = ws.ldfix("test", "//...", cwd=tmp_path)
+    assert result.returncode == 2       # Bazel's own code, from its own error
+    ours = [line for line in result.stderr.splitlines() if line.startswith("bazel-ldfix:")]
+    assert ours == ["bazel-ldfix: no repair: not inside a Bazel workspace (no WORKSPACE or "
+                    "MODULE.bazel above the current directory); running `bazel test` "
+                    "unchanged"]
+    assert "only supported from within a workspace" in result.stderr
+
+
 def test_an_output_base_that_does_not_exist(ws: Workspace, tmp_path: Path) -> None:
     result = ws.ldfix("env", "--output-base", str(tmp_path / "nope"), "//t:needs_xy")
     assert result.returncode == 2
