@@ -114,15 +114,24 @@ def _next_step(exc: BazelNotFoundError, session: Session) -> str:
             "bazel-bootstrap), or name one with --bazel PATH or BAZEL=PATH")
 
 
-def _usage_line(exc: click.UsageError) -> str:
-    """Click's words for a command line it cannot read, as one line (the rest of its usage
-    block is one ``--help`` away)."""
-    words = printable(" ".join(exc.format_message().split()))
+# Click 8.2+ asks for the help of a command given no arguments by this error (older ones
+# print it themselves); it is shown as click shows it.
+_NO_ARGS: type[click.UsageError] | tuple[()] = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _usage_line(exc: click.UsageError, argv: Sequence[str]) -> str:
+    """Click's words for a command line it cannot read, as one line, and where the help is
+    (the rest of click's usage block is one ``--help`` away). The words are escaped, never
+    reflowed: a name in them stays as given."""
+    words = printable(exc.format_message().strip()).removesuffix(".")
     if words[1:2].islower():
         words = words[0].lower() + words[1:]
-    if exc.ctx is None:
-        return words
-    return f"{words.removesuffix('.')} (see `{exc.ctx.command_path} --help`)"
+    if exc.ctx is not None:
+        where = exc.ctx.command_path
+    else:   # click's parser leaves it out: the command is the first word, if it is one
+        named = next((a for a in argv if not a.startswith("-")), None)
+        where = f"bazel-ldfix {named}" if named in registry.COMMANDS else "bazel-ldfix"
+    return f"{words} (see `{where} --help`)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,8 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             click.echo(error_json(str(exc), exc.exit_code))
         return exc.exit_code
+    except _NO_ARGS as exc:
+        exc.show()   # the help itself, for a command given no arguments
+        return 2
     except click.UsageError as exc:
-        click.echo(f"error: {_usage_line(exc)}", err=True)
+        given = list(argv) if argv is not None else sys.argv[1:]
+        click.echo(f"error: {_usage_line(exc, given)}", err=True)
         return 2
     except click.ClickException as exc:
         exc.show()

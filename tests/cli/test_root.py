@@ -69,6 +69,11 @@ def test_a_bazel_named_by_the_user_that_does_not_run_says_who_named_it(tmp_path:
      "error: no such option '--jsn'. Did you mean '--json'? (see `bazel-ldfix diagnose --help`)"),
     (["tset"], "error: no such command 'tset'. Did you mean 'test'? (see `bazel-ldfix --help`)"),
     (["resolve"], "error: missing argument 'FILES...' (see `bazel-ldfix resolve --help`)"),
+    (["diagnose", "--bep"],   # click's parser gives no command: the first word names it
+     "error: option '--bep' requires an argument (see `bazel-ldfix diagnose --help`)"),
+    (["resolve", "--root", "/no  such", "/bin/true"],   # the user's words kept as given
+     "error: invalid value for '--root': Directory '/no  such' does not exist (see "
+     "`bazel-ldfix resolve --help`)"),
 ])
 def test_a_command_line_click_cannot_read_is_one_error_line_and_exit_2(
         args: list[str], line: str, tmp_path: Path) -> None:
@@ -76,3 +81,10 @@ def test_a_command_line_click_cannot_read_is_one_error_line_and_exit_2(
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [line]
+
+
+def test_no_arguments_print_the_help() -> None:
+    result = subprocess.run([sys.executable, "-m", "bazel_ldfix"], capture_output=True,
+                            text=True)
+    assert result.stderr.startswith("Usage: bazel-ldfix [OPTIONS] COMMAND [ARGS]...")
+    assert "Commands:" in result.stderr
