@@ -4,6 +4,7 @@ selects."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix.bazel.queryxml import RuleInfo
@@ -11,6 +12,7 @@ from bazel_ldfix.bazel.targets import TestTarget
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.bep import Option
+    from bazel_ldfix.bazel.client import Bazel
 
 # The tag filter of the build step, which no test matches.
 NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
@@ -100,3 +102,33 @@ def major_version(version: str | None) -> int | None:
         return None
     head = version.split(".", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+@dataclass(frozen=True)
+class OptionNames:
+    """The names (``--keep_going``, ``--nokeep_going``) of the options a Bazel takes."""
+
+    test: frozenset[str]       # of its ``test`` command
+    startup: frozenset[str]    # before the command
+
+
+def option_names(bazel: Bazel) -> OptionNames | None:
+    """The options this Bazel takes, as ``bazel help completion`` lists them (the list its
+    own shell completion reads); None when it cannot be asked (it failed, or ran out of
+    time, or the list has no ``test`` command)."""
+    from bazel_ldfix.errors import BazelError
+
+    try:
+        text = bazel.capture("help", ["completion"])
+    except BazelError:
+        return None
+
+    def block(variable: str) -> frozenset[str]:
+        start = text.find(f'{variable}="')
+        if start < 0:
+            return frozenset()
+        lines = text[start:].split("\n", 1)[-1].split('"', 1)[0].splitlines()
+        return frozenset(line.split("=", 1)[0] for line in lines if line.startswith("--"))
+
+    test = block("BAZEL_COMMAND_TEST_FLAGS")
+    return OptionNames(test, block("BAZEL_STARTUP_OPTIONS")) if test else None

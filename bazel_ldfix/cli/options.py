@@ -3,15 +3,19 @@ errors and warnings they all print."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BadInputError, NotElfError
+
+if TYPE_CHECKING:
+    from bazel_ldfix.bazel.options import OptionNames
 
 PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
                "help_option_names": ["-h", "--help"]}
@@ -86,23 +90,50 @@ class BazelArgsCommand(BazelCommand):
         return code
 
     def _meant(self, ctx: click.Context) -> str | None:
-        """``--wrte is not an option of bazel-ldfix fix; did you mean --write? ...`` for
-        the first of Bazel's arguments close to one of the tool's options, or None."""
+        """What the tool's option among Bazel's arguments was meant to be, or None: a flag
+        of the tool's given a value (``--prepend=true``), or, of the words this Bazel's
+        ``test`` does not take (``bazel help completion`` says which), the first close to
+        an option of the tool's (``--wrte``: ``--write``). None when Bazel cannot be
+        asked: a word Bazel takes is never guessed at."""
         import difflib
 
         takes_value, flags = self._own_options(ctx)
-        own = sorted(n for n in takes_value | flags if n.startswith("--"))
-        for word in ctx.params.get("bazel_args", ()):
-            if word == "--":
-                break
+        words = [w for w in itertools.takewhile(lambda w: w != "--",
+                                                ctx.params.get("bazel_args", ()))
+                 if w.startswith("--")]
+        for word in words:
             name = word.split("=", 1)[0]
-            if not name.startswith("--") or name in own:
+            if name in flags and "=" in word:
+                return (f"{name} is a flag of bazel-ldfix {ctx.info_name} and takes no "
+                        f"value: write {name} alone, before Bazel's arguments")
+        known = self._bazel_option_names(ctx) if words else None
+        if known is None:
+            return None
+        own = sorted(n for n in takes_value | flags if n.startswith("--"))
+        for word in words:
+            name = word.split("=", 1)[0]
+            if name in known.test or name in own:
                 continue
+            if name in known.startup:
+                return (f"{name} is a startup option of Bazel's, not an option of its test "
+                        f"command: give it as --startup-option={word}, before Bazel's "
+                        "arguments")
             near = difflib.get_close_matches(name, own, n=1, cutoff=0.75)
             if near:
                 return (f"{name} is not an option of bazel-ldfix {ctx.info_name}; did you mean "
                         f"{near[0]}? The tool's options go before Bazel's arguments")
         return None
+
+    @staticmethod
+    def _bazel_option_names(ctx: click.Context) -> OptionNames | None:
+        from bazel_ldfix.bazel.options import option_names
+
+        session = ctx.find_object(Session)
+        if session is None:
+            return None
+        return option_names(session.bazel(ctx.params.get("bazel_path"),
+                                               ctx.params.get("startup") or (),
+                                               ctx.params.get("bazel_timeout")))
 
     def _own_options(self, ctx: click.Context) -> tuple[set[str], set[str]]:
         takes_value: set[str] = set()

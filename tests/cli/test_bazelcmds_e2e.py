@@ -262,3 +262,20 @@ def test_a_bazel_option_bazel_refuses_for_another_reason_gets_no_guess(ws: Works
     result = ws.ldfix("env", "--no_such_bazel_flag", "//t:needs_x")
     assert result.returncode == 66
     assert "did you mean" not in result.stderr
+    # --bes_timeout is close to --bazel-timeout, and Bazel takes it: it is never guessed at.
+    result = ws.ldfix("env", "--bes_timeout=10s", "--no_such_bazel_flag", "//t:needs_x")
+    assert result.returncode == 66
+    assert "did you mean" not in result.stderr
+
+
+@pytest.mark.parametrize(("word", "said"), [
+    ("--prepend=true", "--prepend is a flag of bazel-ldfix env and takes no value: write "
+                       "--prepend alone"),
+    ("--bazelrc=/dev/null", "--bazelrc is a startup option of Bazel's, not an option of its "
+                            "test command: give it as --startup-option=--bazelrc=/dev/null"),
+])
+def test_a_flag_given_a_value_and_a_startup_option_are_named_as_such(
+        ws: Workspace, word: str, said: str) -> None:
+    result = ws.ldfix("env", word, "//t:needs_x")
+    assert result.returncode == 2
+    assert said in result.stderr.strip().splitlines()[-1]
