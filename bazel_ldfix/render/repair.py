@@ -109,20 +109,21 @@ def _missing_lines(tests: Sequence[Any], verb: str,
     ``after(test)`` following each; the tests of a group of more than :data:`NAMED` that
     miss the same names share one line, where the group's first test is (``env --format
     json`` lists every test)."""
-    groups: dict[tuple[str, ...], list[str]] = {}
+    groups: dict[frozenset[str], list[str]] = {}   # the same names, in any order
     for test in tests:
         names = names_of(test)
         if names:
-            groups.setdefault(names, []).append(test.label)
+            groups.setdefault(frozenset(names), []).append(test.label)
     lines: list[str] = []
-    told: set[tuple[str, ...]] = set()
+    told: set[frozenset[str]] = set()
     for test in tests:
         names = names_of(test)
-        labels = groups.get(names, []) if names else []
+        key = frozenset(names)
+        labels = groups.get(key, []) if names else []
         if 0 < len(labels) <= NAMED:
             lines.append(f"{test.label} {verb} {', '.join(names)}")
-        elif labels and names not in told:
-            told.add(names)
+        elif labels and key not in told:
+            told.add(key)   # in the order the group's first test has them
             lines.append(f"{len(labels)} tests {verb} {', '.join(names)}: "
                          f"{', '.join(labels[:NAMED])} and {len(labels) - NAMED} more")
         lines += after(test)

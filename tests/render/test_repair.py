@@ -61,3 +61,10 @@ def test_nothing_will_still_miss_when_nothing_is_added() -> None:
     lines = _lines(_repair(tests, added=False))
     assert not any("will still miss" in line for line in lines)
     assert "5 tests cannot load libgone.so.9: //t:x0, //t:x1, //t:x2 and 2 more" in lines
+
+
+def test_tests_that_miss_the_same_names_in_another_order_are_one_group() -> None:
+    tests = [_test(f"//t:a{i}", ("liba.so.1", "libb.so.2")) for i in range(3)]
+    tests += [_test(f"//t:b{i}", ("libb.so.2", "liba.so.1")) for i in range(3)]
+    lines = [line for line in _lines(_repair(tests)) if "cannot load" in line]
+    assert lines == ["6 tests cannot load liba.so.1, libb.so.2: //t:a0, //t:a1, //t:a2 and 3 more"]
