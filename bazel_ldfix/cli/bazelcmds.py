@@ -167,9 +167,9 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
 
     Prints a unified diff of each file it would edit, and describes what it cannot edit.
     With --write, Bazel then analyses the change; if it rejects it, every file gets its
-    old bytes back. Exit 0: nothing needed, or every change written; 1: a change is needed
-    (--check) or only described; 68: a change cannot be made safely, or Bazel rejected
-    it (nothing left changed). The options of bazel-ldfix come before Bazel's arguments;
+    old bytes back. Exit 0: nothing needed, the diffs printed, or every change written;
+    1: a change is needed (--check), or (--write) some change could only be described;
+    68: a change cannot be made safely, or Bazel rejected it (nothing left changed). The options of bazel-ldfix come before Bazel's arguments;
     a `--` is Bazel's, as with `bazel test`.
 
     \b
