@@ -169,8 +169,9 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     With --write, Bazel then analyses the change; if it rejects it, every file gets its
     old bytes back. Exit 0: nothing needed, the diffs printed, or every change written;
     1: a change is needed (--check), or (--write) some change could only be described;
-    68: a change cannot be made safely, or Bazel rejected it (nothing left changed). The options of bazel-ldfix come before Bazel's arguments;
-    a `--` is Bazel's, as with `bazel test`.
+    68: a change cannot be made safely, or Bazel rejected it (nothing left changed). The
+    options of bazel-ldfix come before Bazel's arguments; a `--` is Bazel's, as with
+    `bazel test`.
 
     \b
     Examples:
