@@ -68,10 +68,9 @@ class BazelArgsCommand(BazelCommand):
         return super().parse_args(ctx, [*own, "--", *rest])
 
     def invoke(self, ctx: click.Context) -> Any:
-        """When Bazel refuses its command line (exit code 2), a word among its arguments
-        that is close to an option of the tool's is most likely that option, misspelt:
-        ``env`` and ``fix`` end with exit code 2 and the option meant, ``test`` (which
-        ends with Bazel's code) says it in one line."""
+        """When Bazel refuses its command line (exit code 2) and one of its arguments was
+        meant for the tool (:meth:`_meant`), ``env`` and ``fix`` end with exit code 2 and
+        what was meant; ``test`` (which ends with Bazel's code) says it in one line."""
         from bazel_ldfix.bazel.client import COMMAND_LINE_ERROR
         from bazel_ldfix.flow.repair import BuildStepError
 
@@ -131,9 +130,9 @@ class BazelArgsCommand(BazelCommand):
         session = ctx.find_object(Session)
         if session is None:
             return None
-        return option_names(session.bazel(ctx.params.get("bazel_path"),
-                                               ctx.params.get("startup") or (),
-                                               ctx.params.get("bazel_timeout")))
+        bazel = session.bazel(ctx.params.get("bazel_path"), ctx.params.get("startup") or (),
+                              ctx.params.get("bazel_timeout"))
+        return option_names(bazel)
 
     def _own_options(self, ctx: click.Context) -> tuple[set[str], set[str]]:
         takes_value: set[str] = set()
