@@ -115,8 +115,8 @@ class BazelArgsCommand(BazelCommand):
                 continue
             if name in known.startup:
                 return (f"{name} is a startup option of Bazel's, not an option of its test "
-                        f"command: give it as --startup-option={word}, before Bazel's "
-                        "arguments")
+                        f"command: give it as {shlex.quote('--startup-option=' + word)}, "
+                        "before Bazel's arguments")
             near = difflib.get_close_matches(name, own, n=1, cutoff=0.75)
             if near:
                 return (f"{name} is not an option of bazel-ldfix {ctx.info_name}; did you mean "
