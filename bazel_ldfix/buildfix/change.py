@@ -15,6 +15,9 @@ class Kind(enum.Enum):
     SET = "set"                 # attribute = "value"
     ADD = "add"                 # "value" added to the list attribute
     RULE = "rule"               # a new rule call, ``value``, placed after the rule changed
+    # The cc_import becomes ``<name>_import``, and a cc_library named as it was links it
+    # and ``value`` (a cc_import of Bazel 4-6 takes no deps): what the library needs.
+    WRAP = "wrap"
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class Change:
             return f"{self.attribute} = {quote(self.value)}"
         if self.kind is Kind.ADD:
             return f"add {quote(self.value)} to {self.attribute}"
+        if self.kind is Kind.WRAP:
+            return (f"rename the cc_import to {quote(wrapped_name(self.label))}, and add a "
+                    f"cc_library named as it was that links it and {quote(self.value)}")
         return f"add, after it, {self.value}"
 
 
@@ -79,8 +85,10 @@ class Plan:
     files: tuple[FileChange, ...]       # editable first, then the described ones
     described: tuple[tuple[Place, tuple[Change, ...]], ...]     # no file to show a diff of
     problems: tuple[str, ...]           # changes that cannot be made (bad input)
-    notes: tuple[str, ...]              # names no import stages: nothing to edit
+    notes: tuple[str, ...]              # for people, changing no verdict
     unwritten: tuple[Unwritten, ...] = ()
+    # Names a test needs that no change can give (no cc_import provides them), in words.
+    unprovided: tuple[str, ...] = ()
 
     @property
     def needed(self) -> bool:
@@ -92,6 +100,11 @@ class Plan:
         rule of the test can carry it)."""
         return bool(self.described or self.unwritten) or any(
             not f.editable for f in self.files)
+
+
+def wrapped_name(label: str) -> str:
+    """The name a wrapped cc_import gets: ``ztop_import`` for ``@zsdk//:ztop``."""
+    return label.rsplit(":", 1)[-1] + "_import"
 
 
 def shown(path: str, workspace: str) -> str:

@@ -13,7 +13,15 @@ import ast
 from collections.abc import Sequence
 
 from bazel_ldfix.buildfix import files, starlark
-from bazel_ldfix.buildfix.change import Change, FileChange, Kind, Plan, Unwritten, shown
+from bazel_ldfix.buildfix.change import (
+    Change,
+    FileChange,
+    Kind,
+    Plan,
+    Unwritten,
+    shown,
+    wrapped_name,
+)
 from bazel_ldfix.buildfix.locate import Layout, Place, locate
 from bazel_ldfix.errors import CannotEditError
 
@@ -25,7 +33,8 @@ _OTHER_RULES = frozenset(f"{lang}_{kind}" for lang in ("py", "sh", "java")
 
 
 def edit_plan(changes: Sequence[Change], workspace: str, output_base: str | None,
-              problems: list[str], notes: list[str]) -> Plan:
+              problems: list[str], notes: list[str], unprovided: Sequence[str] = ()
+              ) -> Plan:
     """The files that carry ``changes``, with their new text (nothing written)."""
     by_place: dict[Place, list[Change]] = {}
     for change in changes:
@@ -72,7 +81,7 @@ def edit_plan(changes: Sequence[Change], workspace: str, output_base: str | None
             previous.snapshot if previous else snapshot, names)
     ordered = sorted(found.values(), key=lambda f: (not f.editable, f.path))
     return Plan(tuple(ordered), tuple(described), tuple(dict.fromkeys(problems)),
-                tuple(dict.fromkeys(notes)), tuple(unwritten))
+                tuple(dict.fromkeys(notes)), tuple(unwritten), tuple(dict.fromkeys(unprovided)))
 
 
 def _edit(text: str, place: Place, changes: Sequence[Change], path: str,
@@ -113,7 +122,8 @@ def _edit(text: str, place: Place, changes: Sequence[Change], path: str,
 def _edit_build(source: starlark.Source, changes: Sequence[Change]
                 ) -> tuple[starlark.Source, list[Unwritten]]:
     refused: list[Unwritten] = []
-    for change in changes:
+    # A wrap renames the import: every other change of the rule is made first, by its name.
+    for change in sorted(changes, key=lambda c: c.kind is Kind.WRAP):
         name = change.label.rsplit(":", 1)[-1]
         call = source.rule(name)
         if call is None:
@@ -137,6 +147,9 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
                 "changed")
         if change.kind is Kind.RULE:
             source = _add_rule(source, call, change)
+            continue
+        if change.kind is Kind.WRAP:
+            source = _wrap(source, call, change)
             continue
         now = starlark.string_attr(call, change.attribute)
         if change.old is not None and now is not None and now not in _spellings(
@@ -162,6 +175,47 @@ def _add_rule(source: starlark.Source, call: ast.Call, change: Change
     if change.load is not None:
         source = starlark.ensure_load(source, *change.load)
     return source
+
+
+def _wrap(source: starlark.Source, call: ast.Call, change: Change) -> starlark.Source:
+    """The import renamed ``<name>_import``, and a ``cc_library`` of the old name after it
+    that links the import and ``change.value``; a later wrap of the same rule adds to that
+    library's deps. The library keeps the import's ``visibility``, ``testonly`` and
+    ``tags``, written as they were, so whatever could depend on the import still can."""
+    name = change.label.rsplit(":", 1)[-1]
+    inner = wrapped_name(change.label)
+    function = starlark.function_name(call)
+    if function == "cc_library":
+        deps = starlark.keyword(call, "deps")
+        items = deps.value.elts if deps is not None and isinstance(deps.value, ast.List) \
+            else []
+        if f":{inner}" in [getattr(e, "value", None) for e in items]:
+            return starlark.add_to_list(source, call, "deps", change.value)
+    if function != "cc_import":
+        raise CannotEditError(
+            f"{source.name}:{call.lineno}: {change.label} is made by `{function}`, not by "
+            "cc_import: add the dependency where it is defined; nothing changed")
+    if source.rule(inner) is not None:
+        raise CannotEditError(
+            f"{source.name}: a rule named {starlark.quote(inner)} exists already, so "
+            f"{change.label} cannot be renamed to it; nothing changed")
+    kept = []
+    for attribute in ("visibility", "testonly", "tags"):
+        kw = starlark.keyword(call, attribute)
+        if kw is not None:
+            span = source.span(kw.value)
+            raw = source.data[span.start: span.end].decode("utf-8", "surrogateescape")
+            kept.append(f"    {attribute} = {raw},\n")
+    text = (f"cc_library(\n"
+            f"    name = {starlark.quote(name)},\n"
+            f"    deps = [\n"
+            f"        {starlark.quote(':' + inner)},\n"
+            f"        {starlark.quote(change.value)},\n"
+            f"    ],\n" + "".join(kept) + ")")
+    source = starlark.set_string(source, call, "name", inner)
+    renamed = source.rule(inner)
+    assert renamed is not None
+    return starlark.add_call_after(source, renamed, text)
 
 
 def _spellings(path: str, label: str) -> set[str]:

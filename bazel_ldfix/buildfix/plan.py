@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import declared, solib
-from bazel_ldfix.buildfix import staging, starlark
+from bazel_ldfix.buildfix import providers, staging, starlark
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.edit import edit_plan
+from bazel_ldfix.buildfix.locate import locate
 from bazel_ldfix.diagnosis import fixes, hermetic
-from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.errors import BadInputError, CannotEditError
 from bazel_ldfix.loader.verify import verify
 
 
@@ -62,10 +63,15 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
     (``_refuse``), and so is each test as Bazel would stage it after the change
     (``staging.missing_after``, with ``library_path`` as the test's LD_LIBRARY_PATH).
     ``skylib``: the workspace can load ``@bazel_skylib`` (else a copy is a ``genrule``).
+
+    The plan covers the whole closure: each library a change gives the test is read in
+    turn, and what it needs that nothing else gives is planned too, through every level.
     """
     changes: list[Change] = []
     notes: list[str] = []
     problems: list[str] = []
+    unprovided: list[str] = []
+    editable: dict[tuple[str, str], bool] = {}
     for test in tests:
         try:
             header = elf.read_elf(test.executable).header
@@ -80,7 +86,14 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
                  if i.staged not in staged and not declared.among(i.staged, stale)]
         added: list[tuple[str, str]] = []       # what Bazel would stage after the change
         settled: set[str] = set()               # names the model need not find afterwards
-        for soname in test.missing:
+        # (name, the import whose library needs it; None: read from the repair's answer)
+        pending: list[tuple[str, solib.SolibImport | None]] = [(n, None) for n in test.missing]
+        known: list[solib.SolibImport] = list(own) + list(other)
+        while pending:
+            soname, needer = pending.pop(0)
+            if soname in settled:
+                continue
+            settled.add(soname)
             imp = next((i for i in own if i.soname == soname and i.file != soname), None)
             if imp is not None:
                 found = _import(imp, soname, test.label, header, shape, candidates,
@@ -88,35 +101,37 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
                 if found is not None:
                     changes += found[0]
                     added.append((_staged_as(imp, soname), found[1]))
-                settled.add(soname)
+                    pending += [(n, imp) for n in _unmet(found[1])]
                 continue
-            imp = next((i for i in other if i.soname == soname), None)
-            settled.add(soname)
+            if any(i.soname == soname for i in own):
+                continue        # staged under its own name: what misses it is elsewhere
+            if needer is None:
+                needer = _needer(soname, test, known)
+            imp = next((i for i in other if i.soname == soname), None) or \
+                providers.declared_import(soname, _copies(soname, needer, candidates),
+                                          output_base)
             if imp is None:
-                if not any(i.soname == soname for i in own):
-                    notes.append(f"{test.label}: no cc_import the build stages provides "
-                                 f"{soname}; nothing to edit (bazel-ldfix diagnose explains "
-                                 "what to add)")
+                what = f"{needer.label}'s library" if needer else "what the test loads"
+                unprovided.append(f"{test.label} needs {soname} ({what} needs it), and no "
+                                  "cc_import provides it: no BUILD change can give it "
+                                  "(bazel-ldfix diagnose explains what to add)")
                 continue
-            carrier = hermetic.carrier(test.label, test.executable, test.needed_by,
-                                       output_base, soname)
-            target = carrier.label or test.label
-            if target.startswith("@"):
-                problems.append(f"{target} needs a dependency on {imp.label}, but it is "
-                                "in another repository")
+            known.append(imp)
+            edge = _edge(imp, soname, needer, test, output_base, workspace, editable)
+            if edge is None:
+                problems.append(f"{test.label} needs {soname}, which {imp.label} provides, "
+                                "but no rule in an editable file can link it")
                 continue
-            # The target links the import after the change: its RUNPATH reaches the staged
-            # name, and glibc reuses that object for the library that needs it.
-            why = (f"{soname} is needed by a library {test.label} loads; a RUNPATH does not "
-                   "reach a dependency's dependency, so "
-                   + (f"{target} ({carrier.why}) " if carrier.why else "the test ")
-                   + "loads it itself (glibc reuses it by SONAME)")
-            changes.append(Change(target, Kind.ADD, "deps", imp.label, why))
+            changes.append(edge)
+            library = imp.target
             if imp.file != soname:
                 found = _import(imp, soname, test.label, header, shape, candidates,
                                 problems, skylib)
-                if found is not None:
-                    changes += found[0]
+                if found is None:
+                    continue
+                changes += found[0]
+                library = found[1]
+            pending += [(n, imp) for n in _unmet(library)]
         if added:
             # What the change stages must then be found, and nothing new may go missing
             # (a dependency edge's name is settled: the edge is not in the staged tree).
@@ -127,7 +142,103 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
                 problems.append(f"{test.label}: the loader model still misses "
                                 f"{', '.join(bad)} with the change staged as Bazel would "
                                 "stage it")
-    return edit_plan(_unique(changes, problems), workspace, output_base, problems, notes)
+    return edit_plan(_unique(changes, problems), workspace, output_base, problems, notes,
+                     unprovided)
+
+
+def _unmet(library: str) -> tuple[str, ...]:
+    """What ``library`` needs that the loader model finds nowhere for it alone: not through
+    its own RPATH or RUNPATH, the cache or the system directories (no LD_LIBRARY_PATH)."""
+    from bazel_ldfix.loader.resolve import Options, resolve_file
+
+    try:
+        return resolve_file(library, Options()).missing
+    except BadInputError:
+        return ()
+
+
+def _needer(soname: str, test: TestMissing, known: Sequence[solib.SolibImport]
+            ) -> solib.SolibImport | None:
+    """The prebuilt import whose library needs ``soname``: one the repair names, else the
+    first of ``known`` whose library lists it in DT_NEEDED; None when only the test's own
+    program, or a library Bazel built, needs it."""
+    by_file = {os.path.realpath(i.target): i for i in known}
+    for path in test.needed_by.get(soname, ()):
+        found = by_file.get(os.path.realpath(path))
+        if found is not None:
+            return found
+    for imp in known:
+        versioned = os.path.join(os.path.dirname(imp.target), imp.soname or imp.file)
+        try:
+            needed = elf.read_elf(versioned if os.path.isfile(versioned)
+                                  else imp.target).needed
+        except BadInputError:
+            continue
+        if soname in needed:
+            return imp
+    return None
+
+
+def _copies(soname: str, needer: solib.SolibImport | None,
+            candidates: Callable[[str], Sequence[str]]) -> list[str]:
+    """Where a file named ``soname`` may be: beside the library that needs it (an SDK ships
+    its libraries together), then the repair's choice."""
+    out = []
+    if needer is not None:
+        beside = os.path.join(os.path.dirname(needer.target), soname)
+        if os.path.isfile(beside):
+            out.append(beside)
+    return out + [c for c in candidates(soname) if c not in out]
+
+
+def _edge(imp: solib.SolibImport, soname: str, needer: solib.SolibImport | None,
+          test: TestMissing, output_base: str | None, workspace: str,
+          editable: dict[tuple[str, str], bool]) -> Change | None:
+    """The dependency that makes ``imp`` load wherever it is needed.
+
+    Where a prebuilt library needs it and that import's BUILD file can be edited, the
+    edge goes there (a wrap: every target that links the library gets what it needs, not
+    only the tests selected). Else the C/C++ target that links what needs it carries it
+    (``hermetic.carrier``): glibc reuses an object already loaded under the same SONAME.
+    """
+    if needer is not None and _editable(needer, output_base, workspace, editable):
+        why = (f"{needer.soname or needer.file} needs {soname}, and has no RUNPATH that "
+               f"reaches it: whatever links {needer.shown_label} must load {imp.label} too")
+        return Change(needer.label, Kind.WRAP, "deps", _relative(imp.label, needer.label),
+                      why)
+    carrier = hermetic.carrier(test.label, test.executable, test.needed_by, output_base,
+                               soname)
+    target = carrier.label or test.label
+    if target.startswith("@"):
+        return None
+    why = (f"{soname} is needed by a library {test.label} loads; a RUNPATH does not "
+           "reach a dependency's dependency, so "
+           + (f"{target} ({carrier.why}) " if carrier.why else "the test ")
+           + "loads it itself (glibc reuses it by SONAME)")
+    return Change(target, Kind.ADD, "deps", imp.label, why)
+
+
+def _editable(imp: solib.SolibImport, output_base: str | None, workspace: str,
+              seen: dict[tuple[str, str], bool]) -> bool:
+    key = (imp.repository, imp.package)
+    if key not in seen:
+        try:
+            seen[key] = locate(imp.repository, imp.package, workspace,
+                               output_base).layout.editable
+        except CannotEditError:
+            seen[key] = False
+    return seen[key]
+
+
+def _relative(label: str, at: str) -> str:
+    """``label`` as a BUILD file of ``at``'s package writes it (``@//x:y`` for the main
+    repository's ``//x:y`` from inside another repository)."""
+    repository, _, rest = label.partition("//")
+    here, _, there = at.partition("//")
+    if repository != here:
+        return label if repository else "@" + label
+    package, _, name = rest.partition(":")
+    return ":" + name if package == there.partition(":")[0] else "//" + rest
 
 
 def _staged_as(imp: solib.SolibImport, soname: str) -> str:
@@ -234,7 +345,7 @@ def _unique(changes: Sequence[Change], problems: list[str]) -> list[Change]:
     out: dict[tuple[str, str, str], Change] = {}
     for change in changes:
         key = (change.label, change.attribute,
-               change.value if change.kind in (Kind.ADD, Kind.RULE) else "")
+               change.value if change.kind in (Kind.ADD, Kind.RULE, Kind.WRAP) else "")
         seen = out.get(key)
         if seen is None:
             out[key] = change

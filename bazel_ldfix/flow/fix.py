@@ -67,11 +67,16 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if result.problems:
         return stop(CannotEditError(f"{len(result.problems)} change(s) cannot be made "
                                     "(see above); nothing written"))
+    short = len(result.unprovided)
     if not result.needed:
-        caller.say("bazel-ldfix: no BUILD change needed")
+        caller.say("bazel-ldfix: no BUILD change needed" if not short else
+                   f"bazel-ldfix: no BUILD change can give {short} needed "
+                   f"librar{'y' if short == 1 else 'ies'} (see above)")
     if options.check or not options.write or not result.needed:
         if document is not None:
             caller.show(dumps(document))
+        if short:
+            return 1        # the tests still miss what no change can give
         return (1 if options.check else 0) if result.needed else 0
     try:
         applied = apply(result, bazel, bazel_args, repair.output_base)
@@ -94,9 +99,29 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
             + (kept or "every file written was restored as it was")))
     if document is not None:
         caller.show(dumps(document))
+    if short:
+        caller.say(f"bazel-ldfix: the change leaves {short} needed "
+                   f"librar{'y' if short == 1 else 'ies'} that no cc_import provides "
+                   "(see above)")
     if options.verify:
-        return bazel.stream("test", bazel_args)
-    return 1 if result.described_only else 0
+        return verify(caller, bazel, bazel_args)
+    return 1 if result.described_only or short else 0
+
+
+def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
+    """Plain ``bazel test BAZEL_ARGS`` after the change, with no ``--test_env``: Bazel's
+    exit code, and one line that says what it means."""
+    from bazel_ldfix.render.repair import TESTS_FAILED
+
+    code = bazel.stream("test", bazel_args)
+    if code == 0:
+        caller.say("bazel-ldfix: verified: plain `bazel test` passes with the change")
+    elif code == TESTS_FAILED:
+        caller.say("bazel-ldfix: not verified: plain `bazel test` still has failing tests "
+                   "(exit 3); `bazel-ldfix diagnose` says why")
+    else:
+        caller.say(f"bazel-ldfix: not verified: plain `bazel test` exited {code}")
+    return code
 
 
 def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan:

@@ -27,6 +27,7 @@ def to_text(result: Plan, workspace: str) -> str:
         out.append(f"# not written: {u.reason}. The change: {u.change.label}: "
                    f"{u.change.words} ({u.change.why})")
     out += [f"# cannot fix: {p}" for p in result.problems]
+    out += [f"# still missing: {u}" for u in result.unprovided]
     out += [f"# note: {n}" for n in result.notes]
     return "\n".join(out)
 
@@ -49,6 +50,7 @@ def to_jsonable(result: Plan, workspace: str, written: Sequence[str] = ()
         "edits": edits,
         "files": [_file(f, workspace, f.path in done) for f in result.files],
         "problems": list(result.problems),
+        "unprovided": list(result.unprovided),
         "notes": list(result.notes),
     }
 

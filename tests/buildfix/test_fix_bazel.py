@@ -197,8 +197,11 @@ def test_fix_prints_one_diff_per_file_and_changes_nothing(layouts: Layouts) -> N
     assert r'shared_library = \"lib/libydemo.so.13\"' in out
     assert r'shared_library = \"lib/libbdemo.so.9\"' in out
     assert '+    shared_library = "lib/libzdemo.so.4",  # the dev link\n' in out
-    # The dependency edge: needs_x loads libydemo.so.13 itself.
-    assert '+        "@ysdk//:ydemo",\n' in out
+    # The dependency edge: libxdemo.so.11 needs libydemo.so.13, so the SDK's own BUILD
+    # file wraps xdemo's import in a cc_library that links both; t/BUILD is not edited.
+    assert '+    name = "xdemo_import",\n' in out
+    assert '+        ":xdemo_import",\n+        "@ysdk//:ydemo",\n' in out
+    assert "--- a/t/BUILD" not in out
     # The only-described layout is not asked for here.
     assert "sdk_repository`" not in out
 

@@ -146,17 +146,22 @@ def test_every_case_fails_to_load_before_the_fix(case: Case) -> None:
         assert f"{passing}                       " in result.stdout + result.stderr
 
 
-def test_the_edge_goes_on_the_extension_and_bazel_analyses_it(case: Case) -> None:
-    build = case.ws.root / "py" / "BUILD"
-    before = build.read_text()
+def test_the_edge_goes_into_the_sdk_and_bazel_analyses_it(case: Case) -> None:
+    build = case.ws.root / "third_party" / "xsdk.BUILD"
+    py_build = (case.ws.root / "py" / "BUILD").read_text()
     code, out, err = case.ldfix("fix", "--write", "//py:ext_test")
     assert code == 0, out + err[-3000:]
-    assert build.read_text() == before.replace(
-        'deps = ["@xsdk//:xdemo"])', 'deps = ["@xsdk//:xdemo", "@ysdk//:ydemo"])')
-    assert "py_test" not in [line for line in out.splitlines() if line.startswith("+")][-1]
+    # libxdemo.so.11 needs libydemo.so.13: whatever links xdemo (here the extension
+    # the py_test loads) gets ydemo too, so the SDK's BUILD file carries the edge.
+    text = build.read_text()
+    assert 'cc_import(\n    name = "xdemo_import",' in text
+    assert ('cc_library(\n    name = "xdemo",\n    deps = [\n        ":xdemo_import",\n'
+            '        "@ysdk//:ydemo",\n    ],\n'
+            '    visibility = ["//visibility:public"],\n)\n') in text
+    assert (case.ws.root / "py" / "BUILD").read_text() == py_build
     assert "bazel-ldfix: wrote" in err
     # Bazel analysed the change (build --nobuild) with the user's arguments.
-    assert "build //py:ext_test --nobuild --color=no --curses=no -- //py:_ext.so" in \
+    assert "build //py:ext_test --nobuild --color=no --curses=no -- @xsdk//:xdemo" in \
         case.log.read_text()
     # A plain `bazel test` now passes: the extension loads what it needs.
     again = case.ws.bazel("test", "--test_output=all", "//py:ext_test")
@@ -165,7 +170,7 @@ def test_the_edge_goes_on_the_extension_and_bazel_analyses_it(case: Case) -> Non
 
 
 def test_a_change_bazel_rejects_is_restored_byte_for_byte(case: Case) -> None:
-    build = case.ws.root / "v" / "BUILD"
+    build = case.ws.root / "third_party" / "vsdk.BUILD"
     build.write_bytes(build.read_bytes() + b"# \xff not UTF-8, kept\n")
     os.utime(build, ns=(1_000_000_000, 1_500_000_000))
     before = build.read_bytes()
@@ -175,11 +180,12 @@ def test_a_change_bazel_rejects_is_restored_byte_for_byte(case: Case) -> None:
     assert code == 68, out + err[-3000:]
     doc = json.loads(out)
     diff = doc["files"][0]["diff"]      # not UTF-8: the JSON encoder's base64 form
-    assert b'+cc_test(name = "needs_v", srcs = ["v.c"], deps = ["@vsdk//:vdemo", ' \
-           b'"@wsdk//:wdemo"])\n # \xff not UTF-8, kept\n' in base64.b64decode(diff["base64"])
+    assert b'+        "@wsdk//:wdemo",\n+    ],\n+    visibility = ["//visibility:public"],\n' \
+        b'+)\n # \xff not UTF-8, kept\n' \
+        in base64.b64decode(diff["base64"])
     last = err.rstrip().splitlines()[-1]
     assert last.startswith("error: Bazel rejects the change: ERROR: ")
-    assert "target '@wsdk//:wdemo' is not visible from target '//v:needs_v'" in last
+    assert "target '@wsdk//:wdemo' is not visible from target '@vsdk//:vdemo'" in last
     assert last.endswith("every file written was restored as it was")
     assert (doc["error"]["exit_code"], doc["analysis"]["accepted"]) == (68, False)
     assert doc["analysis"]["error"] in last

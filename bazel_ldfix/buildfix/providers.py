@@ -1,0 +1,99 @@
+"""Which ``cc_import`` can provide a SONAME that no import of the test's build stages.
+
+A vendor SDK often declares every library it ships, while a test links only the one it
+calls: ``libztop.so.1`` needs ``libzmid.so.3``, and nothing of the test's build stages
+``zmid``. Bazel's ``_solib_`` directories then say nothing of its import. The import is read
+from the BUILD file of the package that holds a copy of the file: the nearest directory,
+at or above the copy, with a ``BUILD.bazel`` or ``BUILD`` file, inside the copy's
+repository. Bazel reads a repository's BUILD files from under ``external/``, whatever
+layout wrote them, so that is where they are read. A call counts when it is a top-level
+``cc_import`` whose ``shared_library`` is a plain string naming a file of its own package
+that has the SONAME wanted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from bazel_ldfix import elf
+from bazel_ldfix.bazel.solib import SolibImport
+from bazel_ldfix.buildfix import starlark
+from bazel_ldfix.buildfix.locate import read_source
+from bazel_ldfix.errors import BadInputError, CannotEditError
+
+_BUILD_NAMES = ("BUILD.bazel", "BUILD")
+
+
+def declared_import(soname: str, copies: Iterable[str], output_base: str | None
+                    ) -> SolibImport | None:
+    """The first import, in the order of ``copies``, of a file with the SONAME ``soname`` in
+    the package that holds the copy; None when no BUILD file declares one.
+
+    ``copies`` are paths under ``output_base/external`` as Bazel's symlinks name them.
+    """
+    if not output_base:
+        return None
+    external = os.path.join(output_base, "external") + "/"
+    seen: set[tuple[str, str]] = set()
+    for copy in copies:
+        copy = os.path.normpath(copy)
+        if not copy.startswith(external):
+            continue
+        repository, _, rel = copy[len(external):].partition("/")
+        if not repository or not rel:
+            continue
+        package = _package_of(external + repository, os.path.dirname(rel))
+        if package is None or (repository, package[0]) in seen:
+            continue
+        seen.add((repository, package[0]))
+        found = _import_in(external + repository, repository, package, soname)
+        if found is not None:
+            return found
+    return None
+
+
+def _package_of(root: str, rel_dir: str) -> tuple[str, str] | None:
+    """``(package, BUILD file)``: the nearest directory at or above ``rel_dir`` (relative
+    to the repository ``root``) with a BUILD file."""
+    parts = [p for p in rel_dir.split("/") if p]
+    while True:
+        package = "/".join(parts)
+        for name in _BUILD_NAMES:
+            path = os.path.join(root, package, name) if package else os.path.join(root, name)
+            if os.path.isfile(path):
+                return package, path
+        if not parts:
+            return None
+        parts.pop()
+
+
+def _import_in(root: str, repository: str, package: tuple[str, str], soname: str
+               ) -> SolibImport | None:
+    name, build = package
+    try:
+        source = read_source(build)
+    except CannotEditError:
+        return None             # unreadable or not Starlark: nothing to find there
+    package_dir = os.path.join(root, name) if name else root
+    for call in source.calls():
+        if starlark.function_name(call) != "cc_import":
+            continue
+        rule = starlark.string_attr(call, "name")
+        value = starlark.string_attr(call, "shared_library")
+        if not rule or not value or value.startswith(("@", "//")) or ":" in value:
+            continue            # a label of another rule: not a file of this package
+        target = os.path.normpath(os.path.join(package_dir, value))
+        if not target.startswith(package_dir + "/") or not os.path.isfile(target):
+            continue
+        try:
+            found = elf.read_elf(target).soname
+        except BadInputError:
+            continue
+        if found != soname:
+            continue
+        rel = os.path.relpath(target, root)
+        label = f"@{repository}//{name}:{rule}"
+        return SolibImport(label, os.path.dirname(rel), os.path.basename(rel), "", target,
+                           found, True)
+    return None
