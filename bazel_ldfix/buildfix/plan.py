@@ -113,8 +113,9 @@ def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
             if imp is None:
                 what = f"{needer.label}'s library" if needer else "what the test loads"
                 unprovided.append(f"{test.label} needs {soname} ({what} needs it), and no "
-                                  "cc_import provides it: no BUILD change can give it "
-                                  "(bazel-ldfix diagnose explains what to add)")
+                                  "cc_import of the build or of a fetched repository "
+                                  "provides it: no BUILD change can give it (bazel-ldfix "
+                                  "diagnose explains what to add)")
                 continue
             known.append(imp)
             edge = _edge(imp, soname, needer, test, output_base, workspace, editable)

@@ -147,5 +147,5 @@ def test_a_name_no_import_declares_fails_the_check_with_the_reason(transitive: S
     result = transitive.ws.ldfix("fix", "--check", "//u:t_lonely")
     assert result.returncode == 1, result.stderr[-3000:]
     assert "needs libznone.so.5" in result.stdout
-    assert "no cc_import provides it" in result.stdout
+    assert "no cc_import of the build or of a fetched repository provides it" in result.stdout
     assert "no BUILD change needed" not in result.stderr
