@@ -19,6 +19,7 @@ from bazel_ldfix.cli.options import (
 )
 from bazel_ldfix.cli.session import Session, pass_session, warn_unreadable
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.quoting import printable
 from bazel_ldfix.render import github as _github
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     from bazel_ldfix.render.repair import (
         LINKS_CAVEAT,
         SHELL_CAVEAT,
+        conflict_error,
+        group_flags,
         repair_bazelrc,
         repair_flags,
         repair_json,
@@ -69,9 +72,10 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair.code)
     repair = testing.remote_guard(caller, repair, force_local_path)
-    render = {"flags": repair_flags, "shell": repair_shell,
+    split = bool(repair.groups) and fmt in ("shell", "bazelrc")
+    render = {"flags": group_flags if repair.groups else repair_flags, "shell": repair_shell,
               "bazelrc": repair_bazelrc, "json": repair_json}[fmt]
-    text = render(repair)
+    text = "" if split else render(repair)
     if fmt != "json" and not session.quiet:
         click.echo(repair_summary(repair), err=True)
         testing.say_leftovers(caller, repair)
@@ -79,6 +83,10 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
             click.echo(f"bazel-ldfix: {SHELL_CAVEAT}", err=True)
         if fmt in ("shell", "bazelrc") and text and repair.links_dir:
             click.echo(f"bazel-ldfix: {LINKS_CAVEAT}", err=True)
+    if split:
+        # One value cannot serve the run; say why, in the terms of the summary above.
+        click.echo(f"error: {printable(conflict_error(repair))}", err=True)
+        return 1
     if text:
         click.echo(text)
     return 1 if repair.unresolved or repair.withheld or (repair.missing and not repair.flags) \

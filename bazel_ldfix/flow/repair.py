@@ -32,7 +32,7 @@ from bazel_ldfix.pathlist import VARIABLE
 if TYPE_CHECKING:
     from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.outputbase.index import ProgressFn
-    from bazel_ldfix.repair.results import Repair
+    from bazel_ldfix.repair.results import Repair, TestInput, TestResult
 
 # Bazel's exit codes for a build that failed and a command line it refused
 # (ExitCode.BUILD_FAILURE, ExitCode.COMMAND_LINE_ERROR): the same command fails the same way
@@ -222,11 +222,17 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                {k: r.env for k, r in rules.items()}, labels, events.version,
                                {k: r.env_inherit for k, r in rules.items()})
         inputs = [TestInput(t.label, t.executable) for t in tests]
-        planned = plan(inputs, env, base, host_loader,
-                       prepend=prepend, on_error=noted,
-                       cache_dir=cache_dir(base) if cache_dir else None,
-                       progress=progress, search=search, host=host, session=session,
-                       links_root=links_root)
+
+        def plan_for(chosen: Sequence[TestInput]) -> Repair:
+            return plan(chosen, env, base, host_loader,
+                        prepend=prepend, on_error=noted,
+                        cache_dir=cache_dir(base) if cache_dir else None,
+                        progress=progress, search=search, host=host, session=session,
+                        links_root=links_root)
+
+        planned = plan_for(inputs)
+        if planned.conflicts:
+            planned = split(planned, inputs, plan_for)
         return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
 
     # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a
@@ -282,10 +288,55 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
             pending.close()
     _write_memo(memo, result.flags)
     result = dataclasses.replace(result, options=events.options, patterns=events.patterns)
-    if inputs is not None:
+    if inputs is not None and not result.groups:
+        # (A split run is made anew each time: the kept record holds one value.)
         keep = replay.save if cache_dir else replay.replace_differing
         keep(kept_at, inputs, replay.rules_of(used), session.memo.facts(), result)
     return result
+
+
+def split(whole: Repair, inputs: Sequence[TestInput],
+          plan_for: Callable[[Sequence[TestInput]], Repair]) -> Repair:
+    """The run split into groups of tests that one value serves (see ``Repair.groups``).
+
+    The first group takes the files the whole run chose, and every test that agrees with
+    them; each other test joins the first group whose files agree with its own. Each group
+    is planned again for its tests alone, so a test is given the files its own libraries
+    lead to, never those chosen for another test.
+    """
+    from bazel_ldfix.repair.results import Group
+
+    chosen = {m.soname: os.path.realpath(m.path) for m in whole.missing if m.path}
+    wants: dict[str, dict[str, str]] = {}
+    for c in whole.conflicts:
+        wants.setdefault(c.label, {})[c.soname] = os.path.realpath(c.own)
+    names = {c.soname for c in whole.conflicts}
+    assigned: list[tuple[dict[str, str], list[TestInput]]] = [
+        ({n: chosen[n] for n in names if n in chosen}, [])]
+    for test in inputs:
+        own = wants.get(test.label, {})
+        for files, members in assigned:
+            if all(files.get(n, f) == f for n, f in own.items()):
+                files.update(own)
+                members.append(test)
+                break
+        else:
+            assigned.append((dict(own), [test]))
+    groups = []
+    results: dict[str, TestResult] = {}
+    notes: list[str] = []
+    for _files, members in assigned:
+        if not members:
+            continue
+        part = plan_for(members)
+        groups.append(Group(tuple(t.label for t in members), part.ld_library_path,
+                            part.added, part.tests, part.missing))
+        results.update((t.label, t) for t in part.tests)
+        notes += [f"{c.label} still gets {c.chosen} for {c.soname}, not {c.own}, which its "
+                  "own libraries lead to" for c in part.conflicts]
+    tests = tuple(results.get(t.label, t) for t in whole.tests)
+    return dataclasses.replace(whole, tests=tests, groups=tuple(groups),
+                               notes=(*whole.notes, *notes))
 
 
 def _memo_file(runner: Bazel, args: Sequence[str], env: Mapping[str, str]

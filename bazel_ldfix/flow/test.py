@@ -78,6 +78,8 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if not caller.quiet:
         caller.say(repair_summary(repair))
         say_leftovers(caller, repair)
+    if repair.groups:
+        return run_split(caller, bazel, bazel_args, repair, options)
     args = with_options(bazel_args, repair.flags)
     if options.dry_run:
         caller.show(shlex.join(bazel.argv("test", args)))
@@ -113,6 +115,61 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if line:
         caller.say(line)
     return code
+
+
+def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
+              options: Options) -> int:
+    """One ``bazel test`` per group of tests that one value serves (``Repair.groups``):
+    the first with the user's arguments less the other groups' tests, each other one
+    with the user's options and its own tests. Every run's output and summary are
+    Bazel's; the code is the worst of theirs, as Bazel's own would be."""
+    from bazel_ldfix.bazel.options import with_options
+    from bazel_ldfix.flow import rerun
+    from bazel_ldfix.render.repair import TESTS_FAILED
+
+    first, *rest = repair.groups
+    others = [label for g in rest for label in g.labels]
+    runs = [with_options(bazel_args, first.flags) + (
+        ["--"] if "--" not in bazel_args else []) + [f"-{label}" for label in others]]
+    for group in rest:
+        args = rerun.arguments(bazel_args, repair.patterns, group.labels,
+                               group.flags[0] if group.flags else "")
+        if args is None:
+            caller.say("bazel-ldfix: the run cannot be split (the target patterns cannot "
+                       "be told apart from the options' values); running `bazel test` "
+                       "unchanged")
+            return bazel.stream("test", bazel_args)
+        runs.append([a for a in args if a])
+    if options.dry_run:
+        for args in runs:
+            caller.show(shlex.join(bazel.argv("test", args)))
+        return 0
+    codes = []
+    for number, (group, args) in enumerate(zip(repair.groups, runs, strict=True), 1):
+        caller.say(printable(f"bazel-ldfix: run {number} of {len(runs)}: "
+                             f"{', '.join(group.labels)}"))
+        code = bazel.stream("test", args)
+        codes.append(code)
+        diagnose_after(caller, repair.output_base, code, None)
+        if code not in (0, TESTS_FAILED):
+            break       # a build error or an interruption: the next runs would not help
+    if options.rerun_failures:
+        caller.say("bazel-ldfix: no rerun: the run was split")
+    code = worst(codes)
+    if not caller.quiet:
+        caller.say(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
+                   f"{', '.join(map(str, codes))}: exit code {code}")
+    return code
+
+
+# Bazel's exit codes from the least to the most severe, where the runs are merged: success,
+# no test to run, tests failed, build failed; any other (a crash, an interruption) is worse.
+_SEVERITY = {0: 0, 4: 1, 3: 2, 1: 3}
+
+
+def worst(codes: Sequence[int]) -> int:
+    """The exit code of several ``bazel test`` runs together: the most severe one."""
+    return max(codes, key=lambda c: (_SEVERITY.get(c, 4), c))
 
 
 def remote_guard(caller: Caller, repair: Repair, force_local_path: bool) -> Repair:

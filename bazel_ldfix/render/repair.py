@@ -43,6 +43,9 @@ def repair_json(repair: Repair) -> str:
                     for k in repair.skipped],
         "notes": list(repair.notes),
         "given_again": repair.given_again,
+        "conflicts": to_jsonable(repair.conflicts),
+        "groups": [{"labels": list(g.labels), "ld_library_path": g.ld_library_path,
+                    "flags": list(g.flags)} for g in repair.groups],
     })
 
 
@@ -143,7 +146,7 @@ def repair_summary(repair: Repair) -> str:
         repair.tests, "cannot load",
         lambda t: tuple(_direct_first(t.missing_before, indirect)),
         lambda t: [f"{t.label}: the loader stops: {t.error}"] if t.error else [])
-    for m in repair.missing:
+    for m in () if repair.groups else repair.missing:
         if m.dir and m.exposure is Exposure.LINK:
             lines.append(f"  {m.soname} is in {m.dir}, given by a link: {m.why}")
         elif m.dir and m.exposure is Exposure.WITHHELD:
@@ -163,7 +166,9 @@ def repair_summary(repair: Repair) -> str:
         lines.append("note: nothing this repair read has changed since the last run of the "
                      "same command: its repair is given again (--no-cache makes it anew)")
     lines += [_shadowed_line(shadow) for shadow in repair.shadowed]
-    if repair.ld_library_path is not None:
+    if repair.groups:
+        lines += _group_lines(repair)
+    elif repair.ld_library_path is not None:
         lines.append(f"adding --test_env={VARIABLE}={repair.ld_library_path}")
         if repair.base:
             lines.append(f"  (keeps {repair.base_source})")
@@ -183,6 +188,37 @@ def repair_summary(repair: Repair) -> str:
             line if line in pasted else abbreviate(line, repair.output_base) for line in lines]
     # Each line escaped as it is: a name holding a newline stays on its own line.
     return text_of([f"bazel-ldfix: {line}" for line in lines])
+
+
+def _group_lines(repair: Repair) -> list[str]:
+    """Why the run is split, then each group: its tests, where its files are, its flag."""
+    lines = [f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, not from "
+             f"{os.path.dirname(c.chosen)}" for c in repair.conflicts]
+    lines.append(f"one {VARIABLE} cannot serve every test: the run is split into "
+                 f"{len(repair.groups)} `bazel test` runs")
+    for number, group in enumerate(repair.groups, 1):
+        shown = ", ".join(group.labels[:3]) + (
+            f" and {len(group.labels) - 3} more" if len(group.labels) > 3 else "")
+        lines.append(f"run {number}: {shown}")
+        lines += [f"  {m.soname} is in {m.dir}" for m in group.missing if m.dir]
+        lines.append(f"  adding --test_env={VARIABLE}={group.ld_library_path}"
+                     if group.ld_library_path else "  adding nothing")
+    return lines
+
+
+def group_flags(repair: Repair) -> str:
+    """One line per group: its flag, ``--``, its tests (shell words)."""
+    return "\n".join(shlex.join([*g.flags, "--", *g.labels]) for g in repair.groups)
+
+
+def conflict_error(repair: Repair) -> str:
+    """Why no one value (a .bazelrc line, an export) serves the run."""
+    c = repair.conflicts[0]
+    more = f" (and {len(repair.conflicts) - 1} more)" if len(repair.conflicts) > 1 else ""
+    return (f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, while another "
+            f"test of the run needs it from {os.path.dirname(c.chosen)}{more}: one "
+            f"{VARIABLE} cannot serve both; `bazel-ldfix test` runs each group on its own "
+            "(`--format flags` or `json` lists the groups)")
 
 
 def _shadowed_line(shadow: Shadowed) -> str:

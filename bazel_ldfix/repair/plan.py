@@ -23,7 +23,7 @@ from bazel_ldfix.repair.failopen import Skipped
 from bazel_ldfix.repair.inventory import PER_FILE_ERRORS
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.outcome import Outcome
-from bazel_ldfix.repair.results import Missing, Repair, TestInput, TestResult
+from bazel_ldfix.repair.results import Conflict, Missing, Repair, TestInput, TestResult
 from bazel_ldfix.repair.subject import Subject
 
 _MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
@@ -189,6 +189,7 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             shadowed += exposure.caller_shadows(s.label, plain.entries, was,
                                                 pathlist.split(env.current.get(s.label)),
                                                 session.same_file)
+    conflicts = _conflicts(subjects, before, exposer.choices, session, scan.expect)
     notes = tuple(note for s in subjects for note in s.notes)
     skipped: dict[str, Skipped] = {}
     for s in subjects:
@@ -199,7 +200,35 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     return Repair(output_base, env.base, env.source, tuple(results), missing_out, added,
                   merged, notes=notes, skipped=tuple(skipped.values()),
                   links=exposer.links if exposer.links_dir else (),
-                  links_dir=exposer.links_dir, shadowed=tuple(shadowed))
+                  links_dir=exposer.links_dir, shadowed=tuple(shadowed),
+                  conflicts=conflicts)
+
+
+def _conflicts(subjects: Sequence[Subject], before: Mapping[str, Outcome],
+               choices: Mapping[str, index.Choice], session: Models,
+               expect: elf.ElfHeader | None) -> tuple[Conflict, ...]:
+    """Tests that missed a name whose own libraries lead to another usable file of it than
+    the one chosen: the first directory of the test's own (:func:`index.test_dirs`) that
+    holds the name, where the loader would take it."""
+    memo = session.memo
+    out = []
+    for subject in subjects:
+        outcome = before[subject.label]
+        header = outcome.header or expect
+        names = [n for n in outcome.missing if choices.get(n) and choices[n].path]
+        if not names or header is None:
+            continue
+        dirs = session.test_dirs(subject, outcome)
+        for name in names:
+            chosen = choices[name].path
+            assert chosen is not None
+            own = next((os.path.join(d, name) for d in dirs
+                        if name in (memo.listing(d).names or ())), None)
+            if own is None or session.same_file(own, chosen) \
+                    or index.check_candidate(own, header, memo) is not None:
+                continue
+            out.append(Conflict(subject.label, name, chosen, own))
+    return tuple(out)
 
 
 def _system_lookup(subjects: Sequence[Subject], loaders: LoaderSource,

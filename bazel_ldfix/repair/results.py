@@ -41,6 +41,34 @@ class TestResult:
 
 
 @dataclass(frozen=True)
+class Conflict:
+    """A test whose own libraries lead to another file of a name than the one chosen (the
+    first test that missed it chose): one LD_LIBRARY_PATH cannot give both."""
+
+    label: str
+    soname: str
+    chosen: str                         # the file the run's value gives
+    own: str                            # the file the test's own libraries lead to
+
+
+@dataclass(frozen=True)
+class Group:
+    """Tests one value serves, where conflicts split the run: a ``bazel test`` of their own,
+    with this group's repair (planned for these tests alone)."""
+
+    labels: tuple[str, ...]
+    ld_library_path: str | None
+    added: tuple[str, ...]
+    tests: tuple[TestResult, ...]
+    missing: tuple[Missing, ...]
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return () if self.ld_library_path is None else (
+            f"--test_env={VARIABLE}={self.ld_library_path}",)
+
+
+@dataclass(frozen=True)
 class Repair:
     output_base: str
     base: tuple[str, ...]
@@ -59,6 +87,10 @@ class Repair:
     links: tuple[exposure.Link, ...] = ()    # what the links directory holds
     links_dir: str | None = None             # one of ``added``, when there are links
     shadowed: tuple[exposure.Shadowed, ...] = ()
+    conflicts: tuple[Conflict, ...] = ()
+    # Where conflicts split the run: one repair per group of tests that one value serves,
+    # each run by a ``bazel test`` of its own (empty: one run serves every test).
+    groups: tuple[Group, ...] = ()
 
     @property
     def flags(self) -> tuple[str, ...]:

@@ -31,7 +31,14 @@ from bazel_ldfix.repair.exposure import Exposure, Link, ShadowCause, Shadowed
 from bazel_ldfix.repair.failopen import SkipKind, Skipped
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan
-from bazel_ldfix.repair.results import Missing, Repair, TestInput, TestResult
+from bazel_ldfix.repair.results import (
+    Conflict,
+    Group,
+    Missing,
+    Repair,
+    TestInput,
+    TestResult,
+)
 
 Result = TestResult   # a name pytest does not take for a test class
 
@@ -76,12 +83,16 @@ FIELDS[Result] = {"label": TEXT, "executable": TEXT, "missing_before": texts(),
                       "missing_after": texts(), "error": OPTIONAL,
                       "reach": st.sampled_from(Reach), "rule_fix": OPTIONAL,
                       "library_path": OPTIONAL}
+FIELDS[Conflict] = {"label": TEXT, "soname": TEXT, "chosen": TEXT, "own": TEXT}
+FIELDS[Group] = {"labels": texts(), "ld_library_path": OPTIONAL, "added": texts(),
+                 "tests": tuples(Result), "missing": tuples(Missing)}
 FIELDS[Repair] = {"output_base": TEXT, "base": texts(), "base_source": TEXT,
                   "tests": tuples(Result), "missing": tuples(Missing), "added": texts(),
                   "ld_library_path": OPTIONAL, "options": tuples(Option), "notes": texts(),
                   "skipped": tuples(Skipped), "patterns": texts(),
                   "given_again": st.booleans(), "links": tuples(Link),
-                  "links_dir": OPTIONAL, "shadowed": tuples(Shadowed)}
+                  "links_dir": OPTIONAL, "shadowed": tuples(Shadowed),
+                  "conflicts": tuples(Conflict), "groups": tuples(Group, max_size=2)}
 REPAIRS = builds(Repair)
 
 
@@ -170,7 +181,7 @@ def test_a_repair_from_a_real_plan_is_read_back_whole(tmp_path: Path) -> None:
 def test_a_paths_bytes_that_are_not_utf8_are_written_as_they_were() -> None:
     r = Repair(os.fsdecode(b"/ob/\xff\xc3"), (), "", (), (), (), None)
     data = stored.encode(r)
-    assert data.endswith(b'["/ob/\xff\xc3",[],"",[],[],[],null,[],[],[],[],false,[],null,[]]')
+    assert data.endswith(b'["/ob/\xff\xc3",[],"",[],[],[],null,[],[],[],[],false,[],null,[],[],[]]')
     assert stored.decode(data) == r
 
 
