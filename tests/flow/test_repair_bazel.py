@@ -14,23 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, Workspace, clean_env, make_workspace
-from elfbuild import cc
+from bazelws import BAZEL, Workspace, clean_env, loaded, make_workspace, needs_foo_by_link
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
-
-FOO_TEST = r"""
-#define _GNU_SOURCE
-#include <link.h>
-#include <stdio.h>
-static int show(struct dl_phdr_info *i, size_t s, void *d) {
-  if (i->dlpi_name[0]) printf("loaded %s\n", i->dlpi_name);
-  return 0;
-}
-int foo_value(void);
-int main(void) { dl_iterate_phdr(show, 0); return foo_value() == 3 ? 0 : 1; }
-"""
 
 
 @dataclass
@@ -43,35 +30,13 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     top = tmp_path_factory.mktemp("flowrepair")
-    # The SDK's lib/ holds the libfoo.so.3 the test misses and a libz.so.1 of its own,
-    # which the system has too: libfoo.so.3 is given by a link.
-    vsdk = top / "sdks" / "vsdk" / "lib"
-    cc(vsdk / "libfoo.so.3", "-shared", "-Wl,-soname,libfoo.so.3",
-       src="int foo_value(void){return 3;}")
-    (vsdk / "libfoo.so").symlink_to("libfoo.so.3")
-    cc(vsdk / "libz.so.1", "-shared", "-Wl,-soname,libz.so.1",
-       src='const char *zlibVersion(void){return "vendor";}')
-    build = ('package(default_visibility = ["//visibility:public"])\n'
-             'cc_import(name = "foo", shared_library = "lib/libfoo.so")\n')
-    files = {
-        "WORKSPACE": f'new_local_repository(name = "vsdk", path = "{vsdk.parent}", '
-                     f"build_file_content = {json.dumps(build)})\n",
-        "t/BUILD": 'cc_test(name = "foo_test", srcs = ["foo.c"], deps = ["@vsdk//:foo"])\n',
-        "t/foo.c": FOO_TEST,
-    }
+    files = needs_foo_by_link(top)
     env = {**clean_env(), "XDG_CACHE_HOME": str(top / "cache")}
     workspace = make_workspace(top / "ws", files, env=env)
     try:
-        yield Setup(workspace, vsdk, top / "cache" / "bazel-ldfix")
+        yield Setup(workspace, top / "sdks" / "vsdk" / "lib", top / "cache" / "bazel-ldfix")
     finally:
         workspace.shutdown()
-
-
-def loaded(ws: Workspace, package: str, name: str) -> dict[str, str]:
-    """What the test printed it loaded: each file's name to the path it was loaded by."""
-    return {os.path.basename(path): path
-            for line in ws.test_log(package, name).splitlines()
-            if (path := line.removeprefix("loaded ")) != line}
 
 
 def test_a_links_directory_removed_since_the_last_run_is_made_again_and_gives_the_library(
