@@ -173,8 +173,10 @@ def repair_summary(repair: Repair) -> str:
     elif not repair.tests and repair.notes:
         lines.append("no test could be examined; nothing to add")
     elif not repair.missing:
-        lines.append("every test examined loads; nothing to add" if repair.notes
-                     else "every test loads; nothing to add")
+        # What the tests link is all that is read: a library a test opens at run time by
+        # name (dlopen, ctypes) is in no ELF file, and only its run can tell.
+        lines.append(f"nothing to add for what the {'examined ' if repair.notes else ''}"
+                     "tests link; libraries opened at run time are not seen")
     # A rule's env to paste keeps the real path; the rest is read, not pasted.
     pasted = {f"  fix its rule instead: {t.rule_fix}" for t in repair.tests
               if t.rule_fix}
