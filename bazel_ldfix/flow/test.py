@@ -95,6 +95,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     remote = is_remote(repair) and not options.force_local_path
     diagnosis = diagnose_after(caller, repair.output_base, code, ran_with, remote=remote)
     stopped = list(diagnosis.findings) if diagnosis else []
+    stopped_first = tuple(stopped)
     rerun_ok: tuple[str, ...] = ()
     revealed: tuple[tuple[str, str], ...] = ()
     if diagnosis is not None and not options.rerun_failures and not remote:
@@ -113,7 +114,9 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
                     outcome.diagnosis.findings if outcome.diagnosis else ())
     if options.github:
         annotate(caller, stopped, repair, rerun_ok, revealed)
-    line = None if caller.quiet else repaired_line(repair, bazel_args, code)
+    # What the rerun let load: the sonames the first run's diagnosis found for those tests.
+    opened = [f.soname for f in stopped_first if f.test in rerun_ok and f.soname]
+    line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened)
     if line:
         caller.say(line)
     return code

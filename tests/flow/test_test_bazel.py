@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, SHOWS_FOO, Workspace, clean_env, make_workspace, sdk
+from bazelws import BAZEL, SHOWS_FOO, Workspace, clean_env, loaded, make_workspace, sdk
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
@@ -82,3 +82,15 @@ def test_a_library_opened_at_run_time_that_fails_points_at_the_rerun(setup: Setu
                      "which no file names; `bazel-ldfix test --rerun-loader-failures //t:all` "
                      "runs it once more with what this run revealed"]
 
+
+
+def test_the_summary_counts_every_test_that_loaded_and_names_what_each_was_given(
+        setup: Setup) -> None:
+    ws = setup.ws
+    result = ws.ldfix("test", "--rerun-loader-failures", "//t:all", "--nocache_test_results")
+    assert result.returncode == 0, result.stderr[-3000:]
+    # /proc/self/maps names the real file, here the SDK's own.
+    assert loaded(ws, "t", "acme_test")["libacme.so.3"] == str(setup.asdk / "libacme.so.3")
+    assert loaded(ws, "t", "foo_test")["libfoo.so.3"].startswith(str(ws.output_base))
+    (line,) = [line for line in result.stderr.splitlines() if "repaired" in line]
+    assert line.startswith("bazel-ldfix: 2 tests repaired (libfoo.so.3, libacme.so.3); ")
