@@ -136,6 +136,11 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
         session.memo.watch()
         values: dict[int, tuple[StepHead, str | None]] = {}   # by the head's id
         last_value = expected[-1][len(_MEMO_PREFIX):] if expected else None
+        if last_value is not None and not _all_there(last_value):
+            # A directory of it is gone: a links directory removed since (pruned, or the
+            # cache cleaned), which the plan makes again. Read now, it would stay absent
+            # for the rest of the command, after the plan has made it.
+            last_value = None
 
         def read_tests(test: TestTarget, head: StepHead) -> None:
             # Read, and resolved in the value the flags give it: what the first plan asks
@@ -337,6 +342,13 @@ def split(whole: Repair, inputs: Sequence[TestInput],
     tests = tuple(results.get(t.label, t) for t in whole.tests)
     return dataclasses.replace(whole, tests=tests, groups=tuple(groups),
                                notes=(*whole.notes, *notes))
+
+
+def _all_there(value: str) -> bool:
+    """Whether every directory of an ``LD_LIBRARY_PATH`` value is there now."""
+    from bazel_ldfix import pathlist
+
+    return all(os.path.isdir(entry) for entry in pathlist.split(value) if entry)
 
 
 def _memo_file(runner: Bazel, args: Sequence[str], env: Mapping[str, str]

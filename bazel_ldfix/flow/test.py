@@ -15,6 +15,8 @@ from bazel_ldfix.quoting import printable
 from bazel_ldfix.render import github
 from bazel_ldfix.repair import failopen
 
+SHOWN_LABELS = 3        # a line names this many tests, then how many more
+
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.client import Bazel
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
@@ -95,8 +97,11 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     remote = is_remote(repair) and not options.force_local_path
     diagnosis = diagnose_after(caller, repair.output_base, code, ran_with, remote=remote)
     stopped = list(diagnosis.findings) if diagnosis else []
+    stopped_first = tuple(stopped)
     rerun_ok: tuple[str, ...] = ()
     revealed: tuple[tuple[str, str], ...] = ()
+    if diagnosis is not None and not options.rerun_failures and not remote:
+        point_at_rerun(caller, diagnosis, repair, bazel_args, options.prepend)
     if options.rerun_failures and diagnosis is not None:
         if remote:
             caller.say("bazel-ldfix: no rerun: under remote execution, directories of this "
@@ -111,7 +116,9 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
                     outcome.diagnosis.findings if outcome.diagnosis else ())
     if options.github:
         annotate(caller, stopped, repair, rerun_ok, revealed)
-    line = None if caller.quiet else repaired_line(repair, bazel_args, code)
+    # What the rerun let load: the sonames the first run's diagnosis found for those tests.
+    opened = [f.soname for f in stopped_first if f.test in rerun_ok and f.soname]
+    line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened)
     if line:
         caller.say(line)
     return code
@@ -278,6 +285,32 @@ class Rerun:
     now_pass: tuple[str, ...] = ()          # of those, the ones that passed
     added: tuple[tuple[str, str], ...] = ()  # (soname, directory) the first run revealed
     diagnosis: Diagnosis | None = None      # the rerun's, when tests still failed in it
+
+
+def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
+                   bazel_args: Sequence[str], prepend: bool) -> None:
+    """One line when the rerun (``--rerun-loader-failures``) would repair tests that failed
+    in the loader: a library opened at run time is seen only by the run."""
+    from bazel_ldfix.diagnosis.cause import CauseKind
+    from bazel_ldfix.flow import rerun
+
+    planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
+    if isinstance(planned, failopen.Fallback) or not planned.labels:
+        return
+    served = [f for f in diagnosis.findings if f.test in planned.labels]
+    sonames = ", ".join(dict.fromkeys(f.soname for f in served if f.soname))
+    shown = ", ".join(planned.labels[:SHOWN_LABELS]) + (
+        f" and {len(planned.labels) - SHOWN_LABELS} more"
+        if len(planned.labels) > SHOWN_LABELS else "")
+    failed = "failed" if len(planned.labels) == 1 else "each failed"
+    what = (f"{failed} to open {sonames} at run time, which no file names"
+            if all(f.cause is not None and f.cause.kind is CauseKind.DLOPEN for f in served)
+            else f"{failed} to load {sonames}")
+    command = shlex.join(["bazel-ldfix", "test", "--rerun-loader-failures",
+                          *(["--prepend"] if prepend else []), *bazel_args])
+    caller.say(printable(f"bazel-ldfix: {shown} {what}; `{command}` runs "
+                         f"{'it' if len(planned.labels) == 1 else 'them'} once more with "
+                         "what this run revealed"))
 
 
 def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,

@@ -77,15 +77,16 @@ def check_file(path: str, options: Options) -> CheckResult:
     info = elf.read_elf(path)
     trusted = trusted_for(info, options.loader)
     interp = trusted.path
+    named = by_path(path)
     if not info.has_dynamic:
         # Nothing for a loader to do; ld.so, asked anyway, can crash on such a file.
         static = trace.Trace(path, (), None, 0, static=True)
         return CheckResult(path, interp, static, (), (), trusted.note)
     _refuse_audit(info)
     # The model first: it finds, without blocking, a FIFO the real loader would wait on.
-    model = loader_for(info, options).resolve(path, info=info)
+    model = loader_for(info, options).resolve(named, info=info)
     _refuse_blocking(model)
-    real = trace.run_trace(interp, opened_path(path, info), library_path=options.library_path,
+    real = trace.run_trace(interp, opened_path(named, info), library_path=options.library_path,
                            inhibit_cache=options.inhibit_cache, cwd=options.cwd)
     notes = _notes(real.missing, info, options) if real.missing else ()
     if real.signal is not None:
@@ -94,6 +95,13 @@ def check_file(path: str, options: Options) -> CheckResult:
     model, compared, loader_note = _without_the_loader_run(model, real, interp, info.interp)
     return CheckResult(path, interp, real, conformance.compare(model, compared), notes,
                        trusted.note, loader_note)
+
+
+def by_path(path: str) -> str:
+    """``path`` as the loader is given it: a name without a slash is the file in the
+    working directory, ``./NAME``. The loader would search for a library of that name
+    (elf/rtld.c, _dl_map_object), and take ``$ORIGIN`` from the name it is given."""
+    return path if "/" in path else f"./{path}"
 
 
 def _crash_words(signum: int, model_error: str | None) -> str:
@@ -195,14 +203,15 @@ def matrix(path: str, dirs: Sequence[str], options: Options) -> Matrix:
     info = elf.read_elf(path)
     interp = trusted_for(info, options.loader).path
     _refuse_audit(info)
+    named = by_path(path)
     base = pathlist.split(options.library_path)
     everything = pathlist.join(pathlist.merge(base, dirs)) or None
     _refuse_blocking(loader_for(info, dataclasses.replace(options, library_path=everything))
-                     .resolve(path, info=info))
+                     .resolve(named, info=info))
 
     def run(chosen: Sequence[str]) -> trace.Trace:
         value = pathlist.join(pathlist.merge(base, chosen)) or None
-        return trace.run_trace(interp, opened_path(path, info), library_path=value,
+        return trace.run_trace(interp, opened_path(named, info), library_path=value,
                                inhibit_cache=options.inhibit_cache, cwd=options.cwd)
 
     def row(label: str, chosen: Sequence[str]) -> MatrixRow:

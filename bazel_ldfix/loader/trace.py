@@ -56,8 +56,13 @@ def run_trace(interp: str, file: str, *, library_path: str | None, inhibit_cache
 
     The loader takes the ``$ORIGIN`` of the file it is given from that name, symlinks and
     all: to ask it about a program as the kernel starts it, give the real path
-    (``search.opened_path``); for a library, the name it is opened by.
+    (``search.opened_path``); for a library, the name it is opened by. A name without a
+    slash is the file in ``cwd``, given to the loader as ``./NAME``.
     """
+    if "/" not in file:
+        # ld.so reads a name without a slash as a soname and searches for it
+        # (elf/rtld.c, _dl_map_object): the file here is named by a path.
+        file = f"./{file}"
     cmd = [interp]
     if inhibit_cache:
         cmd.append("--inhibit-cache")

@@ -110,17 +110,33 @@ def notices(repair: Repair, failing: Iterable[str], places: Places) -> list[str]
     """One ``::notice`` per test the repair let load (it missed something, and the run did
     not stop it in the loader)."""
     stopped = set(failing)
-    dirs = {m.soname: m.dir for m in repair.missing if m.dir}
+    given = _given_in(repair)
     out = []
     for test in repair.tests:
         if not test.missing_before or test.missing_after or test.label in stopped:
             continue
-        added = list(dict.fromkeys(d for s in test.missing_before if (d := dirs.get(s))))
+        added = list(dict.fromkeys(d for s in test.missing_before if (d := given.get(s))))
         message = (f"{test.label} could not load {', '.join(test.missing_before)}; "
                    f"bazel-ldfix test added {', '.join(added) or 'their directories'} to its "
                    f"LD_LIBRARY_PATH. For good: bazel-ldfix fix {test.label}")
         out.append(command("notice", message, {"title": f"{test.label}: repaired",
                                                **places.of(test.label)}))
+    return out
+
+
+def _given_in(repair: Repair) -> dict[str, str]:
+    """The entry of LD_LIBRARY_PATH each missing soname is given by: its own directory, or
+    the links directory. A soname withheld, or not found, has none."""
+    from bazel_ldfix.repair.exposure import Exposure
+
+    if not repair.flags:
+        return {}       # nothing was added (held back under remote execution)
+    out = {}
+    for m in repair.missing:
+        entry = repair.links_dir if m.exposure is Exposure.LINK else \
+            m.dir if m.exposure is Exposure.DIRECTORY else None
+        if entry is not None and entry in repair.added:
+            out[m.soname] = entry
     return out
 
 

@@ -178,8 +178,10 @@ def repair_summary(repair: Repair) -> str:
     elif not repair.tests and repair.notes:
         lines.append("no test could be examined; nothing to add")
     elif not repair.missing:
-        lines.append("every test examined loads; nothing to add" if repair.notes
-                     else "every test loads; nothing to add")
+        # What the tests link is all that is read: a library a test opens at run time by
+        # name (dlopen, ctypes) is in no ELF file, and only its run can tell.
+        lines.append(f"nothing to add for what the {'examined ' if repair.notes else ''}"
+                     "tests link; libraries opened at run time are not seen")
     # A rule's env to paste keeps the real path; the rest is read, not pasted.
     pasted = {f"  fix its rule instead: {t.rule_fix}" for t in repair.tests
               if t.rule_fix}
@@ -233,22 +235,39 @@ def _shadowed_line(shadow: Shadowed) -> str:
             "up itself")
 
 
-def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int) -> str | None:
-    """One line after Bazel's summary: how many tests the repair let load, and how to make
-    that permanent (None when nothing was added)."""
-    if repair.ld_library_path is None or exit_code not in (0, TESTS_FAILED):
+def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
+                  rerun_ok: Sequence[str] = (), revealed: Sequence[str] = ()) -> str | None:
+    """One line after Bazel's summary: how many tests the repair and the rerun let load,
+    what they were given, and how to make that permanent (None when nothing was added).
+    ``rerun_ok`` are the tests the rerun let load, ``revealed`` the sonames they were
+    given; ``exit_code`` is that of the two runs together."""
+    if exit_code not in (0, TESTS_FAILED):
         return None     # the tests did not run (a build error, an interruption, a kill)
-    repaired = [t.label for t in repair.tests if t.missing_before and not t.missing_after]
+    given = repair.ld_library_path is not None
+    repaired = [*(t.label for t in repair.tests
+                  if given and t.missing_before and not t.missing_after), *rerun_ok]
+    repaired = list(dict.fromkeys(repaired))
     if not repaired:
         return None
+    linked = [s for t in repair.tests if given and t.label in repaired and not t.missing_after
+              for s in t.missing_before]
+    opened = [s for s in dict.fromkeys(revealed) if s not in linked]
+    names = ", ".join(dict.fromkeys((*linked, *opened)))
     count = f"{len(repaired)} test{'s' if len(repaired) != 1 else ''}"
     args = shlex.join(bazel_args)
     outcome = "repaired" if exit_code == 0 else \
         f"given {'its' if len(repaired) == 1 else 'their'} libraries"
-    return text_of([f"bazel-ldfix: {count} {outcome}; make it permanent on this machine with "
-                  f"`bazel-ldfix env --format bazelrc {args} >> .bazelrc`, or on every "
-                  f"machine with the BUILD change `bazel-ldfix fix {args}` shows (--write makes "
-                  "it)"])
+    it = "it" if len(opened) == 1 else "them"
+    unseen = (f"; `env` and `fix` do not see {', '.join(opened)}, opened at run time: "
+              f"the rerun's --test_env gave {it}") if opened else ""
+    if not linked:
+        return text_of([f"bazel-ldfix: {count} {outcome} by the rerun ({names}); `env` and "
+                        f"`fix` do not see {it}, opened at run time: the rerun's "
+                        f"--test_env gave {it}"])
+    return text_of([f"bazel-ldfix: {count} {outcome} ({names}); make it permanent on this "
+                    f"machine with `bazel-ldfix env --format bazelrc {args} >> .bazelrc`, "
+                    f"or on every machine with the BUILD change `bazel-ldfix fix {args}` "
+                    f"shows (--write makes it){unseen}"])
 
 
 def _reach_lines(test: Any) -> list[str]:

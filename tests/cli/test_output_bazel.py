@@ -141,9 +141,9 @@ def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
     # The direct dependency is named before the one it needs.
     assert "bazel-ldfix: //app:ext_test cannot load libvendor.so.3, libvendor_core.so.3" in ours
     last = result.stderr.rstrip().splitlines()[-1]
-    assert last.startswith("bazel-ldfix: 2 tests repaired; make it permanent on this machine "
-                           "with `bazel-ldfix env --format bazelrc //app:vendor_test "
-                           "//app:ext_test >> .bazelrc`")
+    assert re.match(r"bazel-ldfix: 2 tests repaired \(libvendor\S*(, libvendor\S*)*\); make it "
+                    r"permanent on this machine with `bazel-ldfix env --format bazelrc "
+                    r"//app:vendor_test //app:ext_test >> \.bazelrc`", last), last
 
 
 def test_on_github_one_notice_per_repaired_test_and_none_for_another_failure(

@@ -79,6 +79,44 @@ def needs_x(top: Path) -> dict[str, str]:
     }
 
 
+# A cc_test's source that prints every object it has loaded (``dl_iterate_phdr``), then
+# passes when the foo library of ``needs_foo_by_link`` loads.
+SHOWS_FOO = r"""
+#define _GNU_SOURCE
+#include <link.h>
+#include <stdio.h>
+static int show(struct dl_phdr_info *i, size_t s, void *d) {
+  if (i->dlpi_name[0]) printf("loaded %s\n", i->dlpi_name);
+  return 0;
+}
+int foo_value(void);
+int main(void) { dl_iterate_phdr(show, 0); return foo_value() == 3 ? 0 : 1; }
+"""
+
+
+def needs_foo_by_link(top: Path) -> dict[str, str]:
+    """The files of a workspace with one cc_test, ``//t:foo_test``, that links libfoo.so.3
+    of ``top/sdks/vsdk/lib``. That directory also holds a libz.so.1 of its own, which the
+    system has too, so the repair gives libfoo.so.3 by a link."""
+    vsdk = top / "sdks" / "vsdk" / "lib"
+    sdk(vsdk.parent, "foo", "3")
+    cc(vsdk / "libz.so.1", "-shared", "-Wl,-soname,libz.so.1",
+       src='const char *zlibVersion(void){return "vendor";}')
+    return {
+        "WORKSPACE": import_repository("vsdk", vsdk.parent, "foo"),
+        "t/BUILD": 'cc_test(name = "foo_test", srcs = ["foo.c"], deps = ["@vsdk//:foo"])\n',
+        "t/foo.c": SHOWS_FOO,
+    }
+
+
+def loaded(ws: Workspace, package: str, name: str) -> dict[str, str]:
+    """What a test that prints ``loaded PATH`` lines loaded: each file's name to the path
+    it was loaded by."""
+    return {os.path.basename(path): path
+            for line in ws.test_log(package, name).splitlines()
+            if (path := line.removeprefix("loaded ")) != line}
+
+
 def outside_library(top: Path) -> tuple[Path, str]:
     """``top/zdir/libzdemo.so.3``, which no repository stages (a test reaches it only
     through a value it is given), and the ``linkopts`` attribute that links against it."""
