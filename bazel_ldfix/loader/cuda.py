@@ -97,6 +97,17 @@ def parse_proc_version(text: str) -> Version | None:
     return parse_version(found.group(1)) if found else None
 
 
+def host_driver(proc_text: str | None, libcuda: str | None,
+                allow_compat: bool = False) -> HostDriver:
+    """The host's driver from what the edges read: the text of
+    ``/proc/driver/nvidia/version`` (None: no kernel module), else the real path of the
+    ``libcuda.so.1`` the host's loader finds outside a test (None: none)."""
+    version = parse_proc_version(proc_text) if proc_text else None
+    if version is None and libcuda is not None and not is_stub_path(libcuda, libcuda):
+        version = version_in_name(libcuda)
+    return HostDriver(version, allow_compat)
+
+
 def _parts(path: str) -> tuple[str, ...]:
     return tuple(os.path.normpath(os.path.dirname(path)).split(os.sep))
 

@@ -43,3 +43,10 @@ def test_a_compat_driver_is_usable_only_when_newer_than_the_host() -> None:
 def test_other_files_in_compat_are_not_drivers() -> None:
     assert cuda.classify("/t/compat/libfoo.so.1", "/t/compat/libfoo.so.1") is None
     assert cuda.classify("/t/lib/libcuda.so.1", "/t/lib/libcuda.so.550.54.14") is None
+
+
+def test_the_host_driver_comes_from_proc_then_from_the_cached_libcuda() -> None:
+    assert cuda.host_driver(_PROC, "/usr/lib/libcuda.so.550.54.14").version == (535, 104, 5)
+    assert cuda.host_driver(None, "/usr/lib/libcuda.so.550.54.14").version == (550, 54, 14)
+    assert cuda.host_driver(None, "/t/stubs/libcuda.so.550.54.14").version is None
+    assert cuda.host_driver(None, None, allow_compat=True) == cuda.HostDriver(None, True)
