@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 Version = tuple[int, ...]
@@ -154,3 +155,36 @@ def classify(path: str, real: str, host: HostDriver = NO_HOST_DRIVER) -> CudaFil
                     f"a compat driver{shown or ' of unknown version'}, not newer than the "
                     f"host's {show_version(host.version)} "
                     "(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)")
+
+
+def kind_of(path: str, real: str) -> CudaKind | None:
+    """Where ``path`` lies, whatever the host: a stub, a compat driver, or neither."""
+    if is_stub_path(path, real):
+        return CudaKind.STUB
+    return CudaKind.COMPAT_DRIVER if is_compat_path(path, real) else None
+
+
+@dataclass(frozen=True)
+class CudaNote:
+    """A loaded object that is a CUDA stub or a compat driver, and what that means here."""
+
+    soname: str
+    path: str
+    file: CudaFile
+
+    @property
+    def words(self) -> str:
+        return f"{self.soname} => {self.path} is {self.file.reason}"
+
+
+def notes_for(objects: Iterable[tuple[str, str | None]],
+              host: HostDriver = NO_HOST_DRIVER) -> tuple[CudaNote, ...]:
+    """The CUDA notes for loaded objects given as (soname, path) pairs."""
+    out = []
+    for soname, path in objects:
+        if path is None:
+            continue
+        found = classify(path, os.path.realpath(path), host)
+        if found is not None:
+            out.append(CudaNote(soname, path, found))
+    return tuple(out)
