@@ -75,3 +75,12 @@ def test_a_compat_driver_newer_than_the_host_is_given_and_loaded(tmp_path: Path)
     r = kit.plan(HOST)
     assert r.unresolved == ()
     assert _real_libcuda(kit.inputs[0].executable, r.ld_library_path) == str(kit.compat)
+
+
+def test_the_stub_is_never_linked_by_its_soname(tmp_path: Path) -> None:
+    """Without the ``libcuda.so.1`` link, the stub is the only file whose SONAME is
+    libcuda.so.1: the SONAME-link step must not make a link to it."""
+    kit = Toolkit(tmp_path, "535.104.05")
+    (kit.stub.parent / "libcuda.so.1").unlink()
+    r = kit.plan(HOST)
+    assert r.unresolved == ("libcuda.so.1",) and r.links == ()
