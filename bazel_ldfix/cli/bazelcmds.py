@@ -310,6 +310,7 @@ def locate(session: Session, sonames: tuple[str, ...], output_base: str | None,
     found = index.copies(sonames, [root], session.host_header(),
                          preferred=index.test_dirs(solib.staged(output_base), ()),
                          cache_dir=None if no_cache else session.cache_dir(),
-                         on_error=warn_unreadable, progress=session.progress())
+                         on_error=warn_unreadable, progress=session.progress(),
+                         cuda=session.cuda_host())
     click.echo(locate_json(found) if as_json else locate_text(found, root))
     return 0 if all(found.values()) else 1

@@ -92,12 +92,13 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
     )
 
     options = session.options(library_path, inhibit_cache, "/", loader)
+    host = session.cuda_host()
     bad = False
     if matrix_dirs:
         matrices = []
         for path in files:
             try:
-                matrices.append(checking.matrix(path, matrix_dirs, options))
+                matrices.append(checking.matrix(path, matrix_dirs, options, host))
             except BadInputError as exc:
                 click.echo(f"error: {printable(explain_bad(exc))}", err=True)
                 bad = True
@@ -108,7 +109,7 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
     results = []
     for path in files:
         try:
-            results.append(checking.check_file(path, options))
+            results.append(checking.check_file(path, options, host))
         except BadInputError as exc:
             click.echo(f"error: {printable(explain_bad(exc))}", err=True)
             bad = True

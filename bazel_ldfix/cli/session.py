@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bazel_ldfix import elf
     from bazel_ldfix.bazel.client import Bazel
     from bazel_ldfix.flow.caller import Caller
+    from bazel_ldfix.loader.cuda import HostDriver
     from bazel_ldfix.loader.resolve import LoaderFactory, Options
     from bazel_ldfix.outputbase.index import Progress
 
@@ -105,6 +106,15 @@ class Session:
 
         return host_header()
 
+    def cuda_host(self) -> HostDriver:
+        """The host's NVIDIA driver: the kernel module's version, else the version in the
+        name of the libcuda.so.1 that ld.so.cache names; BAZEL_LDFIX_CUDA_COMPAT=1 allows
+        compat drivers whatever the host has (docs/cuda.md)."""
+        from bazel_ldfix.loader import cuda
+
+        return cuda.host_driver(_read_small(PROC_NVIDIA_VERSION), _cached_libcuda(),
+                                self.env.get("BAZEL_LDFIX_CUDA_COMPAT") == "1")
+
     def cache_dir(self) -> str | None:
         """The index cache's directory (None: none can be trusted)."""
         from bazel_ldfix.outputbase import indexcache
@@ -124,13 +134,38 @@ class Session:
         from bazel_ldfix.flow.caller import Caller
 
         return Caller(self.env, self.cwd, _say, click.echo, self.quiet, self.color_err,
-                      self.links_root(), self.cache_dir(), self.progress(), warn_unreadable)
+                      self.links_root(), self.cache_dir(), self.progress(), warn_unreadable,
+                      self.cuda_host())
 
     def progress(self) -> Progress | None:
         """Progress of a long index walk on stderr, unless quiet."""
         from bazel_ldfix.outputbase.index import Progress
 
         return None if self.quiet else Progress(sys.stderr)
+
+
+PROC_NVIDIA_VERSION = "/proc/driver/nvidia/version"
+
+
+def _read_small(path: str, limit: int = 4096) -> str | None:
+    """The start of a small text file (a /proc file reports no size), or None."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _cached_libcuda() -> str | None:
+    """The real path of the libcuda.so.1 this host's ld.so.cache names, if any."""
+    from bazel_ldfix.errors import LdfixError
+    from bazel_ldfix.loader import ldcache
+
+    try:
+        found = ldcache.read_cache("/etc/ld.so.cache").lookup("libcuda.so.1")
+    except (OSError, LdfixError):
+        return None
+    return os.path.realpath(found) if found and os.path.isfile(found) else None
 
 
 def warn_unreadable(path: str, exc: OSError) -> None:

@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
+
 if TYPE_CHECKING:
     from bazel_ldfix.outputbase.index import ProgressFn
 
@@ -26,3 +28,4 @@ class Caller:
     cache_dir: str | None = None        # the index cache's directory (None: no cache)
     progress: ProgressFn | None = None  # a long index walk's progress
     on_error: Callable[[str, OSError], None] | None = None   # a file that cannot be read
+    cuda: HostDriver = NO_HOST_DRIVER   # the host's NVIDIA driver (docs/cuda.md)

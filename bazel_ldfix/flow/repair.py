@@ -27,6 +27,7 @@ from bazel_ldfix.bazel.targets import StepHead, TestTarget
 from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.errors import BadInputError, BazelError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 from bazel_ldfix.pathlist import VARIABLE
 
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                  cache_dir: Callable[[str], str | None] | None = None,
                  links_root: str | None = None,
                  progress: ProgressFn | None = None,
-                 on_error: Callable[[str, OSError], None] | None = None
-                 ) -> Repair | StepFailed:
+                 on_error: Callable[[str, OSError], None] | None = None,
+                 cuda: HostDriver = NO_HOST_DRIVER) -> Repair | StepFailed:
     """The repair for ``bazel test ARGS``, or :class:`StepFailed` when the build step
     fails. Raises NoTestsError when the patterns select no test.
 
@@ -233,7 +234,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                         prepend=prepend, on_error=noted,
                         cache_dir=cache_dir(base) if cache_dir else None,
                         progress=progress, search=search, host=host, session=session,
-                        links_root=links_root)
+                        links_root=links_root, cuda=cuda)
 
         planned = plan_for(inputs)
         if planned.conflicts:
@@ -409,7 +410,7 @@ def for_command(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], *,
     return repair_tests(bazel, bazel_args, caller.env, output_base=output_base,
                         prepend=prepend, cache_dir=None if no_cache else cache_dir,
                         links_root=caller.links_root, progress=caller.progress,
-                        on_error=caller.on_error)
+                        on_error=caller.on_error, cuda=caller.cuda)
 
 
 class BuildStepError(BazelError):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
+from bazel_ldfix.loader.cuda import CudaKind, kind_of
 
 ARMAG = b"!<arch>\n"
 THINMAG = b"!<thin>\n"
@@ -109,6 +110,7 @@ class Inspection:
     members: int | None = None           # archives: object members (not the index tables)
     script_inputs: tuple[str, ...] = ()  # linker scripts: files INPUT/GROUP name
     reason: str | None = None            # how an ELF type was decided (the PIE rule)
+    cuda: CudaKind | None = None         # a CUDA stub or compat driver, by where it lies
 
     def describe(self) -> str:
         """``a shared object, ELF 64-bit MSB, s390`` and the like."""
@@ -118,6 +120,8 @@ class Inspection:
             text += f", ELF {self.elf.elf_class}-bit {order}, {self.elf.machine}"
             if not self.elf.dynamic and self.kind in (Kind.EXECUTABLE, Kind.PIE):
                 text += ", statically linked"
+        if self.cuda is not None:
+            text += _CUDA_WORDS[self.cuda]
         if self.members is not None:
             text += f", {self.members} member{'s' if self.members != 1 else ''}"
         return text
@@ -205,7 +209,14 @@ def _inspect_elf(fd: int, path: str) -> Inspection:
         needed=info.needed, rpath=info.rpath, runpath=info.runpath, dynamic=info.has_dynamic,
         pie_flag=bool(info.flags_1 & elf.DF_1_PIE))
     kind, reason = classify(header.type, facts)
-    return Inspection(path, kind, elf=facts, reason=reason)
+    cuda = kind_of(path, os.path.realpath(path)) if kind is Kind.SHARED_OBJECT else None
+    return Inspection(path, kind, elf=facts, reason=reason, cuda=cuda)
+
+
+_CUDA_WORDS = {
+    CudaKind.STUB: ", a CUDA stub (for linking only: every call fails at run time)",
+    CudaKind.COMPAT_DRIVER: ", a CUDA compat driver (only for a host with an older driver)",
+}
 
 
 def classify(e_type: int, facts: ElfFacts) -> tuple[Kind, str | None]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import conformance, ldconfig, trace
+from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, CudaNote, HostDriver, notes_for
 from bazel_ldfix.loader.resolution import Resolution
 from bazel_ldfix.loader.resolve import (
     Options,
@@ -54,6 +55,13 @@ class CheckResult:
     # The real loader was killed by a signal (SIGSEGV, SIGBUS on a malformed object): what
     # that says. Nothing is compared then: a crash is the file's, not the model's.
     crash: str | None = None
+    # Loaded CUDA stubs and compat drivers: they load, but a program cannot use them.
+    cuda: tuple[CudaNote, ...] = ()
+
+    @property
+    def unusable(self) -> tuple[CudaNote, ...]:
+        """The loaded CUDA files a program could not use (a stub, a compat driver too old)."""
+        return tuple(n for n in self.cuda if not n.file.usable)
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -71,9 +79,11 @@ class CheckResult:
             and self.trace.signal is None and not self.version_errors
 
 
-def check_file(path: str, options: Options) -> CheckResult:
+def check_file(path: str, options: Options,
+               cuda: HostDriver = NO_HOST_DRIVER) -> CheckResult:
     """Run the trusted loader in trace mode on ``path`` (never ``path`` itself, nor the
-    interpreter it names) and compare the model's load with it."""
+    interpreter it names) and compare the model's load with it. Loaded CUDA stubs and
+    compat drivers are named (``cuda``: the host's driver)."""
     info = elf.read_elf(path)
     trusted = trusted_for(info, options.loader)
     interp = trusted.path
@@ -94,7 +104,8 @@ def check_file(path: str, options: Options) -> CheckResult:
                            crash=_crash_words(real.signal, model.error))
     model, compared, loader_note = _without_the_loader_run(model, real, interp, info.interp)
     return CheckResult(path, interp, real, conformance.compare(model, compared), notes,
-                       trusted.note, loader_note)
+                       trusted.note, loader_note,
+                       cuda=notes_for(((o.name, o.path) for o in real.objects), cuda))
 
 
 def by_path(path: str) -> str:
@@ -188,6 +199,8 @@ class MatrixRow:
     dirs: tuple[str, ...]
     missing: tuple[str, ...]
     error: str | None
+    # Loaded CUDA files a program could not use: such a row does not load everything.
+    unusable: tuple[CudaNote, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,9 +210,11 @@ class Matrix:
     smallest: tuple[str, ...] | None   # None: even all directories together do not suffice
 
 
-def matrix(path: str, dirs: Sequence[str], options: Options) -> Matrix:
+def matrix(path: str, dirs: Sequence[str], options: Options,
+           cuda: HostDriver = NO_HOST_DRIVER) -> Matrix:
     """Which of ``dirs`` are needed: the real loader with none, each alone, all, then the
-    smallest set that loads everything (appended to the given library path)."""
+    smallest set that loads everything (appended to the given library path). A set that
+    loads a CUDA stub or a compat driver the host (``cuda``) cannot use does not count."""
     info = elf.read_elf(path)
     interp = trusted_for(info, options.loader).path
     _refuse_audit(info)
@@ -216,29 +231,38 @@ def matrix(path: str, dirs: Sequence[str], options: Options) -> Matrix:
 
     def row(label: str, chosen: Sequence[str]) -> MatrixRow:
         result = run(chosen)
-        return MatrixRow(label, tuple(chosen), result.missing, result.error)
+        notes = notes_for(((o.name, o.path) for o in result.objects), cuda)
+        return MatrixRow(label, tuple(chosen), result.missing, result.error,
+                         tuple(n for n in notes if not n.file.usable))
 
     rows = [row("no dirs", [])]
     rows += [row(f"{d} only", [d]) for d in dirs]
     rows.append(row("all", list(dirs)))
     smallest: tuple[str, ...] | None = None
-    if _ok(rows[-1]):
-        smallest = _smallest(list(dirs), lambda chosen: _ok(row("", chosen)))
+    whole = rows[-1]
+    if _ok(whole) or (whole.unusable and not whole.missing and whole.error is None):
+        # All together may load a stub first where fewer directories load the host's.
+        smallest = _smallest(list(dirs), lambda chosen: _ok(row("", chosen)), _ok(whole))
     return Matrix(path, tuple(rows), smallest)
 
 
 def _ok(row: MatrixRow) -> bool:
-    return not row.missing and row.error is None
+    return not row.missing and row.error is None and not row.unusable
 
 
-def _smallest(dirs: list[str], loads: Callable[[Sequence[str]], bool]) -> tuple[str, ...]:
+def _smallest(dirs: list[str], loads: Callable[[Sequence[str]], bool],
+              all_load: bool = True) -> tuple[str, ...] | None:
     """The fewest directories that load everything (in the given order); exact for a
-    dozen directories, greedy removal beyond that."""
+    dozen directories, greedy removal beyond that (only from a set that loads: None when
+    all of them together do not, ``all_load`` false)."""
     if len(dirs) <= _MAX_EXACT_SUBSETS:
         for size in range(len(dirs) + 1):
             for chosen in itertools.combinations(dirs, size):
                 if loads(chosen):
                     return tuple(chosen)
+        return None
+    if not all_load:
+        return None
     chosen_list = list(dirs)
     for d in list(dirs):
         trial = [x for x in chosen_list if x != d]

@@ -47,6 +47,8 @@ class PassReason(str, enum.Enum):
     NOT_SHARED_OBJECT = "not_shared_object"  # loadable, but no shared object to search for
     SAME_FILE = "same_file"                  # the chosen file, reached through another path
     NOT_PREFERRED = "not_preferred"          # usable, but another copy ranks first
+    CUDA_STUB = "cuda_stub"                  # loads, but every CUDA call fails
+    CUDA_COMPAT = "cuda_compat"              # a compat driver this host cannot use
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, TextIO
 from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, NotElfError
 from bazel_ldfix.fs.mounts import Mounts
+from bazel_ldfix.loader import cuda as cudafiles
+from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, CudaKind, HostDriver
 from bazel_ldfix.loader.resolution import PassedOver, PassReason
 from bazel_ldfix.loader.verify import verify_in
 
@@ -181,24 +183,34 @@ class Progress:
 
 # -- choosing among candidates --------------------------------------------------------------
 
-def check_candidate(path: str, expect: elf.ElfHeader,
-                    memo: Memo | None = None) -> PassedOver | None:
+def check_candidate(path: str, expect: elf.ElfHeader, memo: Memo | None = None,
+                    cuda: HostDriver = NO_HOST_DRIVER) -> PassedOver | None:
     """Why the loader would not take ``path`` for a program like ``expect`` (None: it would).
 
-    The loader's own decision (``loader.verify``, once per file with a ``memo``), plus one
-    rule of this search: only a shared object is worth pointing LD_LIBRARY_PATH at.
+    The loader's own decision (``loader.verify``, once per file with a ``memo``), plus two
+    rules of this search: only a shared object is worth pointing LD_LIBRARY_PATH at, and
+    never a CUDA stub or a compat driver this host (``cuda``) cannot use
+    (:mod:`bazel_ldfix.loader.cuda`).
     """
     verdict = verify_in(memo, path, expect)
     if verdict.info is not None:
-        return None if verdict.info.header.type == elf.ET_DYN else PassedOver(
-            path, PassReason.NOT_SHARED_OBJECT, "not a shared object")
+        if verdict.info.header.type != elf.ET_DYN:
+            return PassedOver(path, PassReason.NOT_SHARED_OBJECT, "not a shared object")
+        real = memo.realpath(path) if memo else os.path.realpath(path)
+        found = cudafiles.classify(path, real, cuda)
+        if found is None or found.usable:
+            return None
+        kind = (PassReason.CUDA_STUB if found.kind is CudaKind.STUB
+                else PassReason.CUDA_COMPAT)
+        return PassedOver(path, kind, found.reason)
     if verdict.fatal:
         return PassedOver(path, PassReason.NOT_LOADABLE, f"not loadable: {verdict.reason}")
     return PassedOver(path, PassReason.NOT_LOADABLE, verdict.reason or "not loadable")
 
 
 def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
-           preferred: Sequence[str] = (), memo: Memo | None = None) -> Choice:
+           preferred: Sequence[str] = (), memo: Memo | None = None,
+           cuda: HostDriver = NO_HOST_DRIVER) -> Choice:
     """Pick the directory a test should search for ``soname``.
 
     Candidates the loader would skip or fail on are passed over first. Among the rest, a
@@ -209,7 +221,7 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
     passed: list[PassedOver] = []
     good: list[str] = []
     for path in sorted(set(candidates)):
-        refused = check_candidate(path, expect, memo)
+        refused = check_candidate(path, expect, memo, cuda)
         if refused is None:
             good.append(path)
         else:
@@ -249,7 +261,7 @@ def choose(soname: str, candidates: Iterable[str], expect: elf.ElfHeader,
 
 
 def with_others(choice: Choice, paths: Iterable[str], expect: elf.ElfHeader,
-                memo: Memo | None = None) -> Choice:
+                memo: Memo | None = None, cuda: HostDriver = NO_HOST_DRIVER) -> Choice:
     """``choice`` with every other copy in ``paths`` it did not look at (it was found
     beside the test's libraries, so nothing was walked) passed over, with the reason."""
     if choice.path is None:
@@ -263,7 +275,7 @@ def with_others(choice: Choice, paths: Iterable[str], expect: elf.ElfHeader,
         return choice
     passed = list(choice.passed_over)
     for path in sorted(set(paths) - seen):
-        refused = check_candidate(path, expect, memo)
+        refused = check_candidate(path, expect, memo, cuda)
         if refused is not None:
             passed.append(refused)
             continue
@@ -352,7 +364,8 @@ def _cached_scan(root: str, names: set[str], cache_dir: str, on_error: OnError |
 def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
            preferred: Sequence[str] = (),
            on_error: OnError | None = None, *, cache_dir: str | None = None,
-           progress: ProgressFn | None = None, memo: Memo | None = None) -> dict[str, Choice]:
+           progress: ProgressFn | None = None, memo: Memo | None = None,
+           cuda: HostDriver = NO_HOST_DRIVER) -> dict[str, Choice]:
     """Find each soname: first beside the ``preferred`` directories, then by one walk.
 
     Most versioned files sit beside the library the test links (the target of its
@@ -389,7 +402,7 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
         near = [os.path.join(d, name) for d in (beside.get(name, ()) if memo else preferred)
                 if isfile(os.path.join(d, name))]
         if near:
-            choice = choose(name, near, expect, preferred, memo)
+            choice = choose(name, near, expect, preferred, memo, cuda)
             if choice.dir is not None:
                 result[name] = choice
     rest = [n for n in names if n not in result]
@@ -397,7 +410,7 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
         found = candidates(rest, roots, cache_dir=cache_dir, on_error=on_error,
                            progress=progress, memo=memo)
         for name in sorted(rest):
-            result[name] = choose(name, found[name], expect, preferred, memo)
+            result[name] = choose(name, found[name], expect, preferred, memo, cuda)
     return {n: result[n] for n in names}
 
 
@@ -459,8 +472,8 @@ def test_dirs(staged: Iterable[str], loaded: Iterable[str],
     return tuple(out)
 
 
-def renamed(soname: str, dirs: Sequence[str], expect: elf.ElfHeader, memo: Memo
-            ) -> Choice | None:
+def renamed(soname: str, dirs: Sequence[str], expect: elf.ElfHeader, memo: Memo,
+            cuda: HostDriver = NO_HOST_DRIVER) -> Choice | None:
     """A library in ``dirs`` whose SONAME is ``soname`` though no file is named so (a
     ``libfoo-3.17.0.so`` whose SONAME is ``libfoo.so.3``): the loader, which searches by
     file name, never finds it, so only a link of that name can give it.
@@ -477,7 +490,7 @@ def renamed(soname: str, dirs: Sequence[str], expect: elf.ElfHeader, memo: Memo
             path = os.path.join(directory, name)
             if name == soname or not looks_like_library(name) or not memo.isfile(path):
                 continue
-            if check_candidate(path, expect, memo) is not None:
+            if check_candidate(path, expect, memo, cuda) is not None:
                 continue
             try:
                 if memo.read_elf(path).soname == soname:
@@ -526,8 +539,8 @@ class Copy:
 
 def copies(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader, *,
            preferred: Sequence[str] = (), cache_dir: str | None = None,
-           on_error: OnError | None = None,
-           progress: ProgressFn | None = None) -> dict[str, tuple[Copy, ...]]:
+           on_error: OnError | None = None, progress: ProgressFn | None = None,
+           cuda: HostDriver = NO_HOST_DRIVER) -> dict[str, tuple[Copy, ...]]:
     """Every copy of each soname under ``roots``, best first, ranked as the repair ranks
     them (:func:`choose`): a copy a program like ``expect`` would load (class, machine and
     the loader's other checks), one in ``preferred`` first (:func:`test_dirs`: where what
@@ -538,11 +551,11 @@ def copies(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader, 
     found = candidates(names, roots, cache_dir=cache_dir, on_error=on_error, progress=progress)
     out: dict[str, tuple[Copy, ...]] = {}
     for name in names:
-        choice = choose(name, found[name], expect, preferred)
+        choice = choose(name, found[name], expect, preferred, cuda=cuda)
         why = {p.path: p.reason for p in choice.passed_over
                if p.kind in (PassReason.NOT_PREFERRED, PassReason.SAME_FILE)}
         order = {p.path: at for at, p in enumerate(choice.passed_over)}
-        listed = [dataclasses.replace(_copy(path, expect), passed=why.get(path))
+        listed = [dataclasses.replace(_copy(path, expect, cuda), passed=why.get(path))
                   for path in found[name]]
         listed.sort(key=lambda c: (c.path != choice.path, c.reason is not None,
                                    order.get(c.path, 0), c.path.count("/"), c.path))
@@ -550,7 +563,7 @@ def copies(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader, 
     return out
 
 
-def _copy(path: str, expect: elf.ElfHeader) -> Copy:
+def _copy(path: str, expect: elf.ElfHeader, cuda: HostDriver = NO_HOST_DRIVER) -> Copy:
     try:
         header: elf.ElfHeader | None = elf.read_header(path)
     except (NotElfError, BadInputError):
@@ -558,7 +571,7 @@ def _copy(path: str, expect: elf.ElfHeader) -> Copy:
     return Copy(path, os.path.dirname(path),
                 None if header is None else header.elf_class,
                 None if header is None else header.machine,
-                _reason(check_candidate(path, expect)))
+                _reason(check_candidate(path, expect, cuda=cuda)))
 
 
 def _reason(refused: PassedOver | None) -> str | None:

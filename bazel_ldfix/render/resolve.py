@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bazel_ldfix.loader.check import CheckResult, Matrix
+    from bazel_ldfix.loader.cuda import CudaNote
     from bazel_ldfix.loader.resolution import Library, Resolution
     from bazel_ldfix.loader.resolve import Unversioned
 from bazel_ldfix.render.common import DIM, JSON_VERSION, RED, RESET, json_text, text_of
@@ -158,9 +159,15 @@ def check_document(result: CheckResult) -> dict[str, Any]:
         "interpreter_note": result.interp_note,
         "loader_note": result.loader_note,
         "crash": result.crash,
+        "cuda": [_cuda_document(n) for n in result.cuda],
         "disagreements": [{"soname": d.name, "model": d.model, "loader": d.loader,
                            "what": d.what} for d in result.disagreements],
     }
+
+
+def _cuda_document(note: CudaNote) -> dict[str, Any]:
+    return {"soname": note.soname, "path": note.path, "kind": note.file.kind.value,
+            "usable": note.file.usable, "what": note.file.reason}
 
 
 def checks_json(results: Sequence[CheckResult]) -> str:
@@ -187,6 +194,8 @@ def check_text(result: CheckResult, *, color: bool) -> str:
         lines.append(f"  {red if fatal else ''}{message}{reset if fatal else ''}"
                      + (" (a real start stops here)" if fatal else ""))
     lines += [f"  note: {n.soname}: {n.what}" for n in result.notes]
+    lines += [f"  {red if not n.file.usable else ''}cuda: {n.words}"
+              f"{reset if not n.file.usable else ''}" for n in result.cuda]
     if result.interp_note:
         lines.append(f"  note: {result.interp_note}")
     if result.loader_note:
@@ -210,6 +219,8 @@ def matrix_text(m: Matrix) -> str:
             outcome = f"stops: {row.error}"
         elif row.missing:
             outcome = ", ".join(row.missing) + " missing"
+        elif row.unusable:
+            outcome = "all loaded, but " + "; ".join(n.words for n in row.unusable)
         else:
             outcome = "all loaded"
         lines.append(f"  {row.label.ljust(width)} -> {outcome}")
@@ -225,7 +236,8 @@ def matrix_text(m: Matrix) -> str:
 def matrix_json(matrices: Sequence[Matrix]) -> str:
     docs = [{"version": JSON_VERSION, "file": m.file,
              "rows": [{"label": r.label, "dirs": list(r.dirs), "missing": list(r.missing),
-                       "error": r.error} for r in m.rows],
+                       "error": r.error,
+                       "cuda": [_cuda_document(n) for n in r.unusable]} for r in m.rows],
              "smallest": list(m.smallest) if m.smallest is not None else None}
             for m in matrices]
     return json_text(docs[0] if len(docs) == 1 else docs)

@@ -15,6 +15,7 @@ from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.memo import Memo
+from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.pathlist import VARIABLE
@@ -40,7 +41,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
          cache_dir: str | None = None, progress: index.ProgressFn | None = None,
          search: bool = True, host: elf.ElfHeader | None = None,
          session: Models | None = None, links_root: str | None = None,
-         given: Sequence[index.Choice] = ()) -> Repair:
+         given: Sequence[index.Choice] = (),
+         cuda: HostDriver = NO_HOST_DRIVER) -> Repair:
     """Find what the tests cannot load and how to give them exactly that.
 
     Each round resolves every test in the environment it would get with what was found so
@@ -114,9 +116,9 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
                 continue
             dirs = session.test_dirs(subject, outcome)
             located = index.locate(new, roots, header, dirs, on_error, cache_dir=cache_dir,
-                                   progress=progress, memo=memo)
+                                   progress=progress, memo=memo, cuda=cuda)
             for name, choice in located.items():
-                other = index.renamed(name, dirs, header, memo) if choice.dir is None \
+                other = index.renamed(name, dirs, header, memo, cuda) if choice.dir is None \
                     else None
                 if other is not None:
                     passed = (*choice.passed_over, *other.passed_over)
