@@ -17,6 +17,7 @@ import pytest
 from bazelws import BAZEL, Workspace, clean_env, make_workspace
 
 from bazel_ldfix import quoting
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.diagnosis import fixes
 from bazel_ldfix.render import repair as report
 from bazel_ldfix.repair.results import Repair
@@ -32,7 +33,7 @@ LABEL = "//pkg:t$(touch MARKER) x;y"
 
 
 def repair_with(value: str) -> Repair:
-    return Repair("/ob", (), "nothing", (), (), (value,), value)
+    return Repair("/ob", (), "nothing", (), (), (value,), Given(value))
 
 
 def bash(script: str, cwd: Path) -> str:

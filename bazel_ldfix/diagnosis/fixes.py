@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import pathlist, quoting
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.solib import SolibImport, package_relative
-from bazel_ldfix.pathlist import VARIABLE
 
 BAZELRC_CAVEAT = ("# machine-specific: absolute paths of this machine (an output_base moves "
                   "with the user, the workspace path and `bazel clean --expunge`)")
@@ -48,7 +48,7 @@ def library_path_value(base: Sequence[str], append: Sequence[str],
 
 
 def flag(value: str | None) -> str | None:
-    return None if value is None else f"--test_env={VARIABLE}={value}"
+    return None if value is None else Given(value).flag
 
 
 def command(label: str | None, value: str | None, *, ldfix: bool) -> str | None:
@@ -58,7 +58,7 @@ def command(label: str | None, value: str | None, *, ldfix: bool) -> str | None:
         return f"bazel-ldfix test {target}"
     if value is None:
         return None
-    return f"bazel test {target} {quoting.shell(f'--test_env={VARIABLE}={value}')}"
+    return f"bazel test {target} {quoting.shell(Given(value).flag)}"
 
 
 def bazelrc(value: str | None) -> str | None:
@@ -66,10 +66,10 @@ def bazelrc(value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        word = quoting.bazelrc_word(f"--test_env={VARIABLE}={value}")
+        line = Given(value).bazelrc_line()
     except quoting.UnquotableError:
         return None
-    return f"{BAZELRC_CAVEAT}\ntest {word}"
+    return f"{BAZELRC_CAVEAT}\n{line}"
 
 
 def _lit(text: str) -> str:

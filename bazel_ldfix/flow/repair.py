@@ -18,8 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.bazel.buildstep import BuildStep, download_outputs
 from bazel_ldfix.bazel.client import INTERRUPTED, NO_TESTS_FOUND, Bazel
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.options import selected as selected_tests
 from bazel_ldfix.bazel.query import query_rules, start_query_rules
 from bazel_ldfix.bazel.queryxml import RuleInfo
@@ -107,7 +109,8 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     # neither is read, and a repair made anew only replaces a kept one that differs.
     kept_for = _memo_file(runner, args, client_env)
     memo = kept_for if cache_dir else None
-    expected = _read_memo(memo)
+    last = _read_memo(memo)
+    expected = given_.flags(last)
     step = BuildStep(runner, args, expected)
     read_ahead: Callable[[TestTarget, StepHead], None] | None = None
     kept_at: str | None = None
@@ -136,7 +139,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
         # directory read early may get more from Bazel later (another test's outputs).
         session.memo.watch()
         values: dict[int, tuple[StepHead, str | None]] = {}   # by the head's id
-        last_value = expected[-1][len(_MEMO_PREFIX):] if expected else None
+        last_value = last.ld_library_path if last is not None else None
         if last_value is not None and not _all_there(last_value):
             # A directory of it is gone: a links directory removed since (pruned, or the
             # cache cleaned), which the plan makes again. Read now, it would stay absent
@@ -263,7 +266,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                 from bazel_ldfix import linkdir
 
                 linkdir.renew(again.links_dir)
-            _write_memo(memo, again.flags)
+            _write_memo(memo, again.given)
             return dataclasses.replace(again, options=events.options,
                                        patterns=events.patterns, given_again=True)
     used: Mapping[str, RuleInfo] | None = None   # the rules' answer the repair used
@@ -292,7 +295,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     finally:
         if pending is not None:
             pending.close()
-    _write_memo(memo, result.flags)
+    _write_memo(memo, result.given)
     result = dataclasses.replace(result, options=events.options, patterns=events.patterns)
     if inputs is not None and not result.groups:
         # (A split run is made anew each time: the kept record holds one value.)
@@ -335,7 +338,7 @@ def split(whole: Repair, inputs: Sequence[TestInput],
         if not members:
             continue
         part = plan_for(members)
-        groups.append(Group(tuple(t.label for t in members), part.ld_library_path,
+        groups.append(Group(tuple(t.label for t in members), part.given,
                             part.added, part.tests, part.missing))
         results.update((t.label, t) for t in part.tests)
         notes += [f"{c.label} still gets {c.chosen} for {c.soname}, not {c.own}, which its "
@@ -368,33 +371,32 @@ def _memo_file(runner: Bazel, args: Sequence[str], env: Mapping[str, str]
     return os.path.join(root, "last-flags", digest)
 
 
-# What the tool itself writes there; anything else in the file is not passed to Bazel.
-_MEMO_PREFIX = f"--test_env={VARIABLE}="
 _MEMO_MAX = 1 << 20
 
 
-def _read_memo(path: str | None) -> tuple[str, ...]:
-    """The remembered flags: only the tool's own ``--test_env=LD_LIBRARY_PATH=...`` line,
-    from a file only this user could have written (see :mod:`bazel_ldfix.userdir`)."""
+def _read_memo(path: str | None) -> Given | None:
+    """The remembered value: only the last flag of the tool's own form, from a file only
+    this user could have written (see :mod:`bazel_ldfix.userdir`); anything else in the
+    file is not passed to Bazel."""
     from bazel_ldfix import userdir
 
     if path is None or userdir.private_dir(os.path.dirname(path), create=False) is None:
-        return ()
+        return None
     data = userdir.read_private(path, _MEMO_MAX)
     if data is None:
-        return ()
+        return None
     lines = data.decode("utf-8", "surrogateescape").split("\n")
-    return tuple(line for line in lines if line.startswith(_MEMO_PREFIX)
-                 and "\0" not in line)[-1:]
+    read = [g for g in map(Given.from_flag, lines) if g is not None]
+    return read[-1] if read else None
 
 
-def _write_memo(path: str | None, flags: Sequence[str]) -> None:
+def _write_memo(path: str | None, given: Given | None) -> None:
     """Best effort: a cache that cannot be written only costs time."""
     from bazel_ldfix import userdir
 
     if path is None or userdir.private_dir(os.path.dirname(path)) is None:
         return
-    text = "".join(f"{flag}\n" for flag in flags if flag.startswith(_MEMO_PREFIX))
+    text = "".join(f"{flag}\n" for flag in given_.flags(given))
     userdir.write_private(path, text.encode("utf-8", "surrogateescape"))
 
 

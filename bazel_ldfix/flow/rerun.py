@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import pathlist
+from bazel_ldfix.bazel import given as given_
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.messages import ErrorKind
@@ -33,13 +35,13 @@ class Rerun:
 
     labels: tuple[str, ...]             # the tests to run again, in the diagnosis' order
     added: tuple[tuple[str, str], ...]  # (soname, directory) the diagnosis found, new ones
-    ld_library_path: str | None         # the value the rerun gives
+    given: Given | None                 # the value the rerun gives
     not_rerun: tuple[tuple[str, str], ...]   # (test, why) for each failed test left alone
     other_failures: tuple[str, ...]     # failed in the first run for another reason
 
     @property
-    def flag(self) -> str:
-        return f"--test_env={VARIABLE}={self.ld_library_path}"
+    def ld_library_path(self) -> str | None:
+        return given_.value(self.given)
 
 
 def plan(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -> Rerun:
@@ -81,16 +83,16 @@ def plan(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -> Reru
                 new.setdefault(soname or "", directory)
     value = None
     if labels:
-        value = pathlist.join(pathlist.merge(repair.base, [*repair.added, *extra],
-                                             prepend=prepend))
+        value = Given(pathlist.join(pathlist.merge(repair.base, [*repair.added, *extra],
+                                                   prepend=prepend)))
     return Rerun(tuple(labels), tuple(new.items()), value, tuple(not_rerun),
                  tuple(diagnosis.other_failures))
 
 
 def arguments(args: Sequence[str], patterns: Sequence[str], labels: Sequence[str],
-              flag: str) -> list[str] | None:
-    """The user's options, with exactly ``labels`` as targets and ``flag`` last; None when
-    the user's target patterns cannot be told from option values.
+              given: Given | None) -> list[str] | None:
+    """The user's options, with exactly ``labels`` as targets and ``given``'s flag last;
+    None when the user's target patterns cannot be told from option values.
 
     ``patterns`` are the target patterns as Bazel read them (the build's pattern event).
     Before a ``--`` a word that starts with ``-`` is an option; any other word is a pattern
@@ -121,7 +123,7 @@ def arguments(args: Sequence[str], patterns: Sequence[str], labels: Sequence[str
         out.append(word)
     if remaining:
         return None
-    return [*out, flag, "--", *labels]
+    return [*out, *given_.flags(given), "--", *labels]
 
 
 def combined_code(first: int, second: int, rerun: Rerun) -> int:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.flow import repair as repairing
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.render import github
@@ -139,14 +140,13 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
     runs = [with_options(bazel_args, first.flags) + (
         ["--"] if "--" not in bazel_args else []) + [f"-{label}" for label in others]]
     for group in rest:
-        args = rerun.arguments(bazel_args, repair.patterns, group.labels,
-                               group.flags[0] if group.flags else "")
+        args = rerun.arguments(bazel_args, repair.patterns, group.labels, group.given)
         if args is None:
             caller.say("bazel-ldfix: the run cannot be split (the target patterns cannot "
                        "be told apart from the options' values); running `bazel test` "
                        "unchanged")
             return bazel.stream("test", bazel_args)
-        runs.append([a for a in args if a])
+        runs.append(args)
     if options.dry_run:
         for args in runs:
             caller.show(shlex.join(bazel.argv("test", args)))
@@ -186,7 +186,7 @@ def remote_guard(caller: Caller, repair: Repair, force_local_path: bool) -> Repa
     if force_local_path or not repair.flags or not is_remote(repair):
         return repair
     caller.say(f"bazel-ldfix: {execution.REMOTE_REFUSAL}")
-    return dataclasses.replace(repair, ld_library_path=None)
+    return dataclasses.replace(repair, given=None)
 
 
 def is_remote(repair: Repair) -> bool:
@@ -326,7 +326,7 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
         caller.say(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
     if not planned.labels:
         return Rerun(first)
-    args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.flag)
+    args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.given)
     if args is None:
         caller.say("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
                    "the options' values")
@@ -334,7 +334,7 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
     for soname, directory in planned.added:
         caller.say(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
     caller.say(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
-                         f"{planned.flag}"))
+                         f"{' '.join(given_.flags(planned.given))}"))
     second = bazel.stream("test", args)
     now_pass, still = rerun.outcome(planned, second, repair.output_base)
     if now_pass:

@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
@@ -44,7 +45,7 @@ def repair_json(repair: Repair) -> str:
         "notes": list(repair.notes),
         "given_again": repair.given_again,
         "conflicts": to_jsonable(repair.conflicts),
-        "groups": [{"labels": list(g.labels), "ld_library_path": g.ld_library_path,
+        "groups": [{"labels": list(g.labels), "ld_library_path": given_.value(g.given),
                     "flags": list(g.flags)} for g in repair.groups],
     })
 
@@ -66,18 +67,12 @@ LINKS_CAVEAT = ("this value names a links directory of bazel-ldfix's own (remove
 
 
 def repair_shell(repair: Repair) -> str:
-    if repair.ld_library_path is None:
-        return ""
-    return f"export {VARIABLE}={shlex.quote(repair.ld_library_path)}"
+    return "" if repair.given is None else repair.given.export_line()
 
 
 def repair_bazelrc(repair: Repair) -> str:
-    if repair.ld_library_path is None:
-        return ""
-    from bazel_ldfix import quoting
-
     # Quoted for Bazel's rc tokenizer; a value it cannot carry raises UnquotableError.
-    return "test " + quoting.bazelrc_word(f"--test_env={VARIABLE}={repair.ld_library_path}")
+    return "" if repair.given is None else repair.given.bazelrc_line()
 
 
 def _indirect(repair: Repair) -> frozenset[str]:
@@ -158,7 +153,7 @@ def repair_summary(repair: Repair) -> str:
                          f"(needed by {', '.join(m.needed_by)})")
         lines += [f"    passed over {p.path}: {p.reason}" for p in m.passed_over
                   if p.kind is not PassReason.SAME_FILE]
-    added = repair.ld_library_path is not None
+    added = repair.given is not None
     lines += _missing_lines(repair.tests, "will still miss",
                             lambda t: tuple(t.missing_after) if added else (), _reach_lines)
     lines += [f"note: {note}" for note in repair.notes]
@@ -168,8 +163,8 @@ def repair_summary(repair: Repair) -> str:
     lines += [_shadowed_line(shadow) for shadow in repair.shadowed]
     if repair.groups:
         lines += _group_lines(repair)
-    elif repair.ld_library_path is not None:
-        lines.append(f"adding --test_env={VARIABLE}={repair.ld_library_path}")
+    elif repair.given is not None:
+        lines.append(f"adding {repair.given.flag}")
         if repair.base:
             lines.append(f"  (keeps {repair.base_source})")
         if repair.links_dir:
@@ -203,8 +198,7 @@ def _group_lines(repair: Repair) -> list[str]:
             f" and {len(group.labels) - 3} more" if len(group.labels) > 3 else "")
         lines.append(f"run {number}: {shown}")
         lines += [f"  {m.soname} is in {m.dir}" for m in group.missing if m.dir]
-        lines.append(f"  adding --test_env={VARIABLE}={group.ld_library_path}"
-                     if group.ld_library_path else "  adding nothing")
+        lines.append(f"  adding {group.given.flag}" if group.given else "  adding nothing")
     return lines
 
 
@@ -243,7 +237,7 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
     given; ``exit_code`` is that of the two runs together."""
     if exit_code not in (0, TESTS_FAILED):
         return None     # the tests did not run (a build error, an interruption, a kill)
-    given = repair.ld_library_path is not None
+    given = repair.given is not None
     repaired = [*(t.label for t in repair.tests
                   if given and t.missing_before and not t.missing_after), *rerun_ok]
     repaired = list(dict.fromkeys(repaired))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import testenv
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
@@ -170,7 +171,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
                              a.error or other[k].error) for k, a in after.items()}
     else:
         missing_after = {k: (a.missing, a.error) for k, a in after.items()}
-    merged = pathlist.join(pathlist.merge(env.base, added, prepend=prepend)) if added else None
+    merged = Given(pathlist.join(pathlist.merge(env.base, added, prepend=prepend))) \
+        if added else None
     missing_out = tuple(
         Missing(name, tuple(scan.needed_by.get(name, ())), c.dir, c.passed_over, c.path,
                 exposer.exposure.get(name), exposer.why.get(name))

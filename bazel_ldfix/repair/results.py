@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.bep import Option
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.loader.resolution import PassedOver
-from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import exposure
 from bazel_ldfix.repair.failopen import Skipped
 
@@ -57,15 +58,14 @@ class Group:
     with this group's repair (planned for these tests alone)."""
 
     labels: tuple[str, ...]
-    ld_library_path: str | None
+    given: Given | None
     added: tuple[str, ...]
     tests: tuple[TestResult, ...]
     missing: tuple[Missing, ...]
 
     @property
     def flags(self) -> tuple[str, ...]:
-        return () if self.ld_library_path is None else (
-            f"--test_env={VARIABLE}={self.ld_library_path}",)
+        return given_.flags(self.given)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class Repair:
     tests: tuple[TestResult, ...]
     missing: tuple[Missing, ...]
     added: tuple[str, ...]
-    ld_library_path: str | None    # the merged value; None when nothing needs adding
+    given: Given | None            # the merged value; None when nothing needs adding
     options: tuple[Option, ...] = ()  # the build step's canonical options
     notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
     skipped: tuple[Skipped, ...] = ()   # files left out of the model, once each
@@ -94,9 +94,11 @@ class Repair:
 
     @property
     def flags(self) -> tuple[str, ...]:
-        if self.ld_library_path is None:
-            return ()
-        return (f"--test_env={VARIABLE}={self.ld_library_path}",)
+        return given_.flags(self.given)
+
+    @property
+    def ld_library_path(self) -> str | None:
+        return given_.value(self.given)
 
     @property
     def unresolved(self) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ import pytest
 
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.execution import REMOTE_REFUSAL, Execution, of
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.flow.caller import Caller
 from bazel_ldfix.flow.test import remote_guard
 from bazel_ldfix.repair.results import Repair
@@ -41,7 +42,7 @@ def test_where_the_tests_run(options: list[Option], expected: Execution) -> None
 
 def repair(options: tuple[Option, ...]) -> Repair:
     return Repair("/ob", (), "nothing", (), (), ("/ob/external/x/lib",),
-                  "/ob/external/x/lib", options)
+                  Given("/ob/external/x/lib"), options)
 
 
 def caller(said: list[str]) -> Caller:

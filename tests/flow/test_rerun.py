@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
@@ -111,17 +112,18 @@ def test_a_usage_error_of_our_own_options_stops_before_bazel(tmp_path: Path) -> 
 # -- the rerun's rules ------------------------------------------------------------------------
 
 def test_the_rerun_keeps_the_options_and_names_exactly_the_tests() -> None:
+    given = Given("/a:/b")
     flag = "--test_env=LD_LIBRARY_PATH=/a:/b"
     args = ["--config=ci", "--test_output", "errors", "//t:all", "-c", "opt", "//u/..."]
-    assert rerun.arguments(args, ["//t:all", "//u/..."], ["//t:x"], flag) == [
+    assert rerun.arguments(args, ["//t:all", "//u/..."], ["//t:x"], given) == [
         "--config=ci", "--test_output", "errors", "-c", "opt", flag, "--", "//t:x"]
     # After `--` every word is a pattern, negative ones included.
     assert rerun.arguments(["--keep_going", "--", "//t:all", "-//t:y"], ["//t:all", "-//t:y"],
-                           ["//t:x"], flag) == ["--keep_going", flag, "--", "//t:x"]
+                           ["//t:x"], given) == ["--keep_going", flag, "--", "//t:x"]
     # A pattern file names patterns the words do not show.
     assert rerun.arguments(["--target_pattern_file", "f.txt"], ["//t:all"], ["//t:x"],
-                           flag) is None
-    assert rerun.arguments(["//t:all"], [], ["//t:x"], flag) is None   # no pattern event
+                           given) is None
+    assert rerun.arguments(["//t:all"], [], ["//t:x"], given) is None   # no pattern event
 
 
 def finding(test: str, soname: str, found: tuple[str, ...],

@@ -3,6 +3,7 @@ are many of them, and nothing else of the summary moves."""
 
 from __future__ import annotations
 
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.render.repair import NAMED, repair_summary
 from bazel_ldfix.repair.results import Missing, Repair, TestResult
 
@@ -14,7 +15,7 @@ def _repair(tests: list[TestResult], *, added: bool = True) -> Repair:
     missing = tuple(Missing(n, ("/x/test",), f"{BASE}/external/r/lib" if added else None, ())
                     for n in names)
     return Repair(BASE, (), "", tuple(tests), missing, (),
-                  f"{BASE}/external/r/lib" if added else None)
+                  Given(f"{BASE}/external/r/lib") if added else None)
 
 
 def _test(label: str, before: tuple[str, ...], after: tuple[str, ...] = (),

@@ -254,7 +254,7 @@ def test_a_kept_repair_is_not_given_again_once_a_fact_changed(tmp_path: Path) ->
 def test_a_repair_made_anew_without_the_cache_replaces_a_kept_one_that_differs(
         tmp_path: Path) -> None:
     where, planned, facts = _kept(tmp_path)
-    other = dataclasses.replace(planned, ld_library_path=None, added=())
+    other = dataclasses.replace(planned, given=None, added=())
     assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _later())
     assert replay.replace_differing(str(where), "inputs", "", facts, other, _later())
     kept = replay.load(str(where))

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from modelhelp import resolver
 
 from bazel_ldfix.bazel.bep import Option
+from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
 from bazel_ldfix.loader.resolution import PassedOver, PassReason
 from bazel_ldfix.repair import stored
@@ -84,11 +85,12 @@ FIELDS[Result] = {"label": TEXT, "executable": TEXT, "missing_before": texts(),
                       "reach": st.sampled_from(Reach), "rule_fix": OPTIONAL,
                       "library_path": OPTIONAL}
 FIELDS[Conflict] = {"label": TEXT, "soname": TEXT, "chosen": TEXT, "own": TEXT}
-FIELDS[Group] = {"labels": texts(), "ld_library_path": OPTIONAL, "added": texts(),
+FIELDS[Given] = {"ld_library_path": TEXT}
+FIELDS[Group] = {"labels": texts(), "given": st.none() | builds(Given), "added": texts(),
                  "tests": tuples(Result), "missing": tuples(Missing)}
 FIELDS[Repair] = {"output_base": TEXT, "base": texts(), "base_source": TEXT,
                   "tests": tuples(Result), "missing": tuples(Missing), "added": texts(),
-                  "ld_library_path": OPTIONAL, "options": tuples(Option), "notes": texts(),
+                  "given": st.none() | builds(Given), "options": tuples(Option), "notes": texts(),
                   "skipped": tuples(Skipped), "patterns": texts(),
                   "given_again": st.booleans(), "links": tuples(Link),
                   "links_dir": OPTIONAL, "shadowed": tuples(Shadowed),
@@ -208,7 +210,7 @@ def test_a_surrogate_pair_in_two_halves_cannot_be_written() -> None:
 @pytest.mark.parametrize("change", [
     {"base": ["a"]},                                           # a list where a tuple is
     {"output_base": Path("/ob")},                              # a Path where a str is
-    {"ld_library_path": 1},
+    {"given": "/a"},                                          # a str where a Given is
     {"tests": (Result("//p:t", "/t", (), (), None, "yes", None),)},   # type: ignore[arg-type]
     {"skipped": (Skipped("/x", "not_elf", "why"),)},          # type: ignore[arg-type]
     {"options": (("name", "value"),)},
@@ -337,7 +339,7 @@ SMALL = Repair("/ob", ("/base",), "src",
                (Result("//p:t", "/ob/t", ("libx.so.1",), (), None, Reach.YES, None),),
                (Missing("libx.so.1", ("/ob/t",), "/ob/x",
                         (PassedOver("/ob/y/libx.so.1", PassReason.NOT_PREFERRED, "w"),)),),
-               ("/ob/x",), "/base:/ob/x", (Option("compilation_mode", "opt"),), ("n",),
+               ("/ob/x",), Given("/base:/ob/x"), (Option("compilation_mode", "opt"),), ("n",),
                (Skipped("/ob/z.so", SkipKind.NOT_ELF, "text"),), ("//p:t",))
 
 
