@@ -217,6 +217,12 @@ class Models:
                 subject.extras, loaded, self._preferred))
         return found[1]
 
+    def twin_key(self, subject: Subject) -> Hashable | None:
+        """What the test's twins share (:mod:`bazel_ldfix.repair.twins`); None: it has
+        none, or every test is resolved on its own."""
+        shape = self._shape(subject) if self.share else None
+        return None if shape is None else shape.key
+
     def same_file(self, a: str, b: str) -> bool:
         """Whether two paths name one file (by real path, as the command reads them)."""
         return a == b or self.memo.realpath(a) == self.memo.realpath(b)

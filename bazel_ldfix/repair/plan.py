@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel import testenv
@@ -193,7 +193,8 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
             shadowed += exposure.caller_shadows(s.label, plain.entries, was,
                                                 pathlist.split(env.current.get(s.label)),
                                                 session.same_file)
-    conflicts = _conflicts(subjects, before, exposer.choices, session, scan.expect)
+    conflicts = _conflicts(subjects, before, env.current, exposer.choices, session,
+                           scan.expect)
     notes = tuple(note for s in subjects for note in s.notes)
     skipped: dict[str, Skipped] = {}
     for s in subjects:
@@ -209,19 +210,28 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
 
 
 def _conflicts(subjects: Sequence[Subject], before: Mapping[str, Outcome],
-               choices: Mapping[str, index.Choice], session: Models,
-               expect: elf.ElfHeader | None) -> tuple[Conflict, ...]:
+               values: Mapping[str, str | None], choices: Mapping[str, index.Choice],
+               session: Models, expect: elf.ElfHeader | None) -> tuple[Conflict, ...]:
     """Tests that missed a name whose own libraries lead to another usable file of it than
     the one chosen: the first directory of the test's own (:func:`index.test_dirs`) that
-    holds the name, where the loader would take it."""
+    holds the name, where the loader would take it.
+
+    A twin of a test without a conflict, in the same value, has none either: its load is
+    the other's, moved to its own tree, whose entries lead to the same files."""
     memo = session.memo
-    out = []
+    out: list[Conflict] = []
+    clear: set[Hashable] = set()
     for subject in subjects:
         outcome = before[subject.label]
         header = outcome.header or expect
         names = [n for n in outcome.missing if choices.get(n) and choices[n].path]
         if not names or header is None:
             continue
+        twin = session.twin_key(subject)
+        family = None if twin is None else (twin, values.get(subject.label), *names)
+        if family in clear:
+            continue
+        found_before = len(out)
         dirs = session.test_dirs(subject, outcome)
         for name in names:
             chosen = choices[name].path
@@ -232,6 +242,8 @@ def _conflicts(subjects: Sequence[Subject], before: Mapping[str, Outcome],
                     or index.check_candidate(own, header, memo) is not None:
                 continue
             out.append(Conflict(subject.label, name, chosen, own))
+        if family is not None and len(out) == found_before:
+            clear.add(family)
     return tuple(out)
 
 
