@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 
 
 WAIT_NOTICE = 1.0  # seconds a captured Bazel command runs before the user is told
-NO_TESTS_FOUND = 4  # Bazel's exit code when the build worked and no test was selected
-INTERRUPTED = 8     # Bazel's exit code for an interrupted command
-COMMAND_LINE_ERROR = 2  # Bazel's exit code for options or a command it cannot take
 DEFAULT_TIMEOUT = 300.0  # seconds for each Bazel call of the tool's own (--bazel-timeout)
 
 

@@ -71,7 +71,7 @@ class BazelArgsCommand(BazelCommand):
         """When Bazel refuses its command line (exit code 2) and one of its arguments was
         meant for the tool (:meth:`_meant`), ``env`` and ``fix`` end with exit code 2 and
         what was meant; ``test`` (which ends with Bazel's code) says it in one line."""
-        from bazel_ldfix.bazel.client import COMMAND_LINE_ERROR
+        from bazel_ldfix.bazel.exitcodes import COMMAND_LINE_ERROR
         from bazel_ldfix.flow.repair import BuildStepError
 
         try:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 from bazel_ldfix.diagnosis import fixes, logs
 from bazel_ldfix.diagnosis.context import TestContext
 from bazel_ldfix.diagnosis.explain import Finding, explain_test
@@ -20,8 +21,6 @@ from bazel_ldfix.diagnosis.model import HOST_LOADERS
 from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.search import LoaderSource
-
-TESTS_FAILED = 3   # Bazel's exit code when tests ran and some failed
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
 def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
     """Plain ``bazel test BAZEL_ARGS`` after the change, with no ``--test_env``: Bazel's
     exit code, and one line that says what it means."""
-    from bazel_ldfix.render.repair import TESTS_FAILED
+    from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 
     code = bazel.stream("test", bazel_args)
     if code == 0:

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING
 
 from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.bazel.buildstep import BuildStep, download_outputs
-from bazel_ldfix.bazel.client import INTERRUPTED, NO_TESTS_FOUND, Bazel
+from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.bazel.exitcodes import (
+    BUILD_FAILURE,
+    COMMAND_LINE_ERROR,
+    INTERRUPTED,
+    NO_TESTS_FOUND,
+    SUCCESS,
+)
 from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.options import selected as selected_tests
 from bazel_ldfix.bazel.query import query_rules, start_query_rules
@@ -37,13 +44,6 @@ if TYPE_CHECKING:
     from bazel_ldfix.outputbase.index import ProgressFn
     from bazel_ldfix.repair.results import Repair, TestInput, TestResult
 
-# Bazel's exit codes for a build that failed and a command line it refused
-# (ExitCode.BUILD_FAILURE, ExitCode.COMMAND_LINE_ERROR): the same command fails the same way
-# again. Others (out of memory, a lost remote input, an internal error) may not.
-BUILD_FAILURE = 1
-COMMAND_LINE_ERROR = 2
-
-
 @dataclass(frozen=True)
 class StepFailed:
     """The build step failed, with Bazel's exit code."""
@@ -58,6 +58,7 @@ class StepFailed:
         """``bazel test ARGS`` fails the same way: the step built what it builds (with the
         same options and rc files), and Bazel's code says the build or the command line is
         wrong, which running it again does not change."""
+        # Others (out of memory, a lost remote input, an internal error) may not.
         return self.code in (BUILD_FAILURE, COMMAND_LINE_ERROR) and not self.builds_more
 
 
@@ -170,7 +171,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
             read_ahead = read_tests
     finally:
         events, code = step.result(read_ahead)
-    if code not in (0, NO_TESTS_FOUND):
+    if code not in (SUCCESS, NO_TESTS_FOUND):
         return StepFailed(code, builds_more(events.command_line))
     if not session.memo.still_true():
         # Bazel changed something that was read while it built: read everything anew.

@@ -131,9 +131,9 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
     the first with the user's arguments less the other groups' tests, each other one
     with the user's options and its own tests. Every run's output and summary are
     Bazel's; the code is the worst of theirs, as Bazel's own would be."""
+    from bazel_ldfix.bazel.exitcodes import TESTS_FAILED, worst
     from bazel_ldfix.bazel.options import with_options
     from bazel_ldfix.flow import rerun
-    from bazel_ldfix.render.repair import TESTS_FAILED
 
     first, *rest = repair.groups
     others = [label for g in rest for label in g.labels]
@@ -167,16 +167,6 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
         caller.say(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
                    f"{', '.join(map(str, codes))}: exit code {code}")
     return code
-
-
-# Bazel's exit codes from the least to the most severe, where the runs are merged: success,
-# no test to run, tests failed, build failed; any other (a crash, an interruption) is worse.
-_SEVERITY = {0: 0, 4: 1, 3: 2, 1: 3}
-
-
-def worst(codes: Sequence[int]) -> int:
-    """The exit code of several ``bazel test`` runs together: the most severe one."""
-    return max(codes, key=lambda c: (_SEVERITY.get(c, 4), c))
 
 
 def remote_guard(caller: Caller, repair: Repair, force_local_path: bool) -> Repair:
@@ -217,7 +207,7 @@ def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
     the command unchanged), or Bazel's code when the build step was interrupted or failed
     as ``bazel test BAZEL_ARGS`` would (running it would only show the same error again).
     """
-    from bazel_ldfix.bazel.client import INTERRUPTED
+    from bazel_ldfix.bazel.exitcodes import INTERRUPTED
 
     planned = failopen.attempt(lambda: repairing.for_command(
         caller, bazel, bazel_args, output_base=options.output_base, prepend=options.prepend,
@@ -258,8 +248,10 @@ def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWit
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
     ``remote``: the tests ran on remote executors, where only the BUILD change helps.
     """
-    if code != 3:
-        return None  # only Bazel's TESTS_FAILED leaves logs to read (diagnose is slow to import)
+    from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
+
+    if code != TESTS_FAILED:
+        return None  # only then are there logs to read (diagnose is slow to import)
     from bazel_ldfix.diagnosis import diagnose as diagnosing
     from bazel_ldfix.render import brief
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix.bazel import given as given_
+from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
@@ -17,8 +18,6 @@ if TYPE_CHECKING:
     from bazel_ldfix.repair.exposure import Shadowed
     from bazel_ldfix.repair.results import Repair
 from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps, text_of, to_jsonable
-
-TESTS_FAILED = 3  # Bazel's exit code when the tests ran and some failed
 
 
 def repair_json(repair: Repair) -> str:

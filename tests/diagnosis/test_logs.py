@@ -15,6 +15,7 @@ import pytest
 from diagnose_fixtures import fake_bazel, passing_log
 
 from bazel_ldfix import cli
+from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 from bazel_ldfix.diagnosis import diagnose, logs
 
 SUMMARY_ROW = "{label}                                                   FAILED in 0.0s"
@@ -142,6 +143,6 @@ def test_after_test_diagnoses_the_bazel_7_form(tmp_path: Path) -> None:
     (fake.output_base / "command.log").write_text(
         f"FAIL: //t:app_test (Exit 127) (see {fake.log})\n"
         "Executed 1 out of 1 test: 1 fails locally.\n")
-    result = diagnose.after_test(str(fake.output_base), diagnose.TESTS_FAILED)
+    result = diagnose.after_test(str(fake.output_base), TESTS_FAILED)
     assert result is not None
     assert [f.soname for f in result.findings] == ["libxdemo.so.11"]

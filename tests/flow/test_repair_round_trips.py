@@ -104,7 +104,8 @@ def test_the_build_step_tells_each_test_once_as_bazel_builds_it(ws: Workspace) -
     # The events are read while Bazel writes them: each test is told once, as the whole
     # file's reading at the end has it (so that it can be read while Bazel goes on).
     from bazel_ldfix.bazel.buildstep import BuildStep
-    from bazel_ldfix.bazel.client import NO_TESTS_FOUND, Bazel
+    from bazel_ldfix.bazel.client import Bazel
+    from bazel_ldfix.bazel.exitcodes import NO_TESTS_FOUND
     from bazel_ldfix.bazel.targets import TestTarget
 
     assert BAZEL

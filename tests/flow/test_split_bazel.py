@@ -17,7 +17,7 @@ import pytest
 from bazelws import BAZEL, Workspace, clean_env, import_repository, make_workspace
 from elfbuild import cc
 
-from bazel_ldfix.flow.test import worst
+from bazel_ldfix.bazel.exitcodes import worst
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
