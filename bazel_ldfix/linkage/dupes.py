@@ -17,7 +17,6 @@ shared name. glibc (elf/dl-lookup.c, elf/do-rel.h) and the linkers give four way
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix.linkage.scope import Scope, ScopeObject, exported, load_scope
@@ -163,7 +162,3 @@ def _local_tls(obj: ScopeObject) -> bool:
     """Whether ``obj`` has a TLS relocation against its own module (no symbol)."""
     kinds = _TLS_RELOCATIONS.get(obj.symbols.machine, frozenset())
     return any(r.type in kinds and r.symbol == 0 for r in obj.symbols.relocations)
-
-
-def split_names(report: DupesReport) -> Sequence[str]:
-    return [d.name for d in report.split]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bazel_ldfix.errors import DemanglerError, PatternError
@@ -197,10 +197,3 @@ def _cut_return_type(text: str) -> str:
     if head.rsplit("::", 1)[-1].startswith("operator"):
         return text
     return rest
-
-
-def match_names(patterns: Sequence[Pattern], names: Iterable[str],
-                demangled: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
-    """For each pattern's text, the names it matches, in the order given."""
-    listed = list(names)
-    return {p.text: tuple(n for n in listed if p.matches(n, demangled)) for p in patterns}
