@@ -173,8 +173,9 @@ def child(top: str, tests: int, keep: bool = False) -> None:
     from bazel_ldfix.loader.resolution import Environment
     from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
     from bazel_ldfix.loader.search import Loader
+    from bazel_ldfix.repair.context import PlanContext
     from bazel_ldfix.repair.models import Models
-    from bazel_ldfix.repair.plan import plan
+    from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
 
     bin_dir = os.path.join(top, "ob", "execroot", "ws", os.path.dirname(SOLIB))
@@ -192,8 +193,9 @@ def child(top: str, tests: int, keep: bool = False) -> None:
     def cache_for(info: object) -> object:
         return cache_lookup(info, Options())  # type: ignore
 
-    result = plan(inputs, env, os.path.join(top, "ob"),
-                  Loaders(make_loader, cache_for), session=session)  # type: ignore[arg-type]
+    loaders = Loaders(make_loader, cache_for)  # type: ignore[arg-type]
+    result = plan_repair(inputs, env, PlanContext(os.path.join(top, "ob"), loaders,
+                                                  session=session))
     elapsed = time.perf_counter() - started
     if keep:
         from bazel_ldfix.repair import replay

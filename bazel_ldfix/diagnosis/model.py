@@ -53,7 +53,8 @@ def missing_for(label: str | None, executable: str, output_base: str,
     """What the repair finds missing for this test, by soname, and a note when the model
     could not resolve the executable."""
     from bazel_ldfix.bazel.testenv import TestEnvironment
-    from bazel_ldfix.repair.plan import plan
+    from bazel_ldfix.repair.context import PlanContext
+    from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
 
     key = label or executable
@@ -61,7 +62,8 @@ def missing_for(label: str | None, executable: str, output_base: str,
                                  "the run's --test_env" if library_path else "nothing",
                                  {key: library_path})
     try:
-        repair = plan([TestInput(key, executable)], env, output_base, loaders, on_error=on_error)
+        context = PlanContext(output_base, loaders, on_error=on_error)
+        repair = plan_repair([TestInput(key, executable)], env, context)
     except LdfixError as exc:
         return {}, f"the loader model could not resolve {executable}: {exc}"
     return _chain({m.soname: m for m in repair.missing}, library_path, loaders,
@@ -75,16 +77,16 @@ def exposed(label: str | None, executable: str, output_base: str, library_path: 
     missing) without changing anything it loads: their directories, or a links directory
     (:mod:`bazel_ldfix.repair.exposure`); None when the model cannot resolve the test."""
     from bazel_ldfix.bazel.testenv import TestEnvironment
-    from bazel_ldfix.repair.plan import plan
+    from bazel_ldfix.repair.context import PlanContext
+    from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
 
     key = label or executable
     env = TestEnvironment(pathlist.split(library_path), "the run's value",
                                  {key: library_path})
     try:
-        planned = plan([TestInput(key, executable)], env, output_base,
-                              loaders, on_error=on_error,
-                              links_root=links_root, given=given)
+        context = PlanContext(output_base, loaders, on_error=on_error, links_root=links_root)
+        planned = plan_repair([TestInput(key, executable)], env, context, given=given)
     except LdfixError:
         return None
     return planned.added

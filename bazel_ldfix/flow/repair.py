@@ -28,7 +28,6 @@ from bazel_ldfix.bazel.exitcodes import (
     NO_TESTS_FOUND,
     SUCCESS,
 )
-from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.options import selected as selected_tests
 from bazel_ldfix.bazel.query import query_rules, start_query_rules
 from bazel_ldfix.bazel.queryxml import RuleInfo
@@ -36,12 +35,17 @@ from bazel_ldfix.bazel.targets import StepHead, TestTarget
 from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.errors import BadInputError, BazelError, NotAWorkspaceError, NoTestsError
-from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 from bazel_ldfix.pathlist import VARIABLE
+from bazel_ldfix.repair.context import PlanContext, Setting
+from bazel_ldfix.repair.lastrun import LastRun
 
 if TYPE_CHECKING:
+    from bazel_ldfix.bazel.query import PendingRules
+    from bazel_ldfix.bazel.targets import BuildEvents
+    from bazel_ldfix.elf import ElfHeader
     from bazel_ldfix.flow.caller import Caller
-    from bazel_ldfix.outputbase.index import ProgressFn
+    from bazel_ldfix.loader.resolve import LoaderFactory
+    from bazel_ldfix.repair.models import Models
     from bazel_ldfix.repair.results import Repair, TestInput, TestResult
 
 @dataclass(frozen=True)
@@ -79,13 +83,12 @@ def builds_more(command_line: Sequence[str]) -> bool:
     return value
 
 
+_NO_SETTING = Setting()   # no cache, no links directory: the repair alone
+
+
 def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
-                 output_base: str | None = None, prepend: bool = False,
-                 cache_dir: Callable[[str], str | None] | None = None,
-                 links_root: str | None = None,
-                 progress: ProgressFn | None = None,
-                 on_error: Callable[[str, OSError], None] | None = None,
-                 cuda: HostDriver = NO_HOST_DRIVER) -> Repair | StepFailed:
+                 output_base: str | None = None,
+                 setting: Setting = _NO_SETTING) -> Repair | StepFailed:
     """The repair for ``bazel test ARGS``, or :class:`StepFailed` when the build step
     fails. Raises NoTestsError when the patterns select no test.
 
@@ -95,10 +98,8 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     ``--test_env`` would replace it) or the rule's value may win over the flags, only for
     the selected tests and only the rules whose ``env`` or ``env_inherit`` mentions the
     variable. That answer is remembered (:mod:`bazel_ldfix.bazel.rulecache`) and asked
-    again only when a file it was read from, or an option, has changed.
-    ``cache_dir`` maps the output_base to the per-user cache directory (None: no cache: the
-    index of ``external/`` is walked and the rules are queried every time). ``links_root``
-    is where links directories may be made (:mod:`bazel_ldfix.linkdir`).
+    again only when a file it was read from, or an option, has changed. Without the
+    setting's ``cache_dir`` nothing is remembered or given again.
     """
     workspace = workspace_of(runner.cwd)
     if workspace is None:
@@ -106,30 +107,88 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                  "above the current directory)")
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    # Where this command's last flags and repair are kept. Without a cache (--no-cache)
-    # neither is read, and a repair made anew only replaces a kept one that differs.
-    kept_for = _memo_file(runner, args, client_env)
-    memo = kept_for if cache_dir else None
-    last = _read_memo(memo)
-    expected = given_.flags(last)
-    step = BuildStep(runner, args, expected)
+    last = LastRun(runner, args, client_env, use=setting.cache_dir is not None)
+    built = _build_step(runner, args, client_env, last, output_base)
+    if isinstance(built, StepFailed):
+        return built
+    events = built.events
+    from bazel_ldfix.bazel import testenv
+    from bazel_ldfix.repair import replay
+
+    selected = [t.label for t in selected_tests(events.tests, {}, events.command_line)]
+    rules = _Rules(runner, events, events.workspace or workspace, selected,
+                   setting.cache_dir, built.output_base)
+    # The same command again, with nothing it read changed: the same repair.
+    inputs = replay.inputs_of(events, client_env, built.output_base, setting.prepend) \
+        if last.keeps and not built.absent else None
+    if last.kept is not None and inputs is not None:
+        again = last.given_again(inputs, replay.rules_of(rules.known)
+                                 if rules.known is not None else None)
+        if again is not None:
+            if again.links_dir:
+                from bazel_ldfix import linkdir
+
+                linkdir.renew(again.links_dir)
+            last.remember(again.given)
+            return dataclasses.replace(again, options=events.options,
+                                       patterns=events.patterns, given_again=True)
+    # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a
+    # test that loads with the flags' value may not load with its rule's: ask the rules.
+    # (Tags come from the build step's events: a tag filter needs no query.)
+    flags_decide = testenv.order_of(events.version) is testenv.Order.FLAGS_WIN or \
+        testenv.environment_of(events.options, client_env, {}, [], events.version).base == ()
+    result = None
+    used: Mapping[str, RuleInfo] | None = None   # the rules' answer the repair used
+    if last.given is not None:
+        # The last run of this command needed a repair: this one most likely does too, so
+        # the rule query runs while the tests are resolved.
+        rules.start()
+    try:
+        if flags_decide and events.tests:
+            # Without the rules' env: if every test loads, that is the answer (nothing to add).
+            first = _plan_tests(built, args, client_env, setting, {}, search=False)
+            if not any(t.missing_before or t.error for t in first.tests):
+                result = first
+        if result is None:
+            used = rules.answer()
+            result = _plan_tests(built, args, client_env, setting, used)
+    finally:
+        rules.close()
+    last.remember(result.given)
+    result = dataclasses.replace(result, options=events.options, patterns=events.patterns)
+    if inputs is not None and not result.groups:
+        # (A split run is made anew each time: the kept record holds one value.)
+        last.keep(inputs, replay.rules_of(used), built.session.memo.facts(), result)
+    return result
+
+
+@dataclass(frozen=True)
+class _Built:
+    """What the build step gave, and the model that read the tests while Bazel built."""
+
+    events: BuildEvents
+    session: Models
+    host_loader: LoaderFactory
+    host: ElfHeader | None
+    output_base: str
+    notes: tuple[str, ...]                  # about the whole step
+    absent: tuple[str, ...]                 # tests whose executable is not on disk
+    unreadable: Mapping[str, str]           # label -> why it is not examined
+
+
+def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str],
+                last: LastRun, output_base: str | None) -> _Built | StepFailed:
+    """The build step, with the tests read and resolved as soon as Bazel has built each."""
+    step = BuildStep(runner, args, given_.flags(last.given))
     read_ahead: Callable[[TestTarget, StepHead], None] | None = None
-    kept_at: str | None = None
-    kept = None
     try:
         # While Bazel builds: the model, and what the host's loader says first; then each
         # test as soon as Bazel has built it.
-        from bazel_ldfix.bazel import rulecache, testenv
         from bazel_ldfix.bazel.testenv import environment_of
         from bazel_ldfix.loader.resolve import LoaderFactory, host_header
-        from bazel_ldfix.repair import replay
         from bazel_ldfix.repair.models import Models
-        from bazel_ldfix.repair.plan import plan
-        from bazel_ldfix.repair.results import Repair, TestInput
+        from bazel_ldfix.repair.results import TestInput
 
-        # The last repair of this command, to be given again if nothing it read changed.
-        kept_at = replay.file_for(kept_for)
-        kept = replay.load(kept_at) if cache_dir else None
         session = Models()
         host_loader = LoaderFactory(memo=session.memo)
         host = host_header()
@@ -140,7 +199,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
         # directory read early may get more from Bazel later (another test's outputs).
         session.memo.watch()
         values: dict[int, tuple[StepHead, str | None]] = {}   # by the head's id
-        last_value = last.ld_library_path if last is not None else None
+        last_value = last.given.ld_library_path if last.given is not None else None
         if last_value is not None and not _all_there(last_value):
             # A directory of it is gone: a links directory removed since (pruned, or the
             # cache cleaned), which the plan makes again. Read now, it would stay absent
@@ -166,7 +225,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                     # one's too, whose check the plan then finds made.
                     session.resolve_ahead(subject, last_value, host_loader)
 
-        if kept is None:
+        if last.kept is None:
             # (With a repair kept, most likely given again, Bazel is left the machine.)
             read_ahead = read_tests
     finally:
@@ -186,7 +245,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     base = output_base or events.output_base or ask_output_base(runner)
     if not os.path.isdir(base):
         raise BadInputError(f"output_base {base} does not exist")
-    notes: list[str] = []               # about the whole step
+    notes: list[str] = []
     absent = [t for t in events.tests if not os.path.isfile(t.executable)]
     if absent:
         # A remote cache with Build without the Bytes: Bazel 7+ does not download a test's
@@ -197,7 +256,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
         # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
         # option, so neither this step nor the `bazel test` after it re-analyses.
         try:
-            got = download_outputs(runner, args, expected)
+            got = download_outputs(runner, args, given_.flags(last.given))
         except BazelError as exc:   # it did not end in time: the tests run as they are
             notes.append(exc.lines()[0])
         else:
@@ -209,100 +268,95 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     unreadable = {t.label: f"{t.label}: cannot read its executable {t.executable}: not on "
                   "disk (a remote cache that did not download it?); not examined"
                   for t in absent}
+    return _Built(events, session, host_loader, host, base, tuple(notes),
+                  tuple(t.label for t in absent), unreadable)
+
+
+class _Rules:
+    """The selected tests' rules' ``env``: remembered from an earlier run while nothing it
+    was read from has changed, else asked (``bazel query``), early or when needed."""
+
+    def __init__(self, runner: Bazel, events: BuildEvents, workspace: str,
+                 selected: Sequence[str], cache_dir: str | None, output_base: str) -> None:
+        from bazel_ldfix.bazel import rulecache
+
+        self._runner, self._selected, self._output_base = runner, selected, output_base
+        self._remembered = cache_dir if cache_dir and selected else None
+        self._key = rulecache.key_of(runner, events, workspace)
+        #: The remembered answer (None: not known without asking).
+        self.known = rulecache.recall(self._remembered, self._key, selected) \
+            if self._remembered else None
+        self._asked_ns = time.time_ns()
+        self._pending: PendingRules | None = None
+
+    def start(self) -> None:
+        """Ask now, in the background, unless the answer is known."""
+        if self.known is None and self._selected:
+            self._asked_ns = time.time_ns()
+            self._pending = start_query_rules(self._runner, self._selected, VARIABLE)
+
+    def answer(self) -> dict[str, RuleInfo]:
+        """The answer: remembered, or the query's (then remembered for the next run)."""
+        from bazel_ldfix.bazel import rulecache
+
+        if self.known is None:
+            if self._pending is None:
+                self._asked_ns = time.time_ns()
+            answer = (self._pending.result() if self._pending is not None
+                      else query_rules(self._runner, self._selected, VARIABLE))
+            if self._remembered:
+                rulecache.remember(self._remembered, self._key, self._selected, answer,
+                                   self._output_base, self._asked_ns)
+            self.known = dict(answer.rules)
+        return self.known
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.close()
+
+
+def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str],
+                setting: Setting, rules: Mapping[str, RuleInfo],
+                search: bool = True) -> Repair:
+    """The plan for the selected tests, given the rules' ``env``; split where one value
+    cannot serve them all."""
+    from bazel_ldfix.bazel.testenv import environment_of
+    from bazel_ldfix.repair.plan import plan_repair
+    from bazel_ldfix.repair.results import Repair, TestInput
+
+    events = built.events
+    chosen = selected_tests(events.tests, rules, events.command_line)
+    if not chosen:
+        patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
+        raise NoTestsError(f"the target patterns and test filters select no test: "
+                           f"{patterns}")
+    tests = [t for t in chosen if t.label not in built.unreadable]
+    step_notes = (*built.notes,
+                  *(built.unreadable[t.label] for t in chosen if t.label in built.unreadable))
+    if not tests:
+        # Nothing to model; the user's `bazel test` still runs, unchanged.
+        return Repair(built.output_base, (), "nothing", (), (), (), None, notes=step_notes)
+    env = environment_of(events.options, client_env,
+                         {k: r.env for k, r in rules.items()}, [t.label for t in tests],
+                         events.version, {k: r.env_inherit for k, r in rules.items()})
+    inputs = [TestInput(t.label, t.executable) for t in tests]
+    session = built.session
 
     def noted(path: str, exc: OSError) -> None:
         session.memo.opaque()   # a walk's error is not a fact kept: never given again
-        if on_error is not None:
-            on_error(path, exc)
+        if setting.on_error is not None:
+            setting.on_error(path, exc)
 
-    def repair_with(rules: Mapping[str, RuleInfo], search: bool = True
-                    ) -> Repair:
-        chosen = selected_tests(events.tests, rules, events.command_line)
-        if not chosen:
-            patterns = " ".join(a for a in args if not a.startswith("-")) or "(none)"
-            raise NoTestsError(f"the target patterns and test filters select no test: "
-                               f"{patterns}")
-        tests = [t for t in chosen if t.label not in unreadable]
-        step_notes = (*notes, *(unreadable[t.label] for t in chosen if t.label in unreadable))
-        if not tests:
-            # Nothing to model; the user's `bazel test` still runs, unchanged.
-            return Repair(base, (), "nothing", (), (), (), None, notes=step_notes)
-        labels = [t.label for t in tests]
-        env = environment_of(events.options, client_env,
-                               {k: r.env for k, r in rules.items()}, labels, events.version,
-                               {k: r.env_inherit for k, r in rules.items()})
-        inputs = [TestInput(t.label, t.executable) for t in tests]
+    context = PlanContext.of(dataclasses.replace(setting, on_error=noted),
+                             built.output_base, built.host_loader, session, built.host)
 
-        def plan_for(chosen: Sequence[TestInput]) -> Repair:
-            return plan(chosen, env, base, host_loader,
-                        prepend=prepend, on_error=noted,
-                        cache_dir=cache_dir(base) if cache_dir else None,
-                        progress=progress, search=search, host=host, session=session,
-                        links_root=links_root, cuda=cuda)
+    def plan_for(members: Sequence[TestInput]) -> Repair:
+        return plan_repair(members, env, context, search=search)
 
-        planned = plan_for(inputs)
-        if planned.conflicts:
-            planned = split(planned, inputs, plan_for)
-        return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
-
-    # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a
-    # test that loads with the flags' value may not load with its rule's: ask the rules.
-    # (Tags come from the build step's events: a tag filter needs no query.)
-    flags_decide = testenv.order_of(events.version) is testenv.Order.FLAGS_WIN or \
-        environment_of(events.options, client_env, {}, [], events.version).base == ()
-    result = None
-    selected = [t.label for t in selected_tests(events.tests, {}, events.command_line)]
-    # The rules' answer of an earlier run, while nothing it was read from has changed.
-    remembered = cache_dir(base) if cache_dir and selected else None
-    key = rulecache.key_of(runner, events, events.workspace or workspace)
-    known = rulecache.recall(remembered, key, selected) if remembered else None
-    # The same command again, with nothing it read changed: the same repair.
-    inputs = replay.inputs_of(events, client_env, base, prepend) \
-        if kept_at and not absent else None
-    if kept is not None and inputs is not None:
-        again = replay.given_again(kept, inputs,
-                                   replay.rules_of(known) if known is not None else None)
-        if again is not None:
-            if again.links_dir:
-                from bazel_ldfix import linkdir
-
-                linkdir.renew(again.links_dir)
-            _write_memo(memo, again.given)
-            return dataclasses.replace(again, options=events.options,
-                                       patterns=events.patterns, given_again=True)
-    used: Mapping[str, RuleInfo] | None = None   # the rules' answer the repair used
-    asked_ns = time.time_ns()
-    # The last run of this command needed a repair: this one most likely does too, so the
-    # rule query runs while the tests are resolved.
-    pending = (start_query_rules(runner, selected, VARIABLE)
-               if known is None and expected and selected else None)
-    try:
-        if flags_decide and events.tests:
-            # Without the rules' env: if every test loads, that is the answer (nothing to add).
-            first = repair_with({}, search=False)
-            if not any(t.missing_before or t.error for t in first.tests):
-                result = first
-        if result is None:
-            if known is None:
-                if pending is None:
-                    asked_ns = time.time_ns()
-                answer = (pending.result() if pending is not None
-                          else query_rules(runner, selected, VARIABLE))
-                if remembered:
-                    rulecache.remember(remembered, key, selected, answer, base, asked_ns)
-                known = dict(answer.rules)
-            result = repair_with(known)
-            used = known
-    finally:
-        if pending is not None:
-            pending.close()
-    _write_memo(memo, result.given)
-    result = dataclasses.replace(result, options=events.options, patterns=events.patterns)
-    if inputs is not None and not result.groups:
-        # (A split run is made anew each time: the kept record holds one value.)
-        keep = replay.save if cache_dir else replay.replace_differing
-        keep(kept_at, inputs, replay.rules_of(used), session.memo.facts(), result)
-    return result
+    planned = plan_for(inputs)
+    if planned.conflicts:
+        planned = split(planned, inputs, plan_for)
+    return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
 
 
 def split(whole: Repair, inputs: Sequence[TestInput],
@@ -356,64 +410,15 @@ def _all_there(value: str) -> bool:
     return all(os.path.isdir(entry) for entry in pathlist.split(value) if entry)
 
 
-def _memo_file(runner: Bazel, args: Sequence[str], env: Mapping[str, str]
-               ) -> str | None:
-    """Where the last repair of ``bazel test ARGS`` in this workspace is remembered (None:
-    no per-user directory can be trusted)."""
-    import hashlib
-
-    from bazel_ldfix import userdir
-
-    root = userdir.cache_root(env)
-    if root is None:
-        return None
-    key = "\0".join([os.path.abspath(runner.cwd), runner.executable, *runner.startup, *args])
-    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return os.path.join(root, "last-flags", digest)
-
-
-_MEMO_MAX = 1 << 20
-
-
-def _read_memo(path: str | None) -> Given | None:
-    """The remembered value: only the last flag of the tool's own form, from a file only
-    this user could have written (see :mod:`bazel_ldfix.userdir`); anything else in the
-    file is not passed to Bazel."""
-    from bazel_ldfix import userdir
-
-    if path is None or userdir.private_dir(os.path.dirname(path), create=False) is None:
-        return None
-    data = userdir.read_private(path, _MEMO_MAX)
-    if data is None:
-        return None
-    lines = data.decode("utf-8", "surrogateescape").split("\n")
-    read = [g for g in map(Given.from_flag, lines) if g is not None]
-    return read[-1] if read else None
-
-
-def _write_memo(path: str | None, given: Given | None) -> None:
-    """Best effort: a cache that cannot be written only costs time."""
-    from bazel_ldfix import userdir
-
-    if path is None or userdir.private_dir(os.path.dirname(path)) is None:
-        return
-    text = "".join(f"{flag}\n" for flag in given_.flags(given))
-    userdir.write_private(path, text.encode("utf-8", "surrogateescape"))
-
-
 def for_command(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], *,
                 output_base: str | None = None, prepend: bool = False,
                 no_cache: bool = False) -> Repair | StepFailed:
     """:func:`repair_tests` for the caller: its environment, its per-user directories
     (none with ``no_cache``), its progress and unreadable-file lines."""
-    def cache_dir(base: str) -> str | None:
-        del base  # one per-user directory, whatever the output_base
-        return caller.cache_dir
-
+    setting = Setting(prepend, None if no_cache else caller.cache_dir, caller.links_root,
+                      caller.cuda, caller.on_error, caller.progress)
     return repair_tests(bazel, bazel_args, caller.env, output_base=output_base,
-                        prepend=prepend, cache_dir=None if no_cache else cache_dir,
-                        links_root=caller.links_root, progress=caller.progress,
-                        on_error=caller.on_error, cuda=caller.cuda)
+                        setting=setting)
 
 
 class BuildStepError(BazelError):

@@ -16,11 +16,11 @@ from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.memo import Memo
-from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import exposure
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.failopen import Skipped
 from bazel_ldfix.repair.inventory import PER_FILE_ERRORS
 from bazel_ldfix.repair.models import Models
@@ -35,15 +35,8 @@ _MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found li
 _MAX_SETTLES = 16
 
 
-def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
-         loaders: LoaderSource,
-         *, prepend: bool = False,
-         on_error: Callable[[str, OSError], None] | None = None,
-         cache_dir: str | None = None, progress: index.ProgressFn | None = None,
-         search: bool = True, host: elf.ElfHeader | None = None,
-         session: Models | None = None, links_root: str | None = None,
-         given: Sequence[index.Choice] = (),
-         cuda: HostDriver = NO_HOST_DRIVER) -> Repair:
+def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanContext,
+                *, search: bool = True, given: Sequence[index.Choice] = ()) -> Repair:
     """Find what the tests cannot load and how to give them exactly that.
 
     Each round resolves every test in the environment it would get with what was found so
@@ -66,18 +59,22 @@ def plan(tests: Sequence[TestInput], env: TestEnvironment, output_base: str,
     load is kept the same in the same way.
 
     A file the model cannot take (see :mod:`failopen`) is skipped and listed in
-    ``skipped``; it never stops the plan. ``host`` is the class and machine a test that is
-    a script (sh_test, py_test) runs as: this machine's, unless given.
+    ``skipped``; it never stops the plan.
 
-    A test is resolved once per environment (``session``, shared by the plans of one
-    command): the first round, the rounds with and without the runfiles' objects and the
-    final check read the same resolution when they ask about the same environment.
+    A test is resolved once per environment (the context's ``session``, shared by the
+    plans of one command): the first round, the rounds with and without the runfiles'
+    objects and the final check read the same resolution when they ask about the same
+    environment.
     """
+    output_base, loaders, prepend = context.output_base, context.loaders, context.prepend
+    cache_dir, links_root, cuda = context.cache_dir, context.links_root, context.cuda
+    on_error, progress = context.on_error, context.progress
+    host = context.host
     if host is None:
         from bazel_ldfix.loader.resolve import host_header
 
         host = host_header()
-    session = session or Models()
+    session = context.session or Models()
     memo = session.memo
     subjects = [session.subject(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]

@@ -251,14 +251,6 @@ def settled(facts: Facts, now_ns: int | None = None) -> bool:
         all(indexcache.state(root, now_ns).settled for root in facts.get("index", {}))
 
 
-def file_for(memo_file: str | None) -> str | None:
-    """Where the repair of the command whose flags are kept at ``memo_file`` is kept."""
-    if memo_file is None:
-        return None
-    flags_dir, name = os.path.split(memo_file)
-    return os.path.join(os.path.dirname(flags_dir), "last-repair", name)
-
-
 _OWN: list[str] = []
 
 

@@ -19,7 +19,8 @@ from bazel_ldfix.bazel.targets import parse_bep
 from bazel_ldfix.bazel.testenv import environment_of
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.context import PlanContext
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
 
 pytestmark = pytest.mark.remote
@@ -111,10 +112,10 @@ def test_without_a_runfiles_tree_the_manifest_leads_to_the_staged_copy(tmp_path:
     env = environment_of([], {}, {}, ["//t:app_test"], "7.4.1")
 
     def planned() -> Repair:
-        return plan([TestInput("//t:app_test", str(fake.executable))], env,
-                           str(fake.output_base),
-                           Loaders(lambda info, e: Loader(host_of(interp_for(info)), e),
-                                   lambda info: None), cache_dir=None)
+        loaders = Loaders(lambda info, e: Loader(host_of(interp_for(info)), e),
+                          lambda info: None)
+        return plan_repair([TestInput("//t:app_test", str(fake.executable))], env,
+                           PlanContext(str(fake.output_base), loaders))
 
     # The executable's RUNPATH names the _solib_ directory relative to its real path, so
     # even so the walk would be asked; the manifest's entry makes the staged copy first.

@@ -27,7 +27,8 @@ from bazel_ldfix.bazel.testenv import Order, Reach, TestEnvironment, environment
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.render.repair import repair_summary
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.context import PlanContext
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
 
 V = "LD_LIBRARY_PATH"
@@ -166,9 +167,8 @@ def _plan(tmp: Path, version: str | None) -> Repair:
     ob, _, prog = _layout(tmp)
     env = environment_of([], {}, {"//p:attr": {V: "/rule/dir"}}, ["//p:attr"],
                                   version)
-    return plan([TestInput("//p:attr", str(prog))], env, str(ob),
-                       Loaders(lambda info, e: Loader(host_of(interp_for(info)), e),
-                               lambda info: None), cache_dir=None)
+    loaders = Loaders(lambda info, e: Loader(host_of(interp_for(info)), e), lambda info: None)
+    return plan_repair([TestInput("//p:attr", str(prog))], env, PlanContext(str(ob), loaders))
 
 
 def test_a_test_the_flag_cannot_reach_is_not_called_fixed(tmp_path: Path) -> None:

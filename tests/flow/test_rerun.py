@@ -69,7 +69,7 @@ def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
     inject = ("import sys\nfrom bazel_ldfix import cli\n"
               "from bazel_ldfix.repair import plan as repair\n"
               "def plan(*args, **kwargs):\n    raise TypeError('a bug')\n"
-              "repair.plan = plan\nsys.exit(cli.main(sys.argv[1:]))\n")
+              "repair.plan_repair = plan\nsys.exit(cli.main(sys.argv[1:]))\n")
     env = {k: v for k, v in os.environ.items() if k != "BAZEL"}
     result = subprocess.run(
         [sys.executable, "-c", inject, "test", "--bazel", str(bazel), "--no-cache",

@@ -24,8 +24,9 @@ from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolution import Environment, Resolution
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.loader.verify import verify, verify_in
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import TestInput
 from tests.loader import test_conformance
 
@@ -202,16 +203,15 @@ def test_each_test_is_resolved_once_per_value_of_the_search_path(tmp_path: Path)
     def cache_for(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
         return cache_lookup(info, Options())
 
-    first = plan(inputs, env, str(tmp_path / "ob"), Loaders(make_loader, cache_for),
-                        session=session)
+    loaders = Loaders(make_loader, cache_for)
+    first = plan_repair(inputs, env, PlanContext(str(tmp_path / "ob"), loaders, session=session))
     assert first.added == (str(ext / "sdk" / "lib"),)
     assert all(t.missing_before == ("libsdk.so.11",) and not t.missing_after
                for t in first.tests)
     # Today's value and the repaired one: two resolutions per test, however many rounds.
     assert Counter(made) == {None: 6, str(ext / "sdk" / "lib"): 6}
-    again = plan(inputs, env, str(tmp_path / "ob"), Loaders(make_loader, cache_for),
-                        session=session)
+    again = plan_repair(inputs, env, PlanContext(str(tmp_path / "ob"), loaders, session=session))
     assert again == first
     assert len(made) == 12  # a second plan of the same command resolves nothing anew
-    fresh = plan(inputs, env, str(tmp_path / "ob"), Loaders(make_loader, cache_for))
+    fresh = plan_repair(inputs, env, PlanContext(str(tmp_path / "ob"), loaders))
     assert fresh == first

@@ -21,9 +21,10 @@ from bazel_ldfix.loader import resolve
 from bazel_ldfix.loader.trace import run_trace
 from bazel_ldfix.loader.verify import opened_path
 from bazel_ldfix.repair import exposure
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 from bazel_ldfix.repair.models import Models
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
 
 
@@ -94,9 +95,9 @@ class Layout:
                                      {t.label: value for t in inputs})
         session = Models()
         loaders = resolver(session)
-        return plan(inputs, env, str(self.ob), loaders,
-                           prepend=prepend, session=session,
-                           links_root=str(self.links) if links else None)
+        context = PlanContext(str(self.ob), loaders, session=session, prepend=prepend,
+                              links_root=str(self.links) if links else None)
+        return plan_repair(inputs, env, context)
 
 
 def real_loads(executable: str, value: str | None) -> dict[str, str]:

@@ -20,8 +20,9 @@ from bazel_ldfix.loader.resolution import Environment
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_header, host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.failopen import Fallback, SkipKind, Skipped
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import TestInput
 from bazel_ldfix.repair.subject import Subject
 
@@ -118,8 +119,8 @@ def test_the_plan_goes_on_past_every_odd_file(tmp_path: Path) -> None:
     (tmp_path / "ob" / "external" / "dep").mkdir(parents=True)
     (tmp_path / "ob" / "external" / "dep" / "libdep.so.2").write_bytes(missing_dep.read_bytes())
     env = TestEnvironment((), "nothing", {"//t:odd_test": None})
-    result = plan([TestInput("//t:odd_test", str(exe))], env,
-                         str(tmp_path / "ob"), Loaders(make_loader, cache_for))
+    context = PlanContext(str(tmp_path / "ob"), Loaders(make_loader, cache_for))
+    result = plan_repair([TestInput("//t:odd_test", str(exe))], env, context)
     kinds = {os.path.basename(s.path): s.kind for s in result.skipped}
     assert kinds == {"libarm64.so": SkipKind.OTHER_MACHINE, "libi386.so": SkipKind.OTHER_CLASS,
                      "libscript.so": SkipKind.LINKER_SCRIPT, "libtext.so": SkipKind.NOT_ELF,
@@ -143,8 +144,8 @@ def test_a_test_built_for_another_machine_is_skipped_not_fatal(tmp_path: Path) -
     exe = aarch64_program(tmp_path / "bin" / "t" / "arm_test")
     assert not os.path.exists("/lib/ld-linux-aarch64.so.1"), "an aarch64 loader is installed"
     env = TestEnvironment((), "nothing", {"//t:arm_test": None})
-    result = plan([TestInput("//t:arm_test", str(exe))], env,
-                         str(tmp_path / "ob"), Loaders(make_loader, cache_for))
+    context = PlanContext(str(tmp_path / "ob"), Loaders(make_loader, cache_for))
+    result = plan_repair([TestInput("//t:arm_test", str(exe))], env, context)
     (skip,) = result.skipped
     assert (skip.path, skip.kind) == (str(exe), SkipKind.NO_LOADER)
     assert "/lib/ld-linux-aarch64.so.1 is not installed" in skip.reason

@@ -19,8 +19,9 @@ from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader import cuda, resolve
 from bazel_ldfix.loader.trace import run_trace
 from bazel_ldfix.loader.verify import opened_path
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
 
 HOST = cuda.HostDriver((550, 54, 14))
@@ -48,8 +49,9 @@ class Toolkit:
         env = TestEnvironment(pathlist.split(None), "the test's own value",
                               {t.label: None for t in self.inputs})
         models = Models()
-        return plan(self.inputs, env, str(self.ob), resolver(models), session=models,
-                    links_root=str(self.links), cuda=host)
+        context = PlanContext(str(self.ob), resolver(models), session=models,
+                              links_root=str(self.links), cuda=host)
+        return plan_repair(self.inputs, env, context)
 
 
 def _real_libcuda(executable: str, value: str | None) -> str | None:

@@ -23,8 +23,9 @@ from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.facts import Facts, holds
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
 from bazel_ldfix.repair import replay
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
 
 
@@ -50,8 +51,8 @@ def _planned(ob: Path, early: Path, inputs: list[TestInput]
     session.memo.watch()
     env = TestEnvironment((str(early),), "the flags",
                                  {t.label: str(early) for t in inputs})
-    planned = plan(inputs, env, str(ob), factory,
-                          session=session, host=host_header())
+    planned = plan_repair(inputs, env, PlanContext(str(ob), factory, session=session,
+                                                   host=host_header()))
     return planned, session.memo.facts()
 
 

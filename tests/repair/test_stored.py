@@ -28,10 +28,11 @@ from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
 from bazel_ldfix.loader.resolution import PassedOver, PassReason
 from bazel_ldfix.repair import stored
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.exposure import Exposure, Link, ShadowCause, Shadowed
 from bazel_ldfix.repair.failopen import SkipKind, Skipped
 from bazel_ldfix.repair.models import Models
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import (
     Conflict,
     Group,
@@ -162,7 +163,7 @@ def test_a_repair_from_a_real_plan_is_read_back_whole(tmp_path: Path) -> None:
                                  reach={"//p:t1": Reach.NO}, rule={"//p:t1": "/rule/lib"})
     session = Models()
     loaders = resolver(session)
-    planned = plan(inputs, env, str(ob), loaders, session=session)
+    planned = plan_repair(inputs, env, PlanContext(str(ob), loaders, session=session))
     r = dataclasses.replace(planned, patterns=("//p:all",),
                             options=(Option("compilation_mode", "fastbuild"),
                                      Option("test_env", "HOME=/home/\udcff")))

@@ -10,8 +10,9 @@ from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader.resolution import Environment
 from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
-from bazel_ldfix.repair.plan import plan
+from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
 
 
@@ -31,4 +32,5 @@ def plan_of(output_base: Path, inputs: list[TestInput], session: Models,
     """The plan of ``inputs``, each test's LD_LIBRARY_PATH being ``value``."""
     env = TestEnvironment((), "nothing", {t.label: value for t in inputs})
     loaders = resolver(session)
-    return plan(inputs, env, str(output_base), loaders, search=search, session=session)
+    return plan_repair(inputs, env, PlanContext(str(output_base), loaders, session=session),
+                       search=search)
