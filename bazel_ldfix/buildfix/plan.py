@@ -52,7 +52,7 @@ class TestMissing:
     needed_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-def plan(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
+def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
          shape: Shape = Shape.VERSIONED,
          candidates: Callable[[str], Sequence[str]] = lambda s: (),
          library_path: str | None = None, *, skylib: bool = False) -> Plan:

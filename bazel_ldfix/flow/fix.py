@@ -13,7 +13,7 @@ from bazel_ldfix.buildfix import analysis, files
 from bazel_ldfix.buildfix.change import Plan
 from bazel_ldfix.buildfix.edit import write
 from bazel_ldfix.buildfix.locate import defines_repository
-from bazel_ldfix.buildfix.plan import Shape, TestMissing, plan
+from bazel_ldfix.buildfix.plan import Shape, TestMissing, plan_fix
 from bazel_ldfix.errors import CannotEditError
 from bazel_ldfix.quoting import printable
 
@@ -160,7 +160,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
     skylib = any(o.name == "override_repository" and o.value.startswith("bazel_skylib=")
                  for o in repair.options) or defines_repository(
         "bazel_skylib", workspace, repair.output_base)
-    return plan(tests, workspace, repair.output_base, shape, candidates, base,
+    return plan_fix(tests, workspace, repair.output_base, shape, candidates, base,
                 skylib=skylib)
 
 

@@ -30,7 +30,7 @@ _REPAIRABLE = (ErrorKind.CANNOT_OPEN, ErrorKind.WRONG_CLASS)
 
 
 @dataclass(frozen=True)
-class Rerun:
+class RerunPlan:
     """What the second run does, or (``labels`` empty) why there is none."""
 
     labels: tuple[str, ...]             # the tests to run again, in the diagnosis' order
@@ -44,7 +44,7 @@ class Rerun:
         return given_.value(self.given)
 
 
-def plan(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -> Rerun:
+def plan_rerun(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -> RerunPlan:
     """Which loader failures of the first run one rerun can repair, and with what value."""
     first = pathlist.merge(repair.base, repair.added, prepend=prepend)
     # Per test: (soname, the directory found, the entries the diagnosis' value adds to the
@@ -85,7 +85,7 @@ def plan(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -> Reru
     if labels:
         value = Given(pathlist.join(pathlist.merge(repair.base, [*repair.added, *extra],
                                                    prepend=prepend)))
-    return Rerun(tuple(labels), tuple(new.items()), value, tuple(not_rerun),
+    return RerunPlan(tuple(labels), tuple(new.items()), value, tuple(not_rerun),
                  tuple(diagnosis.other_failures))
 
 
@@ -126,7 +126,7 @@ def arguments(args: Sequence[str], patterns: Sequence[str], labels: Sequence[str
     return [*out, *given_.flags(given), "--", *labels]
 
 
-def combined_code(first: int, second: int, rerun: Rerun) -> int:
+def combined_code(first: int, second: int, rerun: RerunPlan) -> int:
     """The exit code of the two runs together.
 
     The rerun's own code when it failed (3 when a rerun test still fails). When it passed:
@@ -138,7 +138,7 @@ def combined_code(first: int, second: int, rerun: Rerun) -> int:
     return first if rerun.not_rerun or rerun.other_failures else 0
 
 
-def outcome(rerun: Rerun, second: int, output_base: str
+def outcome(rerun: RerunPlan, second: int, output_base: str
             ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the rerun tests that now pass, those that still fail), as the rerun's logs say;
     when they cannot be read, all failed if the rerun did, none otherwise."""

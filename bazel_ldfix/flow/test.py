@@ -271,7 +271,7 @@ def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWit
 
 
 @dataclass(frozen=True)
-class Rerun:
+class RerunOutcome:
     code: int                               # the two runs' code
     rerun: tuple[str, ...] = ()             # the labels run again
     now_pass: tuple[str, ...] = ()          # of those, the ones that passed
@@ -286,7 +286,7 @@ def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
     from bazel_ldfix.diagnosis.cause import CauseKind
     from bazel_ldfix.flow import rerun
 
-    planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
+    planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback) or not planned.labels:
         return
     served = [f for f in diagnosis.findings if f.test in planned.labels]
@@ -306,23 +306,23 @@ def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
 
 
 def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
-                 diagnosis: Diagnosis, first: int, prepend: bool) -> Rerun:
+                 diagnosis: Diagnosis, first: int, prepend: bool) -> RerunOutcome:
     """The one rerun of the tests that failed in the loader; the two runs' combined code."""
     from bazel_ldfix.flow import rerun
 
-    planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
+    planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback):
         caller.say(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
-        return Rerun(first)
+        return RerunOutcome(first)
     for test, why in planned.not_rerun:
         caller.say(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
     if not planned.labels:
-        return Rerun(first)
+        return RerunOutcome(first)
     args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.given)
     if args is None:
         caller.say("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
                    "the options' values")
-        return Rerun(first)
+        return RerunOutcome(first)
     for soname, directory in planned.added:
         caller.say(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
     caller.say(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
@@ -346,7 +346,7 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
     caller.say(printable(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
                          + (f"; not rerun, failed in the first run: {', '.join(left)}"
                             if left else "") + ")"))
-    return Rerun(code, tuple(planned.labels), tuple(now_pass), tuple(planned.added), again)
+    return RerunOutcome(code, tuple(planned.labels), tuple(now_pass), tuple(planned.added), again)
 
 
 def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None = None,

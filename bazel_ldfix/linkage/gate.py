@@ -29,7 +29,7 @@ class Check(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CheckResult:
     """One assertion and what the file says about it."""
 
     check: Check
@@ -52,7 +52,7 @@ class GateReport:
     file: str
     kind: kinds.Kind
     stripped: bool                 # no .symtab
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[CheckResult, ...]
 
     @property
     def ok(self) -> bool:
@@ -85,7 +85,7 @@ def check(path: str, asked: Assertions, options: Options,
     if names.needs_demangler(patterns.values()):
         demangled = demangler.demangle(every)
 
-    outcomes: list[Outcome] = []
+    outcomes: list[CheckResult] = []
     for soname in asked.needs:
         outcomes.append(_needs(soname, info.needed))
     imports = [s for s in tables.dynsym if not s.defined and s.name]
@@ -104,29 +104,29 @@ def check(path: str, asked: Assertions, options: Options,
     return GateReport(path, found.kind, tables.symtab is None, tuple(outcomes))
 
 
-def _needs(soname: str, needed: Sequence[str]) -> Outcome:
+def _needs(soname: str, needed: Sequence[str]) -> CheckResult:
     if soname in needed:
-        return Outcome(Check.NEEDS, soname, True, "a DT_NEEDED entry")
+        return CheckResult(Check.NEEDS, soname, True, "a DT_NEEDED entry")
     near = [n for n in needed if soname in n]
     detail = "no DT_NEEDED entry"
     if near:
         detail += f" (only {', '.join(near)}, which is not the same name)"
     elif needed:
         detail += f" (DT_NEEDED: {', '.join(needed)})"
-    return Outcome(Check.NEEDS, soname, False, detail)
+    return CheckResult(Check.NEEDS, soname, False, detail)
 
 
 def _imports(pattern: names.Pattern, imports: Sequence[Symbol], dynsym: Sequence[Symbol],
-             demangled: dict[str, str]) -> Outcome:
+             demangled: dict[str, str]) -> CheckResult:
     hits = tuple(s.name for s in imports if pattern.matches(s.name, demangled))
     if hits:
-        return Outcome(Check.IMPORTS, pattern.text, True,
+        return CheckResult(Check.IMPORTS, pattern.text, True,
                        f"undefined in .dynsym: {_show(hits, demangled)}", hits)
     own = tuple(s.name for s in dynsym if s.defined and pattern.matches(s.name, demangled))
     detail = "no undefined symbol in .dynsym matches"
     if own:
         detail += f"; the file defines {_show(own, demangled)} itself"
-    return Outcome(Check.IMPORTS, pattern.text, False, detail, own)
+    return CheckResult(Check.IMPORTS, pattern.text, False, detail, own)
 
 
 def _defined(table: Sequence[Symbol], pattern: names.Pattern,
@@ -136,23 +136,23 @@ def _defined(table: Sequence[Symbol], pattern: names.Pattern,
 
 
 def _no_defines(pattern: names.Pattern, dynsym: Sequence[Symbol],
-                symtab: Sequence[Symbol] | None, demangled: dict[str, str]) -> Outcome:
+                symtab: Sequence[Symbol] | None, demangled: dict[str, str]) -> CheckResult:
     in_dynsym = _defined([s for s in dynsym if s.bind is not Bind.LOCAL], pattern, demangled)
     in_symtab = _defined(symtab or (), pattern, demangled)
     if in_dynsym:
-        return Outcome(Check.NO_DEFINES, pattern.text, False,
+        return CheckResult(Check.NO_DEFINES, pattern.text, False,
                        f"defined in .dynsym (exported): {_show(in_dynsym, demangled)}",
                        in_dynsym)
     if in_symtab:
-        return Outcome(Check.NO_DEFINES, pattern.text, False,
+        return CheckResult(Check.NO_DEFINES, pattern.text, False,
                        f"defined in .symtab (a private copy): {_show(in_symtab, demangled)}",
                        in_symtab)
     where = ".dynsym and .symtab" if symtab is not None else ".dynsym (no .symtab: stripped)"
-    return Outcome(Check.NO_DEFINES, pattern.text, True, f"not defined in {where}")
+    return CheckResult(Check.NO_DEFINES, pattern.text, True, f"not defined in {where}")
 
 
 def _binds(pattern: names.Pattern, soname: str, scope: Scope, imports: Sequence[Symbol],
-           symtab: Sequence[Symbol] | None, demangled: dict[str, str]) -> Outcome:
+           symtab: Sequence[Symbol] | None, demangled: dict[str, str]) -> CheckResult:
     subject = f"{pattern.text}={soname}"
     refs = tuple(s.name for s in imports if pattern.matches(s.name, demangled))
     if not refs:
@@ -161,7 +161,7 @@ def _binds(pattern: names.Pattern, soname: str, scope: Scope, imports: Sequence[
         detail = "the file has no reference to it in .dynsym, so nothing binds at load time"
         if own:
             detail += f"; it defines {_show(own, demangled)} itself (its own copy)"
-        return Outcome(Check.BINDS, subject, False, detail, own)
+        return CheckResult(Check.BINDS, subject, False, detail, own)
     wrong: list[str] = []
     right: list[str] = []
     for name in refs:
@@ -179,8 +179,8 @@ def _binds(pattern: names.Pattern, soname: str, scope: Scope, imports: Sequence[
             wrong.append(f"{_one(name, demangled)} -> {obj.label} ({obj.path}), not "
                          f"{soname}{also}")
     if wrong:
-        return Outcome(Check.BINDS, subject, False, "; ".join(wrong), refs)
-    return Outcome(Check.BINDS, subject, True, "; ".join(right), refs)
+        return CheckResult(Check.BINDS, subject, False, "; ".join(wrong), refs)
+    return CheckResult(Check.BINDS, subject, True, "; ".join(right), refs)
 
 
 def _one(name: str, demangled: dict[str, str]) -> str:

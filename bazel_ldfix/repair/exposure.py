@@ -19,22 +19,13 @@ import enum
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from bazel_ldfix.errors import LinkDirError
 from bazel_ldfix.outputbase.index import Choice, looks_like_library
 
-# (path, name, needed_by) of one object a load lists: path None when it was not found.
-Entry = tuple["str | None", str, tuple[str, ...]]
-
-
-class Outcome(Protocol):
-    """A test's load as the repair keeps it: its objects, and the error that stopped it."""
-
-    @property
-    def entries(self) -> tuple[Entry, ...]: ...
-    @property
-    def error(self) -> str | None: ...
+if TYPE_CHECKING:
+    from bazel_ldfix.repair.outcome import Entry, Outcome
 
 
 class Exposure(str, enum.Enum):

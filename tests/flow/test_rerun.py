@@ -144,7 +144,7 @@ def repair_with(base: tuple[str, ...], added: tuple[str, ...]) -> Repair:
 
 
 def test_only_tests_whose_every_library_was_found_are_rerun() -> None:
-    planned = rerun.plan(diagnosis(
+    planned = rerun.plan_rerun(diagnosis(
         finding("//t:a", "libp.so.3", ("/ob/external/s/plib/libp.so.3",)),
         finding("//t:b", "libq.so.1", ("/ob/external/s/q/libq.so.1",)),
         finding("//t:b", "libr.so.1", ()),                       # found nowhere
@@ -156,23 +156,23 @@ def test_only_tests_whose_every_library_was_found_are_rerun() -> None:
     assert planned.ld_library_path == "/base:/ob/external/s/lib:/ob/external/s/plib"
     assert [t for t, _ in planned.not_rerun] == ["//t:b", "//t:c"]
     assert planned.other_failures == ("//t:d",)
-    with_prepend = rerun.plan(diagnosis(
+    with_prepend = rerun.plan_rerun(diagnosis(
         finding("//t:a", "libp.so.3", ("/ob/external/s/plib/libp.so.3",))),
         repair_with(("/base",), ()), prepend=True)
     assert with_prepend.ld_library_path == "/ob/external/s/plib:/base"
 
 
 def test_no_rerun_when_the_directory_was_there_already() -> None:
-    planned = rerun.plan(diagnosis(finding("//t:a", "libp.so.3", ("/d/libp.so.3",))),
+    planned = rerun.plan_rerun(diagnosis(finding("//t:a", "libp.so.3", ("/d/libp.so.3",))),
                          repair_with((), ("/d",)))
     assert planned.labels == () and planned.ld_library_path is None
     assert "already" in planned.not_rerun[0][1]
 
 
 def test_the_combined_exit_code() -> None:
-    alone = rerun.plan(diagnosis(finding("//t:a", "libp.so.3", ("/d/libp.so.3",))),
+    alone = rerun.plan_rerun(diagnosis(finding("//t:a", "libp.so.3", ("/d/libp.so.3",))),
                        repair_with((), ()))
-    others = rerun.plan(diagnosis(finding("//t:a", "libp.so.3", ("/d/libp.so.3",)),
+    others = rerun.plan_rerun(diagnosis(finding("//t:a", "libp.so.3", ("/d/libp.so.3",)),
                                   other=("//t:z",)), repair_with((), ()))
     assert rerun.combined_code(3, 0, alone) == 0       # every failed test passes now
     assert rerun.combined_code(3, 0, others) == 3      # //t:z failed in the first run
