@@ -12,7 +12,7 @@ symlinks with its ``MANIFEST``, as Bazel's build-runfiles leaves it. gcc runs a 
 times; the per-test files are copies and symlinks, and the "own" libraries and the
 executables that need them are copies with their number patched into the strings.
 
-Each size runs ``plan`` in a fresh process (host probe, reading every executable and
+Each size runs ``plan_repair`` in a fresh process (host probe, reading every executable and
 runfiles tree, the rounds, the search of ``external/``); sizes alternate round after round,
 and the medians, their ratio to the smallest size and the peak RSS are printed as Markdown.
 Every run must choose the same directories (checked against the first). Before each run,
@@ -162,7 +162,7 @@ def setup(top: str, tests: int) -> None:
 
 
 def child(top: str, tests: int, keep: bool = False) -> None:
-    """One measured run: ``plan`` over the first ``tests`` tests; JSON on stdout.
+    """One measured run: ``plan_repair`` over the first ``tests`` tests; JSON on stdout.
 
     ``keep``: as a command does, the memo keeps every fact it reads, and the repair is
     then kept with them (``replay.save``, in ``TOP/kept``), which :func:`again` reads back
