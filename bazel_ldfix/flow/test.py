@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.diagnosis.ranwith import RanWith
     from bazel_ldfix.flow.caller import Caller
-    from bazel_ldfix.repair.results import Repair
+    from bazel_ldfix.repair.results import Group, Repair
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ line (recorded: `--strategy=TestRunner=local` is optionName "strategy", optionVa
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bazel_ldfix.bazel.bep import Option
@@ -14,7 +16,7 @@ from bazel_ldfix.bazel.execution import REMOTE_REFUSAL, Execution, of
 from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.flow.caller import Caller
 from bazel_ldfix.flow.test import remote_guard
-from bazel_ldfix.repair.results import Repair
+from bazel_ldfix.repair.results import Group, Repair
 
 REMOTE = Option("remote_executor", "grpc://re.example:8980")
 
@@ -55,6 +57,15 @@ def test_no_test_env_under_remote_execution() -> None:
     assert guarded.flags == ()
     assert said == [f"bazel-ldfix: {REMOTE_REFUSAL}"]
     assert "bazel-ldfix fix" in said[0]
+
+
+def test_no_split_run_under_remote_execution() -> None:
+    # Each group of a split run names directories of this machine too.
+    split = dataclasses.replace(repair((REMOTE,)), groups=(
+        Group(("//t:a",), Given("/ob/external/v1/lib"), (), (), ()),
+        Group(("//t:b",), Given("/ob/external/v2/lib"), (), (), ())))
+    guarded = remote_guard(caller([]), split, force_local_path=False)
+    assert guarded.flags == () and guarded.groups == ()
 
 
 @pytest.mark.parametrize("options", [
