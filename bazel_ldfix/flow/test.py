@@ -157,7 +157,7 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
                              f"{', '.join(group.labels)}"))
         code = bazel.stream("test", args)
         codes.append(code)
-        diagnose_after(caller, repair.output_base, code, None)
+        diagnose_after(caller, repair.output_base, code, ran_with_group(repair, group))
         if code not in (0, TESTS_FAILED):
             break       # a build error or an interruption: the next runs would not help
     if options.rerun_failures:
@@ -176,7 +176,8 @@ def remote_guard(caller: Caller, repair: Repair, force_local_path: bool) -> Repa
     if force_local_path or not repair.flags or not is_remote(repair):
         return repair
     caller.say(f"bazel-ldfix: {execution.REMOTE_REFUSAL}")
-    return dataclasses.replace(repair, given=None)
+    # (A split run would name them too: one run, as Bazel's own.)
+    return dataclasses.replace(repair, given=None, groups=())
 
 
 def is_remote(repair: Repair) -> bool:
@@ -225,6 +226,16 @@ def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
            if planned.builds_more else "")
     return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
                              f"{planned.code}){why}")
+
+
+def ran_with_group(repair: Repair, group: Group) -> RanWith:
+    """Each test's LD_LIBRARY_PATH in the run of one group of a split run."""
+    from bazel_ldfix.diagnosis.ranwith import RanWith
+
+    default = group.given.ld_library_path if group.given else ":".join(repair.base) or None
+    return RanWith("the options of this run (rc files included, from the build step's "
+                   "events) and this group's --test_env",
+                   {t.label: t.library_path for t in group.tests}, default)
 
 
 def ran_with_repair(repair: Repair) -> RanWith | None:
