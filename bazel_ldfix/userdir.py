@@ -26,6 +26,8 @@ import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 
+from bazel_ldfix.fs.bounded import read_at_most
+
 NAME = "bazel-ldfix"
 _TRAILER = b"\0\0\0end "
 
@@ -77,15 +79,7 @@ def read_private(path: str, max_size: int) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or not _private(st) or st.st_size > max_size:
             return None
-        chunks = []
-        left = max_size + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        data = read_at_most(fd, max_size)
         return data if len(data) <= max_size else None
     except OSError:
         return None
