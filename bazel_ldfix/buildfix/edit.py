@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
+from bazel_ldfix.bazel import buildfile
 from bazel_ldfix.buildfix import files, starlark
 from bazel_ldfix.buildfix.change import (
     Change,
@@ -93,10 +94,10 @@ def _edit(text: str, place: Place, changes: Sequence[Change], path: str,
     ws = starlark.Source.parse(text, name)
     call = ws.rule(place.name_in_file)
     assert call is not None     # locate found it in this very file
-    kw = starlark.keyword(call, "build_file_content")
+    kw = buildfile.keyword(call, "build_file_content")
     assert kw is not None
     body = starlark.string_literal_body(ws, kw.value)
-    value = starlark.string_attr(call, "build_file_content")
+    value = buildfile.string_attr(call, "build_file_content")
     if body is None or value is None:
         raise CannotEditError(f"{name}:{kw.value.lineno}: build_file_content of "
                               f"@{place.repository} is not one string literal; nothing "
@@ -112,7 +113,7 @@ def _edit(text: str, place: Place, changes: Sequence[Change], path: str,
         # Written as it reads (a triple-quoted string, say): edit in place, if that holds.
         candidate = ws.replace(span, new_value)
         again = candidate.rule(place.name_in_file)
-        if again is not None and starlark.string_attr(
+        if again is not None and buildfile.string_attr(
                 again, "build_file_content") == new_value:
             return candidate.text, refused
     whole = ws.replace(ws.span(kw.value), starlark.quote(new_value))
@@ -130,7 +131,7 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
             raise CannotEditError(
                 f"{source.name}: no call with name = {starlark.quote(name)} at the top level "
                 f"(is {change.label} made by a macro or a loop?); nothing changed")
-        function = starlark.function_name(call)
+        function = buildfile.function_name(call)
         if change.kind is Kind.ADD and change.attribute == "deps" \
                 and function not in CC_RULES:
             what = f"a {function}" if function in _OTHER_RULES \
@@ -151,7 +152,7 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
         if change.kind is Kind.WRAP:
             source = _wrap(source, call, change)
             continue
-        now = starlark.string_attr(call, change.attribute)
+        now = buildfile.string_attr(call, change.attribute)
         if change.old is not None and now is not None and now not in _spellings(
                 change.old, change.label):
             raise CannotEditError(
@@ -184,9 +185,9 @@ def _wrap(source: starlark.Source, call: ast.Call, change: Change) -> starlark.S
     ``tags``, written as they were, so whatever could depend on the import still can."""
     name = change.label.rsplit(":", 1)[-1]
     inner = wrapped_name(change.label)
-    function = starlark.function_name(call)
+    function = buildfile.function_name(call)
     if function == "cc_library":
-        deps = starlark.keyword(call, "deps")
+        deps = buildfile.keyword(call, "deps")
         items = deps.value.elts if deps is not None and isinstance(deps.value, ast.List) \
             else []
         if f":{inner}" in [getattr(e, "value", None) for e in items]:
@@ -201,7 +202,7 @@ def _wrap(source: starlark.Source, call: ast.Call, change: Change) -> starlark.S
             f"{change.label} cannot be renamed to it; nothing changed")
     kept = []
     for attribute in ("visibility", "testonly", "tags"):
-        kw = starlark.keyword(call, attribute)
+        kw = buildfile.keyword(call, attribute)
         if kw is not None:
             span = source.span(kw.value)
             raw = source.data[span.start: span.end].decode("utf-8", "surrogateescape")

@@ -20,8 +20,10 @@ import os
 import re
 from dataclasses import dataclass, replace
 
-from bazel_ldfix.buildfix import files, starlark
-from bazel_ldfix.buildfix.starlark import Source, function_name, string_attr
+from bazel_ldfix.bazel import buildfile
+from bazel_ldfix.bazel.buildfile import function_name, string_attr
+from bazel_ldfix.buildfix import files
+from bazel_ldfix.buildfix.starlark import Source
 from bazel_ldfix.errors import CannotEditError
 
 BUILD_NAMES = ("BUILD.bazel", "BUILD")
@@ -185,7 +187,7 @@ def _from_module(made: tuple[str, str, str], repository: str, package: str, work
     proxies = source.assignments()
     if re.fullmatch(r"_repo_rules\d*", extension):
         call = source.rule(name)
-        bound = proxies.get(starlark.function_name(call) or "") if call else None
+        bound = proxies.get(buildfile.function_name(call) or "") if call else None
         if call is None or bound is None or bound[0] != "use_repo_rule" or len(bound[1]) < 2:
             return Place(Layout.UNSEEN, repository, package, None, generated=generated,
                          call_name=name)

@@ -17,8 +17,8 @@ import os
 from collections.abc import Iterable
 
 from bazel_ldfix import elf
+from bazel_ldfix.bazel import buildfile
 from bazel_ldfix.bazel.solib import SolibImport
-from bazel_ldfix.buildfix import starlark
 from bazel_ldfix.buildfix.locate import read_source
 from bazel_ldfix.errors import BadInputError, CannotEditError
 
@@ -77,10 +77,10 @@ def _import_in(root: str, repository: str, package: tuple[str, str], soname: str
         return None             # unreadable or not Starlark: nothing to find there
     package_dir = os.path.join(root, name) if name else root
     for call in source.calls():
-        if starlark.function_name(call) != "cc_import":
+        if buildfile.function_name(call) != "cc_import":
             continue
-        rule = starlark.string_attr(call, "name")
-        value = starlark.string_attr(call, "shared_library")
+        rule = buildfile.string_attr(call, "name")
+        value = buildfile.string_attr(call, "shared_library")
         if not rule or not value or value.startswith(("@", "//")) or ":" in value:
             continue            # a label of another rule: not a file of this package
         target = os.path.normpath(os.path.join(package_dir, value))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from bazel_ldfix.bazel import buildfile
+from bazel_ldfix.bazel.buildfile import function_name, keyword, string_attr, string_of
 from bazel_ldfix.errors import CannotEditError
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -53,7 +55,7 @@ class Source:
     def parse(cls, text: str, name: str) -> Source:
         data = text.encode("utf-8", "surrogateescape")
         try:
-            tree = ast.parse(data, filename=name)
+            tree = buildfile.parse(data, name)
         except (SyntaxError, ValueError) as exc:
             where = f"{name}:{exc.lineno}" if isinstance(exc, SyntaxError) else name
             reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
@@ -81,8 +83,7 @@ class Source:
 
     def calls(self) -> list[ast.Call]:
         """The calls made at the top level of the file (rules, macros, ``load``)."""
-        return [stmt.value for stmt in self.tree.body
-                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)]
+        return buildfile.top_calls(self.tree)
 
     def rule(self, name: str) -> ast.Call | None:
         """The top-level call with ``name = "<name>"``, or None."""
@@ -98,15 +99,15 @@ class Source:
         for call in self.calls():
             if function_name(call) != "load" or not call.args:
                 continue
-            module = _string(call.args[0])
+            module = string_of(call.args[0])
             if module is None:
                 continue
             for arg in call.args[1:]:
-                symbol = _string(arg)
+                symbol = string_of(arg)
                 if symbol is not None:
                     out[symbol] = (module, symbol)
             for kw in call.keywords:
-                symbol = _string(kw.value)
+                symbol = string_of(kw.value)
                 if kw.arg and symbol is not None:
                     out[kw.arg] = (module, symbol)
         return out
@@ -120,7 +121,7 @@ class Source:
                     and isinstance(stmt.targets[0], ast.Name) \
                     and isinstance(stmt.value, ast.Call):
                 callee = function_name(stmt.value)
-                args = tuple(v for v in (_string(a) for a in stmt.value.args) if v is not None)
+                args = tuple(v for v in (string_of(a) for a in stmt.value.args) if v is not None)
                 if callee:
                     out[stmt.targets[0].id] = (callee, args)
         return out
@@ -149,30 +150,6 @@ class Source:
         return Source.parse(data.decode("utf-8", "surrogateescape"), self.name)
 
 
-def function_name(call: ast.Call) -> str | None:
-    """``cc_import`` for ``cc_import(...)`` and ``native.cc_import(...)``."""
-    if isinstance(call.func, ast.Name):
-        return call.func.id
-    if isinstance(call.func, ast.Attribute):
-        return call.func.attr
-    return None
-
-
-def keyword(call: ast.Call, name: str) -> ast.keyword | None:
-    return next((kw for kw in call.keywords if kw.arg == name), None)
-
-
-def string_attr(call: ast.Call, name: str) -> str | None:
-    kw = keyword(call, name)
-    return None if kw is None else _string(kw.value)
-
-
-def _string(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    return None
-
-
 # -- edits: each returns the new source, parsed again -------------------------------------
 
 def set_string(source: Source, call: ast.Call, attribute: str, value: str,
@@ -181,7 +158,7 @@ def set_string(source: Source, call: ast.Call, attribute: str, value: str,
     after the keyword ``after`` (else the last one), in the call's own layout."""
     kw = keyword(call, attribute)
     if kw is not None:
-        if _string(kw.value) is None:
+        if string_of(kw.value) is None:
             raise CannotEditError(f"{source.name}:{kw.value.lineno}: {attribute} is not a "
                                   "plain string (a variable, a select() or a concatenation); "
                                   "nothing changed")
@@ -195,11 +172,11 @@ def add_to_list(source: Source, call: ast.Call, attribute: str, item: str) -> So
     if kw is None:
         return _insert_keyword(source, call, f"{attribute} = [{quote(item)}]", None)
     node = kw.value
-    if not isinstance(node, ast.List) or any(_string(e) is None for e in node.elts):
+    if not isinstance(node, ast.List) or any(string_of(e) is None for e in node.elts):
         raise CannotEditError(f"{source.name}:{node.lineno}: {attribute} is not a plain list "
                               "of strings (a variable, a select() or a concatenation); "
                               "nothing changed")
-    if item in [_string(e) for e in node.elts]:
+    if item in [string_of(e) for e in node.elts]:
         return source
     span = source.span(node)
     if not node.elts:
@@ -250,7 +227,7 @@ def string_literal_body(source: Source, node: ast.expr) -> tuple[Span, str] | No
 
     None for an implicit concatenation or an f-string (their value is no one span).
     """
-    value = _string(node)
+    value = string_of(node)
     if value is None:
         return None
     span = source.span(node)

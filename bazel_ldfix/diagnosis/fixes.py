@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -165,22 +164,24 @@ class Carrier:
 def existing_import(soname: str, repository_dir: str) -> tuple[str, str] | None:
     """``(name, shared_library)`` of a cc_import in the repository's top-level BUILD file
     that imports ``soname``'s file under its unversioned (or its own) name."""
+    from bazel_ldfix.bazel import buildfile
+
     for build in ("BUILD.bazel", "BUILD"):
         path = os.path.join(repository_dir, build)
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text = fh.read(1 << 20)
-        except OSError:
+        if not os.path.lexists(path):
             continue
-        for call in re.finditer(r"cc_import\s*\((.*?)\)", text, re.S):
-            # Plain string literals only: what is printed back into BUILD text needs no
-            # escaping (no quote, backslash or line break).
-            name = re.search(r"\bname\s*=\s*\"([^\"\\\n]+)\"", call.group(1))
-            lib = re.search(r"\bshared_library\s*=\s*\"([^\"\\\n]+)\"", call.group(1))
-            if name and lib:
-                base = os.path.basename(lib.group(1))
-                if base == soname or soname.startswith(base + "."):
-                    return name.group(1), lib.group(1)
+        for call in buildfile.read_calls(path) or ():
+            if buildfile.function_name(call) != "cc_import":
+                continue
+            name = buildfile.string_attr(call, "name")
+            lib = buildfile.string_attr(call, "shared_library")
+            # Plain strings only: what is printed back into BUILD text needs no escaping
+            # (no quote, backslash or line break).
+            if not name or not lib or any(c in name + lib for c in '"\\\n'):
+                continue
+            base = os.path.basename(lib)
+            if base == soname or soname.startswith(base + "."):
+                return name, lib
         return None
     return None
 
