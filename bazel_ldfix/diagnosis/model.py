@@ -53,7 +53,7 @@ def missing_for(label: str | None, executable: str, output_base: str,
     """What the repair finds missing for this test, by soname, and a note when the model
     could not resolve the executable."""
     from bazel_ldfix.bazel.testenv import TestEnvironment
-    from bazel_ldfix.repair.context import PlanContext
+    from bazel_ldfix.repair.context import PlanContext, Setting
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
 
@@ -62,7 +62,7 @@ def missing_for(label: str | None, executable: str, output_base: str,
                                  "the run's --test_env" if library_path else "nothing",
                                  {key: library_path})
     try:
-        context = PlanContext(output_base, loaders, on_error=on_error)
+        context = PlanContext(output_base, loaders, setting=Setting(on_error=on_error))
         repair = plan_repair([TestInput(key, executable)], env, context)
     except LdfixError as exc:
         return {}, f"the loader model could not resolve {executable}: {exc}"
@@ -77,7 +77,7 @@ def exposed(label: str | None, executable: str, output_base: str, library_path: 
     missing) without changing anything it loads: their directories, or a links directory
     (:mod:`bazel_ldfix.repair.exposure`); None when the model cannot resolve the test."""
     from bazel_ldfix.bazel.testenv import TestEnvironment
-    from bazel_ldfix.repair.context import PlanContext
+    from bazel_ldfix.repair.context import PlanContext, Setting
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
 
@@ -85,7 +85,8 @@ def exposed(label: str | None, executable: str, output_base: str, library_path: 
     env = TestEnvironment(pathlist.split(library_path), "the run's value",
                                  {key: library_path})
     try:
-        context = PlanContext(output_base, loaders, on_error=on_error, links_root=links_root)
+        context = PlanContext(output_base, loaders,
+                              setting=Setting(links_root=links_root, on_error=on_error))
         planned = plan_repair([TestInput(key, executable)], env, context, given=given)
     except LdfixError:
         return None

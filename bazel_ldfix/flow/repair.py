@@ -347,8 +347,8 @@ def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str
         if setting.on_error is not None:
             setting.on_error(path, exc)
 
-    context = PlanContext.of(dataclasses.replace(setting, on_error=noted),
-                             built.output_base, built.host_loader, session, built.host)
+    context = PlanContext(built.output_base, built.host_loader, session, built.host,
+                          dataclasses.replace(setting, on_error=noted))
 
     def plan_for(members: Sequence[TestInput]) -> Repair:
         return plan_repair(members, env, context, search=search)

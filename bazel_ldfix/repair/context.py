@@ -41,24 +41,13 @@ class Setting:
 class PlanContext:
     """Everything one plan is made with but its tests and their environment.
 
-    The fields of a :class:`Setting`, and: ``session`` holds the tests' resolutions,
-    shared by the plans of one command (None: a new one per plan); ``host`` is the class
-    and machine a test that is a script runs as (None: this machine's).
+    ``session`` holds the tests' resolutions, shared by the plans of one command (None: a
+    new one per plan); ``host`` is the class and machine a test that is a script runs as
+    (None: this machine's).
     """
 
     output_base: str
     loaders: LoaderSource
     session: Models | None = None
     host: elf.ElfHeader | None = None
-    prepend: bool = False
-    cache_dir: str | None = None
-    links_root: str | None = None
-    cuda: HostDriver = NO_HOST_DRIVER
-    on_error: Callable[[str, OSError], None] | None = None
-    progress: ProgressFn | None = None
-
-    @classmethod
-    def of(cls, setting: Setting, output_base: str, loaders: LoaderSource,
-           session: Models | None, host: elf.ElfHeader | None) -> PlanContext:
-        return cls(output_base, loaders, session, host, setting.prepend, setting.cache_dir,
-                   setting.links_root, setting.cuda, setting.on_error, setting.progress)
+    setting: Setting = Setting()

@@ -66,9 +66,9 @@ def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     objects and the final check read the same resolution when they ask about the same
     environment.
     """
-    output_base, loaders, prepend = context.output_base, context.loaders, context.prepend
-    cache_dir, links_root, cuda = context.cache_dir, context.links_root, context.cuda
-    on_error, progress = context.on_error, context.progress
+    output_base, loaders, setting = context.output_base, context.loaders, context.setting
+    prepend, cache_dir, links_root = setting.prepend, setting.cache_dir, setting.links_root
+    cuda, on_error, progress = setting.cuda, setting.on_error, setting.progress
     host = context.host
     if host is None:
         from bazel_ldfix.loader.resolve import host_header

@@ -21,7 +21,7 @@ from bazel_ldfix.loader import resolve
 from bazel_ldfix.loader.trace import run_trace
 from bazel_ldfix.loader.verify import opened_path
 from bazel_ldfix.repair import exposure
-from bazel_ldfix.repair.context import PlanContext
+from bazel_ldfix.repair.context import PlanContext, Setting
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
@@ -95,8 +95,8 @@ class Layout:
                                      {t.label: value for t in inputs})
         session = Models()
         loaders = resolver(session)
-        context = PlanContext(str(self.ob), loaders, session=session, prepend=prepend,
-                              links_root=str(self.links) if links else None)
+        setting = Setting(prepend, links_root=str(self.links) if links else None)
+        context = PlanContext(str(self.ob), loaders, session=session, setting=setting)
         return plan_repair(inputs, env, context)
 
 

@@ -19,7 +19,7 @@ from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.loader import cuda, resolve
 from bazel_ldfix.loader.trace import run_trace
 from bazel_ldfix.loader.verify import opened_path
-from bazel_ldfix.repair.context import PlanContext
+from bazel_ldfix.repair.context import PlanContext, Setting
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
@@ -50,7 +50,7 @@ class Toolkit:
                               {t.label: None for t in self.inputs})
         models = Models()
         context = PlanContext(str(self.ob), resolver(models), session=models,
-                              links_root=str(self.links), cuda=host)
+                              setting=Setting(links_root=str(self.links), cuda=host))
         return plan_repair(self.inputs, env, context)
 
 

@@ -30,7 +30,7 @@ from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
 from bazel_ldfix.outputbase import indexcache  # noqa: F401  (registers the "index" facts)
 from bazel_ldfix.repair import replay
-from bazel_ldfix.repair.context import PlanContext
+from bazel_ldfix.repair.context import PlanContext, Setting
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
@@ -72,8 +72,9 @@ def _planned(ob: Path, inputs: list[TestInput], cache: Path
     factory.warm()      # as a command does while Bazel builds
     session.memo.watch()
     env = TestEnvironment((), "nothing", {t.label: None for t in inputs})
-    planned = plan_repair(inputs, env, PlanContext(str(ob), factory, session=session,
-                                                   cache_dir=str(cache), host=host_header()))
+    context = PlanContext(str(ob), factory, session=session, host=host_header(),
+                          setting=Setting(cache_dir=str(cache)))
+    planned = plan_repair(inputs, env, context)
     return planned, session.memo.facts()
 
 
