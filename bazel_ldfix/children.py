@@ -6,13 +6,17 @@ registered here until it has ended: a wrapper script (bazelisk, a company's
 ``tools/bazel``) and whatever it starts are one group, ended as one. The Bazel server is
 not in it (it starts in a session of its own) and is never touched.
 
-SIGINT and SIGTERM, once :func:`ended_on_signals` is in force, end the tool at once: every
-registered group gets the signal once (the Bazel client then asks its server to cancel
-the command), then, after :data:`GRACE` seconds at most, SIGKILL; then :class:`Interrupted`
-is raised, which the command line turns into exit code 128 + N. The same signal is never
-sent twice: a third SIGINT makes a Bazel client kill its server. The user's own ``bazel
-test`` is not started here: it stays in the tool's process group, and the signals are
-passed on to it (:class:`bazel_ldfix.bazel.client.Streaming`).
+SIGINT, SIGTERM, SIGHUP and SIGQUIT (:data:`SIGNALS`), once :func:`ended_on_signals` is in
+force, end the tool at once: every registered group gets :func:`stop_signal` once (the
+Bazel client then asks its server to cancel the command), then, after :data:`GRACE`
+seconds at most, SIGKILL; then :class:`Interrupted` is raised, which the command line
+turns into exit code 128 + N. The same signal is never sent twice: a third SIGINT makes a
+Bazel client kill its server. The user's own ``bazel test`` is not started here: it stays
+in the tool's process group, and the signals are passed on to it
+(:class:`bazel_ldfix.bazel.client.Streaming`).
+
+Work that must not be cut in two (files being written, a process being started) runs
+:func:`held`: a signal that comes meanwhile is handled once it is done.
 """
 
 from __future__ import annotations
@@ -31,14 +35,17 @@ from typing import IO
 GRACE = 3.0              # seconds a signalled Bazel client has to end before SIGKILL
 MAX_OUTPUT = 64 << 20    # bytes of stdout (or stderr) a captured call may print
 
+# The signals that end the tool.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
 _live: dict[int, subprocess.Popen[bytes]] = {}   # pid -> a group leader not yet reaped
 _ending: list[int] = []                          # the signal being handled, if any
-_starting: list[bool] = []                       # a process is being started
+_holding: list[bool] = []                        # work that a signal must not cut
 _deferred: list[int] = []                        # a signal that came meanwhile
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM reached the tool; every Bazel it started has been ended.
+    """One of :data:`SIGNALS` reached the tool; every Bazel it started has been ended.
 
     A BaseException, as KeyboardInterrupt is: no ``except Exception`` (the fail-open
     guard of ``test``) takes it for a failure to recover from.
@@ -70,6 +77,14 @@ def ending() -> bool:
     return bool(_ending)
 
 
+def stop_signal(signum: int) -> int:
+    """What a Bazel group is sent when the tool gets ``signum``: SIGINT and SIGTERM as
+    they are, SIGHUP and SIGQUIT as SIGTERM. A Bazel client cancels its command on SIGINT
+    and SIGTERM. It reads SIGQUIT as a request to make its server print its threads, and
+    dies of SIGHUP without a word to its server."""
+    return signum if signum in (signal.SIGINT, signal.SIGTERM) else signal.SIGTERM
+
+
 def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -81,20 +96,15 @@ def start(cmd: Sequence[str], *, cwd: str, env: Mapping[str, str],
           stdout: int | None, stderr: int | None) -> subprocess.Popen[bytes]:
     """``cmd`` in a new session (so a process group of its own, and no controlling
     terminal), stdin /dev/null, registered until :func:`reaped`."""
-    _starting.append(True)
-    try:
+    # A signal that comes while the process is being started (it may already run) is
+    # handled once it is known.
+    with held():
         proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
                                 stdout=stdout, stderr=stderr, start_new_session=True)
         _live[proc.pid] = proc
-    finally:
-        _starting.pop()
-    if _deferred and not _ending:
-        # A signal came while the process was being started (it may already have run):
-        # handled now that it is known.
-        _stop(_deferred[0])
     if _ending:
         # Started while the tool is being ended (a finally block): end it too.
-        end(proc, _ending[0], grace=0)
+        end(proc, stop_signal(_ending[0]), grace=0)
     return proc
 
 
@@ -159,8 +169,21 @@ def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
 
 
 @contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Work a signal must not cut in two: one that comes meanwhile is handled (every
+    group ended, :class:`Interrupted` raised) once it is done, or has failed."""
+    _holding.append(True)
+    try:
+        yield
+    finally:
+        _holding.pop()
+        if _deferred and not _holding and not _ending:
+            _stop(_deferred[0])
+
+
+@contextlib.contextmanager
 def ended_on_signals() -> Iterator[None]:
-    """While in force, SIGINT and SIGTERM end every registered group and raise
+    """While in force, each of :data:`SIGNALS` ends every registered group and raises
     :class:`Interrupted` in the main thread (see the module docstring)."""
     def handler(signum: int, _frame: FrameType | None) -> None:
         if _ending:
@@ -168,12 +191,12 @@ def ended_on_signals() -> Iterator[None]:
             for proc in list(_live.values()):
                 _signal_group(proc, signal.SIGKILL)
             return
-        if _starting:
-            _deferred.append(signum)    # the process being started is not known yet
+        if _holding:
+            _deferred.append(signum)    # handled once the held work is done
             return
         _stop(signum)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in SIGNALS}
     try:
         yield
     finally:
@@ -185,7 +208,7 @@ def ended_on_signals() -> Iterator[None]:
 
 def _stop(signum: int) -> None:
     _ending.append(signum)
-    _end_groups(list(_live.values()), signum, GRACE)
+    _end_groups(list(_live.values()), stop_signal(signum), GRACE)
     raise Interrupted(signum)
 
 

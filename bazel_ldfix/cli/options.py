@@ -3,6 +3,7 @@ errors and warnings they all print."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shlex
@@ -22,8 +23,9 @@ PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
 
 
 class BazelCommand(click.Command):
-    """A command that starts Bazel. While it runs, SIGINT and SIGTERM end every Bazel it
-    started for itself (:mod:`bazel_ldfix.children`), and it exits 128 + N."""
+    """A command that starts Bazel. While it runs, SIGINT, SIGTERM, SIGHUP and SIGQUIT end
+    every Bazel it started for itself (:mod:`bazel_ldfix.children`), and it exits
+    128 + N."""
 
     def invoke(self, ctx: click.Context) -> Any:
         from bazel_ldfix import children
@@ -32,9 +34,11 @@ class BazelCommand(click.Command):
             with children.ended_on_signals():
                 return super().invoke(ctx)
         except children.Interrupted as stop:
-            # Every Bazel the tool started for itself is ended already.
-            click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
-                       f"{stop.exit_code})", err=True)
+            # Every Bazel the tool started for itself is ended already. A terminal closed
+            # (SIGHUP) may take stderr with it: the exit code still says it.
+            with contextlib.suppress(OSError):
+                click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
+                           f"{stop.exit_code})", err=True)
             return stop.exit_code
 
 
