@@ -1,19 +1,20 @@
-"""The Bazel processes this tool starts for itself, each bounded in time and ended with it.
+"""The Bazel processes this tool starts, each in a session of its own and ended with it.
 
-A Bazel call of the tool's own (``info``, ``query``, the build step, the download step)
-is started in a session (so a process group) of its own, with no terminal input, and
-registered here until it has ended: a wrapper script (bazelisk, a company's
-``tools/bazel``) and whatever it starts are one group, ended as one. The Bazel server is
-not in it (it starts in a session of its own) and is never touched.
+Every Bazel the tool starts (``info``, ``query``, ``help``, the build step, the download
+step, the analysis of ``fix --write``, the user's own ``bazel test``) is started here, in
+a session (so a process group) of its own, with no terminal input, and registered until
+it has been reaped: a wrapper script (bazelisk, a company's ``tools/bazel``) and whatever
+it starts are one group, ended as one. The Bazel server is not in it (it starts in a
+session of its own) and is never touched.
 
 SIGINT, SIGTERM, SIGHUP and SIGQUIT (:data:`SIGNALS`), once :func:`ended_on_signals` is in
 force, end the tool at once: every registered group gets :func:`stop_signal` once (the
 Bazel client then asks its server to cancel the command), then, after :data:`GRACE`
 seconds at most, SIGKILL; then :class:`Interrupted` is raised, which the command line
 turns into exit code 128 + N. The same signal is never sent twice: a third SIGINT makes a
-Bazel client kill its server. The user's own ``bazel test`` is not started here: it stays
-in the tool's process group, and the signals are passed on to it
-(:class:`bazel_ldfix.bazel.client.Streaming`).
+Bazel client kill its server. While the user's own ``bazel test`` runs, a signal is passed
+on to its group instead, as a terminal passes Ctrl-C to its foreground group, and the tool
+waits for Bazel's own exit code (:class:`bazel_ldfix.bazel.client.Streaming`).
 
 Work that must not be cut in two (files being written, a process being started) runs
 :func:`held`: a signal that comes meanwhile is handled once it is done.
@@ -35,7 +36,7 @@ from typing import IO
 GRACE = 3.0              # seconds a signalled Bazel client has to end before SIGKILL
 MAX_OUTPUT = 64 << 20    # bytes of stdout (or stderr) a captured call may print
 
-# The signals that end the tool.
+# The signals that end the tool, or that are passed on to the user's `bazel test`.
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 _live: dict[int, subprocess.Popen[bytes]] = {}   # pid -> a group leader not yet reaped
@@ -138,8 +139,24 @@ def _end_groups(procs: Sequence[subprocess.Popen[bytes]], signum: int, grace: fl
         _signal_group(proc, signal.SIGKILL)
 
 
-def _ends_by(pid: int, deadline: float) -> bool:
-    """Whether process ``pid`` has ended (a zombie has) by ``deadline``, without reaping it."""
+def forward(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Pass ``signum`` on to ``proc``'s group, as :func:`stop_signal` says (the user's
+    ``bazel test``, which ends as Bazel decides)."""
+    _signal_group(proc, stop_signal(signum))
+
+
+def settle(proc: subprocess.Popen[bytes], signalled: Callable[[], bool]) -> None:
+    """Wait for ``proc`` to end (it is not reaped: its group id stays its own); then, if
+    ``signalled()``, SIGKILL what is left of its group. What a wrapper started outlives
+    it when the wrapper dies of a signal, and would hold Bazel's lock."""
+    _ends_by(proc.pid, None)
+    if signalled():
+        _signal_group(proc, signal.SIGKILL)
+
+
+def _ends_by(pid: int, deadline: float | None) -> bool:
+    """Whether process ``pid`` has ended (a zombie has) by ``deadline`` (None: waits for
+    it), without reaping it."""
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
@@ -151,11 +168,12 @@ def _ends_by(pid: int, deadline: float) -> bool:
                     return True
             except ChildProcessError:
                 return True
-            if time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
     try:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([fd], [], [], left)
         return bool(ready)
     finally:
         os.close(fd)
