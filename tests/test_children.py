@@ -156,6 +156,21 @@ def test_a_signal_during_the_build_step_ends_the_tool_and_the_step(
     assert all(gone(pid) for pid in started), started
 
 
+def test_a_signal_while_bazel_is_asked_which_words_it_takes_ends_that_call_too(
+        tmp_path: Path) -> None:
+    # Bazel refuses its command line (exit code 2), and the tool asks `bazel help
+    # completion` whether `--wrte` is a word of Bazel's or a misplaced option of its own.
+    fifo, script = handshake(tmp_path)
+    bazel = fake_bazel(tmp_path, f'case "$1" in test) exit 2;; help) {script};; esac\n')
+    proc = start("fix", "--bazel", str(bazel), "//t:x", "--wrte", cwd=tmp_path)
+    started = pids(fifo)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-1] == "bazel-ldfix: interrupted by SIGTERM; stopped (exit code 143)"
+    assert all(gone(pid) for pid in started), started
+
+
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT])
 def test_sighup_and_sigquit_reach_a_bazel_step_as_sigterm(
         tmp_path: Path, sig: signal.Signals) -> None:

@@ -32,7 +32,7 @@ class BazelCommand(click.Command):
 
         try:
             with children.ended_on_signals():
-                return super().invoke(ctx)
+                return self.run(ctx)
         except children.Interrupted as stop:
             # Every Bazel the tool started for itself is ended already. A terminal closed
             # (SIGHUP) may take stderr with it: the exit code still says it.
@@ -40,6 +40,10 @@ class BazelCommand(click.Command):
                 click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
                            f"{stop.exit_code})", err=True)
             return stop.exit_code
+
+    def run(self, ctx: click.Context) -> Any:
+        """The command itself, with the signals handled."""
+        return super().invoke(ctx)
 
 
 class BazelArgsCommand(BazelCommand):
@@ -71,15 +75,16 @@ class BazelArgsCommand(BazelCommand):
         self._refuse_misplaced(ctx, own, rest, takes_value, flags)
         return super().parse_args(ctx, [*own, "--", *rest])
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def run(self, ctx: click.Context) -> Any:
         """When Bazel refuses its command line (exit code 2) and one of its arguments was
         meant for the tool (:meth:`_meant`), ``env`` and ``fix`` end with exit code 2 and
-        what was meant; ``test`` (which ends with Bazel's code) says it in one line."""
+        what was meant; ``test`` (which ends with Bazel's code) says it in one line. Bazel
+        is asked which words it takes with the signals still handled."""
         from bazel_ldfix.bazel.client import COMMAND_LINE_ERROR
         from bazel_ldfix.flow.repair import BuildStepError
 
         try:
-            code = super().invoke(ctx)
+            code = super().run(ctx)
         except BuildStepError as exc:
             meant = self._meant(ctx) if exc.code == COMMAND_LINE_ERROR else None
             if meant is None:
