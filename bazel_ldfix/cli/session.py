@@ -13,6 +13,7 @@ methods that need them, so that ``--help`` stays fast; the same holds in the com
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import shlex
 import sys
@@ -56,7 +57,17 @@ class Session:
 
     @classmethod
     def from_process(cls) -> Session:
-        return cls.of(from_environ(os.environ, os.getcwd()))
+        """The session of this process: its environment and working directory.
+        BadInputError when that directory is gone (removed while the shell sat in it)."""
+        try:
+            cwd = os.getcwd()
+        except OSError as exc:
+            from bazel_ldfix.errors import BadInputError
+
+            why = "it was removed" if exc.errno == errno.ENOENT else exc.strerror
+            raise BadInputError(f"the current directory cannot be used ({why}); cd to a "
+                                "directory that exists") from None
+        return cls.of(from_environ(os.environ, cwd))
 
     @property
     def cwd(self) -> str:

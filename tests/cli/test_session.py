@@ -3,6 +3,7 @@ command returns, through `main` and through click's own main alike."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -80,3 +81,32 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path) -> No
     piped = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve", str(app)],
                            capture_output=True, text=True, env=env)
     assert "libx.so.1" in piped.stdout and "\x1b[" not in piped.stdout
+
+
+def in_removed_directory(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The tool started from a directory removed while the shell sat in it."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    return subprocess.run(["sh", "-c", script, "sh", str(gone), sys.executable, "-m",
+                           "bazel_ldfix", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("args", [("locate", "libx.so.1"), ("env", "//...")])
+def test_a_removed_working_directory_is_one_error_line_and_exit_2(
+        tmp_path: Path, args: tuple[str, ...]) -> None:
+    result = in_removed_directory(tmp_path, *args)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: the current directory cannot be used (it was removed); cd to a directory "
+        "that exists"]
+
+
+def test_a_removed_working_directory_is_a_json_error_when_json_is_asked(
+        tmp_path: Path) -> None:
+    result = in_removed_directory(tmp_path, "env", "--format", "json", "//...")
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["error"] == {
+        "message": "the current directory cannot be used (it was removed); cd to a "
+                   "directory that exists", "exit_code": 2}
