@@ -133,9 +133,23 @@ class Session:
         return indexcache.default_dir(self.env)
 
     def links_root(self) -> str | None:
-        """Where the repair makes its links directories (None: none can be trusted)."""
-        from bazel_ldfix import linkdir, userdir
+        """Where the repair makes its links directories (None: none can be trusted).
 
+        BadInputError when the per-user directory's path holds ``:`` or ``;``: a links
+        directory under it could not be an entry of LD_LIBRARY_PATH, which the loader
+        splits at both. Only the commands that give the loader a value ask.
+        """
+        from bazel_ldfix import linkdir, pathlist, userdir
+        from bazel_ldfix.errors import BadInputError
+
+        path, source = userdir.cache_path(self.env)
+        if not pathlist.listable(path):
+            held = next(c for c in path if c in ":;")
+            raise BadInputError(
+                f"the cache directory {path} (from {source}) holds {held!r}, which the "
+                "loader reads as a separator in LD_LIBRARY_PATH, so no links directory "
+                "under it can be given to the tests; set XDG_CACHE_HOME to a path without "
+                "':' or ';'")
         root = userdir.cache_root(self.env)
         return userdir.private_dir(os.path.join(root, linkdir.SUBDIR)) if root else None
 
