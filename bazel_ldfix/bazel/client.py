@@ -82,8 +82,8 @@ class Bazel:
               hide: Sequence[str] = (), own: bool = False) -> Streaming:
         """:meth:`stream`, returning once Bazel has started: the caller works while Bazel
         does, then calls :meth:`Streaming.wait` (always: it also puts back the signal
-        handlers). ``own``: a step of the tool's own, started as :mod:`children` starts
-        them (a signal ends it with the tool)."""
+        handlers). ``own``: a step of the tool's own, which a signal ends with the tool;
+        else the signal is passed on to Bazel's group, and Bazel decides."""
         return Streaming(self, self.argv(command, args), hide, own)
 
 
