@@ -1,18 +1,23 @@
-"""The Bazel processes this tool starts for itself, each bounded in time and ended with it.
+"""The Bazel processes this tool starts, each in a session of its own and ended with it.
 
-A Bazel call of the tool's own (``info``, ``query``, the build step, the download step)
-is started in a session (so a process group) of its own, with no terminal input, and
-registered here until it has ended: a wrapper script (bazelisk, a company's
-``tools/bazel``) and whatever it starts are one group, ended as one. The Bazel server is
-not in it (it starts in a session of its own) and is never touched.
+Every Bazel the tool starts (``info``, ``query``, ``help``, the build step, the download
+step, the analysis of ``fix --write``, the user's own ``bazel test``) is started here, in
+a session (so a process group) of its own, with no terminal input, and registered until
+it has been reaped: a wrapper script (bazelisk, a company's ``tools/bazel``) and whatever
+it starts are one group, ended as one. The Bazel server is not in it (it starts in a
+session of its own) and is never touched.
 
-SIGINT and SIGTERM, once :func:`ended_on_signals` is in force, end the tool at once: every
-registered group gets the signal once (the Bazel client then asks its server to cancel
-the command), then, after :data:`GRACE` seconds at most, SIGKILL; then :class:`Interrupted`
-is raised, which the command line turns into exit code 128 + N. The same signal is never
-sent twice: a third SIGINT makes a Bazel client kill its server. The user's own ``bazel
-test`` is not started here: it stays in the tool's process group, and the signals are
-passed on to it (:class:`bazel_ldfix.bazel.client.Streaming`).
+SIGINT, SIGTERM, SIGHUP and SIGQUIT (:data:`SIGNALS`), once :func:`ended_on_signals` is in
+force, end the tool at once: every registered group gets :func:`stop_signal` once (the
+Bazel client then asks its server to cancel the command), then, after :data:`GRACE`
+seconds at most, SIGKILL; then :class:`Interrupted` is raised, which the command line
+turns into exit code 128 + N. The same signal is never sent twice: a third SIGINT makes a
+Bazel client kill its server. While the user's own ``bazel test`` runs, a signal is passed
+on to its group instead, as a terminal passes Ctrl-C to its foreground group, and the tool
+waits for Bazel's own exit code (:class:`bazel_ldfix.bazel.client.Streaming`).
+
+Work that must not be cut in two (files being written, a process being started) runs
+:func:`held`: a signal that comes meanwhile is handled once it is done.
 """
 
 from __future__ import annotations
@@ -31,14 +36,17 @@ from typing import IO
 GRACE = 3.0              # seconds a signalled Bazel client has to end before SIGKILL
 MAX_OUTPUT = 64 << 20    # bytes of stdout (or stderr) a captured call may print
 
+# The signals that end the tool, or that are passed on to the user's `bazel test`.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
 _live: dict[int, subprocess.Popen[bytes]] = {}   # pid -> a group leader not yet reaped
 _ending: list[int] = []                          # the signal being handled, if any
-_starting: list[bool] = []                       # a process is being started
+_holding: list[bool] = []                        # work that a signal must not cut
 _deferred: list[int] = []                        # a signal that came meanwhile
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM reached the tool; every Bazel it started has been ended.
+    """One of :data:`SIGNALS` reached the tool; every Bazel it started has been ended.
 
     A BaseException, as KeyboardInterrupt is: no ``except Exception`` (the fail-open
     guard of ``test``) takes it for a failure to recover from.
@@ -70,6 +78,14 @@ def ending() -> bool:
     return bool(_ending)
 
 
+def stop_signal(signum: int) -> int:
+    """What a Bazel group is sent when the tool gets ``signum``: SIGINT and SIGTERM as
+    they are, SIGHUP and SIGQUIT as SIGTERM. A Bazel client cancels its command on SIGINT
+    and SIGTERM. It reads SIGQUIT as a request to make its server print its threads, and
+    dies of SIGHUP without a word to its server."""
+    return signum if signum in (signal.SIGINT, signal.SIGTERM) else signal.SIGTERM
+
+
 def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -81,20 +97,15 @@ def start(cmd: Sequence[str], *, cwd: str, env: Mapping[str, str],
           stdout: int | None, stderr: int | None) -> subprocess.Popen[bytes]:
     """``cmd`` in a new session (so a process group of its own, and no controlling
     terminal), stdin /dev/null, registered until :func:`reaped`."""
-    _starting.append(True)
-    try:
+    # A signal that comes while the process is being started (it may already run) is
+    # handled once it is known.
+    with held():
         proc = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
                                 stdout=stdout, stderr=stderr, start_new_session=True)
         _live[proc.pid] = proc
-    finally:
-        _starting.pop()
-    if _deferred and not _ending:
-        # A signal came while the process was being started (it may already have run):
-        # handled now that it is known.
-        _stop(_deferred[0])
     if _ending:
         # Started while the tool is being ended (a finally block): end it too.
-        end(proc, _ending[0], grace=0)
+        end(proc, stop_signal(_ending[0]), grace=0)
     return proc
 
 
@@ -128,8 +139,24 @@ def _end_groups(procs: Sequence[subprocess.Popen[bytes]], signum: int, grace: fl
         _signal_group(proc, signal.SIGKILL)
 
 
-def _ends_by(pid: int, deadline: float) -> bool:
-    """Whether process ``pid`` has ended (a zombie has) by ``deadline``, without reaping it."""
+def forward(proc: subprocess.Popen[bytes], signum: int) -> None:
+    """Pass ``signum`` on to ``proc``'s group, as :func:`stop_signal` says (the user's
+    ``bazel test``, which ends as Bazel decides)."""
+    _signal_group(proc, stop_signal(signum))
+
+
+def settle(proc: subprocess.Popen[bytes], signalled: Callable[[], bool]) -> None:
+    """Wait for ``proc`` to end (it is not reaped: its group id stays its own); then, if
+    ``signalled()``, SIGKILL what is left of its group. What a wrapper started outlives
+    it when the wrapper dies of a signal, and would hold Bazel's lock."""
+    _ends_by(proc.pid, None)
+    if signalled():
+        _signal_group(proc, signal.SIGKILL)
+
+
+def _ends_by(pid: int, deadline: float | None) -> bool:
+    """Whether process ``pid`` has ended (a zombie has) by ``deadline`` (None: waits for
+    it), without reaping it."""
     try:
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
@@ -141,11 +168,12 @@ def _ends_by(pid: int, deadline: float) -> bool:
                     return True
             except ChildProcessError:
                 return True
-            if time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
     try:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([fd], [], [], left)
         return bool(ready)
     finally:
         os.close(fd)
@@ -159,8 +187,21 @@ def _signal_group(proc: subprocess.Popen[bytes], signum: int) -> None:
 
 
 @contextlib.contextmanager
+def held() -> Iterator[None]:
+    """Work a signal must not cut in two: one that comes meanwhile is handled (every
+    group ended, :class:`Interrupted` raised) once it is done, or has failed."""
+    _holding.append(True)
+    try:
+        yield
+    finally:
+        _holding.pop()
+        if _deferred and not _holding and not _ending:
+            _stop(_deferred[0])
+
+
+@contextlib.contextmanager
 def ended_on_signals() -> Iterator[None]:
-    """While in force, SIGINT and SIGTERM end every registered group and raise
+    """While in force, each of :data:`SIGNALS` ends every registered group and raises
     :class:`Interrupted` in the main thread (see the module docstring)."""
     def handler(signum: int, _frame: FrameType | None) -> None:
         if _ending:
@@ -168,12 +209,12 @@ def ended_on_signals() -> Iterator[None]:
             for proc in list(_live.values()):
                 _signal_group(proc, signal.SIGKILL)
             return
-        if _starting:
-            _deferred.append(signum)    # the process being started is not known yet
+        if _holding:
+            _deferred.append(signum)    # handled once the held work is done
             return
         _stop(signum)
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handler) for s in SIGNALS}
     try:
         yield
     finally:
@@ -185,7 +226,7 @@ def ended_on_signals() -> Iterator[None]:
 
 def _stop(signum: int) -> None:
     _ending.append(signum)
-    _end_groups(list(_live.values()), signum, GRACE)
+    _end_groups(list(_live.values()), stop_signal(signum), GRACE)
     raise Interrupted(signum)
 
 

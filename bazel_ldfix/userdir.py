@@ -34,13 +34,23 @@ _TRAILER = b"\0\0\0end "
 
 def cache_root(env: Mapping[str, str]) -> str | None:
     """The per-user directory, created if need be; None when none can be trusted."""
+    return private_dir(cache_path(env)[0])
+
+
+def cache_path(env: Mapping[str, str]) -> tuple[str, str]:
+    """Where the per-user directory is (nothing is created), and what named it, in words
+    for a message: ``$XDG_CACHE_HOME``, ``$HOME``, ``the password database`` or ``the
+    temporary directory``."""
     xdg = env.get("XDG_CACHE_HOME", "")
     if os.path.isabs(xdg):
-        return private_dir(os.path.join(xdg, NAME))
-    home = env.get("HOME", "") or _home_from_passwd()
+        return os.path.join(xdg, NAME), "$XDG_CACHE_HOME"
+    home, source = env.get("HOME", ""), "$HOME"
+    if not home:
+        home, source = _home_from_passwd(), "the password database"
     if os.path.isabs(home):
-        return private_dir(os.path.join(home, ".cache", NAME))
-    return private_dir(os.path.join(tempfile.gettempdir(), f"{NAME}-{os.geteuid()}"))
+        return os.path.join(home, ".cache", NAME), source
+    return (os.path.join(tempfile.gettempdir(), f"{NAME}-{os.geteuid()}"),
+            "the temporary directory")
 
 
 def _home_from_passwd() -> str:

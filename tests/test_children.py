@@ -20,6 +20,7 @@ import pytest
 from bazelws import BAZEL, clean_env, make_workspace, needs_x
 from elfbuild import lib, program
 
+from bazel_ldfix import children
 from tests.cli.test_bazelcmds_failures import fake_bazel, fake_bazel_with_a_test
 
 
@@ -122,7 +123,7 @@ def test_a_negative_bazel_timeout_is_a_usage_error(tmp_path: Path) -> None:
 
 # -- signals ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", children.SIGNALS)
 def test_a_signal_during_the_rule_query_ends_the_tool_and_the_query_at_once(
         tmp_path: Path, sig: signal.Signals) -> None:
     exe = missing_a_library(tmp_path)
@@ -140,7 +141,7 @@ def test_a_signal_during_the_rule_query_ends_the_tool_and_the_query_at_once(
     assert all(gone(pid) for pid in started), started   # the script and its child
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", children.SIGNALS)
 def test_a_signal_during_the_build_step_ends_the_tool_and_the_step(
         tmp_path: Path, sig: signal.Signals) -> None:
     fifo, script = handshake(tmp_path)
@@ -153,6 +154,57 @@ def test_a_signal_during_the_build_step_ends_the_tool_and_the_step(
     assert err.splitlines()[-1].startswith(f"bazel-ldfix: interrupted by {sig.name}")
     assert "was killed" not in err and "Traceback" not in err
     assert all(gone(pid) for pid in started), started
+
+
+def test_a_signal_while_bazel_is_asked_which_words_it_takes_ends_that_call_too(
+        tmp_path: Path) -> None:
+    # Bazel refuses its command line (exit code 2), and the tool asks `bazel help
+    # completion` whether `--wrte` is a word of Bazel's or a misplaced option of its own.
+    fifo, script = handshake(tmp_path)
+    bazel = fake_bazel(tmp_path, f'case "$1" in test) exit 2;; help) {script};; esac\n')
+    proc = start("fix", "--bazel", str(bazel), "//t:x", "--wrte", cwd=tmp_path)
+    started = pids(fifo)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-1] == "bazel-ldfix: interrupted by SIGTERM; stopped (exit code 143)"
+    assert all(gone(pid) for pid in started), started
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT])
+def test_sighup_and_sigquit_reach_a_bazel_step_as_sigterm(
+        tmp_path: Path, sig: signal.Signals) -> None:
+    # A Bazel client reads SIGQUIT as "make the server print its threads", and dies of
+    # SIGHUP without cancelling its command; SIGTERM cancels it.
+    exe = missing_a_library(tmp_path)
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    got = tmp_path / "got"
+    traps = "".join(f"trap 'echo {name} > {got}; exit 8' {name}\n"
+                    for name in ("HUP", "QUIT", "TERM"))
+    bazel, _log = fake_bazel_with_a_test(
+        tmp_path, f'case "$1" in query) {traps}sleep infinity & echo $$ > {fifo}; wait;; '
+                  "esac\n", executable=exe)
+    proc = start("env", "--bazel", str(bazel), "--no-cache", "//t:probe_test", cwd=tmp_path)
+    (script,) = pids(fifo)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig
+    assert err.splitlines()[-1] == (f"bazel-ldfix: interrupted by {sig.name}; stopped "
+                                    f"(exit code {128 + sig})")
+    assert gone(script)
+    assert got.read_text() == "TERM\n"
+
+
+def test_a_signal_while_work_is_held_is_handled_once_the_work_is_done() -> None:
+    done = []
+    with pytest.raises(children.Interrupted) as stop, children.ended_on_signals():
+        with children.held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            done.append("the files are whole")
+        done.append("never reached")
+    assert stop.value.exit_code == 143
+    assert done == ["the files are whole"]
 
 
 def test_the_users_bazel_test_gets_the_signal_and_its_exit_code_comes_back(

@@ -25,6 +25,16 @@ def test_an_absolute_xdg_cache_home_is_used_and_a_relative_one_is_not(tmp_path: 
     assert home == str(tmp_path / "home" / ".cache" / "bazel-ldfix")
 
 
+def test_the_cache_path_says_what_named_it_and_creates_nothing(tmp_path: Path) -> None:
+    assert userdir.cache_path({"XDG_CACHE_HOME": str(tmp_path / "x:y")}) == (
+        str(tmp_path / "x:y" / "bazel-ldfix"), "$XDG_CACHE_HOME")
+    assert userdir.cache_path({"XDG_CACHE_HOME": "rel", "HOME": str(tmp_path / "h")}) == (
+        str(tmp_path / "h" / ".cache" / "bazel-ldfix"), "$HOME")
+    assert userdir.cache_path({})[1] == "the password database"
+    assert userdir.cache_path({"HOME": "relative"})[1] == "the temporary directory"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_directory_others_can_write_or_a_symlink_to_one_is_not_used(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)

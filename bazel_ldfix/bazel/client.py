@@ -69,9 +69,9 @@ class Bazel:
         """Run with Bazel's output going to ours as it comes; its exit code.
 
         With ``hide``, Bazel's stdout and stderr both go to our stderr, line by line,
-        except lines containing one of those strings. SIGINT and SIGTERM sent to this
-        process are passed on to Bazel (which then stops cleanly); from a terminal,
-        Ctrl-C reaches both of us anyway.
+        except lines containing one of those strings. Bazel runs in a session of its own
+        (:mod:`children`); a signal sent to this process is passed on to its group (which
+        then stops cleanly), as a terminal passes Ctrl-C on to its foreground group.
         """
         return self.start(command, args, hide=hide).wait()
 
@@ -79,8 +79,8 @@ class Bazel:
               hide: Sequence[str] = (), own: bool = False) -> Streaming:
         """:meth:`stream`, returning once Bazel has started: the caller works while Bazel
         does, then calls :meth:`Streaming.wait` (always: it also puts back the signal
-        handlers). ``own``: a step of the tool's own, started as :mod:`children` starts
-        them (a signal ends it with the tool)."""
+        handlers). ``own``: a step of the tool's own, which a signal ends with the tool;
+        else the signal is passed on to Bazel's group, and Bazel decides."""
         return Streaming(self, self.argv(command, args), hide, own)
 
 
@@ -107,9 +107,11 @@ class Streaming:
     """A Bazel command whose output goes to ours while this process does other work (a
     thread copies it, without the ``hide`` lines; see :meth:`Bazel.stream`).
 
-    The user's ``bazel test`` stays in this process's group, and SIGINT and SIGTERM are
-    passed on to it. A step of the tool's own (``own``) is one of :mod:`children`: a signal
-    ends it, and the tool, at once.
+    Every one is started by :mod:`children`, in a session of its own. The user's ``bazel
+    test`` gets each signal this process gets, passed on to its whole group
+    (:func:`children.forward`), and ends as Bazel decides; what its leader leaves running
+    in the group then is killed. A step of the tool's own (``own``) is ended by a signal at
+    once, with the tool.
     """
 
     def __init__(self, bazel: Bazel, cmd: list[str], hide: Sequence[str],
@@ -117,33 +119,30 @@ class Streaming:
         self.executable = bazel.executable
         self.own = own
         self.child: subprocess.Popen[bytes] | None = None
+        self._forwarded = False
         pending: list[int] = []
 
         def forward(signum: int, _frame: FrameType | None) -> None:
+            self._forwarded = True
             if self.child is None:
                 pending.append(signum)  # not started yet: passed on once it is
             else:
-                self.child.send_signal(signum)
+                children.forward(self.child, signum)
 
         # Installed before Bazel starts: a signal in between would otherwise stop us and
         # leave Bazel running.
-        self._old = {} if own else {
-            s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._old = {} if own else {s: signal.signal(s, forward) for s in children.SIGNALS}
         out = subprocess.PIPE if hide else None
         err = subprocess.STDOUT if hide else None
         try:
-            if own:
-                self.child = children.start(cmd, cwd=bazel.cwd, env=bazel.env, stdout=out,
-                                            stderr=err)
-            else:
-                self.child = subprocess.Popen(cmd, cwd=bazel.cwd, env=dict(bazel.env),
-                                              stdout=out, stderr=err)
+            self.child = children.start(cmd, cwd=bazel.cwd, env=bazel.env, stdout=out,
+                                        stderr=err)
         except OSError as exc:
             self._restore()
             raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
                                      cmd) from None
         for signum in pending:
-            self.child.send_signal(signum)
+            children.forward(self.child, signum)
         self._copier: threading.Thread | None = None
         if self.child.stdout is not None:
             self._copier = threading.Thread(target=_copy_lines,
@@ -178,15 +177,17 @@ class Streaming:
                 except subprocess.TimeoutExpired:
                     children.end(self.child)
                     raise children.Expired from None
+            if not self.own:
+                # Signals passed on meanwhile end what the leader leaves in its group.
+                children.settle(self.child, lambda: self._forwarded)
             if self._copier is not None:
                 # Once the tool is being ended, its groups are gone: what still holds the
                 # pipe is no one's to wait for.
                 self._copier.join(1.0 if children.ending() else None)
             code = self.child.wait()
         finally:
+            children.reaped(self.child)
             self._restore()
-            if self.own:
-                children.reaped(self.child)
         if code < 0 and not children.ending():
             # Killed by a signal: say so, and exit as a shell would (128 + N), not with
             # the byte Python would make of -N.

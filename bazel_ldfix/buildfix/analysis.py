@@ -14,19 +14,19 @@ The few options of ``bazel test`` that ``bazel build`` refuses (how the test sum
 printed, which changes no analysis) are left out.
 
 The call is bounded by time (:data:`TIMEOUT`): Bazel that has not answered by then is
-stopped, and the change counts as not accepted.
+stopped, and the change counts as not accepted. It runs in a session of its own, as every
+Bazel call of the tool's (:mod:`bazel_ldfix.children`).
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bazel_ldfix import children
 from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.bazel.options import with_options
-from bazel_ldfix.errors import BazelNotFoundError
 
 TIMEOUT = 900.0     # seconds: loading and analysing a large repository, fetches included
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -51,26 +51,20 @@ def analyse(bazel: Bazel, args: Sequence[str], labels: Sequence[str],
     if labels:
         words = [*words, *([] if "--" in words else ["--"]), *labels]
     cmd = bazel.argv("build", words)
+    # One of the tool's own calls (bazel_ldfix.children): a session of its own, so that a
+    # signal ends a wrapper and the client it started together.
+    child = bazel.spawn(cmd)
     try:
-        child = subprocess.Popen(cmd, cwd=bazel.cwd, env=dict(bazel.env), text=True,
-                                 errors="replace", stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
-    except OSError as exc:
-        raise BazelNotFoundError(f"cannot run {bazel.executable}: {exc.strerror}",
-                                 cmd) from None
-    with child:
-        try:
-            _out, err = child.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.communicate()
-            return Verdict(False, f"Bazel did not finish the analysis in {timeout:g} s "
-                                  "(stopped)", None)
-        except BaseException:
-            child.kill()
-            raise
+        _out, raw = children.collect(child, timeout)
+    except children.Expired:
+        return Verdict(False, f"Bazel did not finish the analysis in {timeout:g} s "
+                              "(stopped)", None)
+    except children.TooMuchOutput:
+        return Verdict(False, f"Bazel printed more than {children.MAX_OUTPUT >> 20} MiB "
+                              "in the analysis (stopped)", None)
     if child.returncode == 0:
         return Verdict(True, None, 0)
+    err = raw.decode("utf-8", "replace")
     return Verdict(False, first_error(err) or f"`bazel build --nobuild` failed (exit code "
                                               f"{child.returncode})", child.returncode)
 

@@ -105,19 +105,10 @@ def _edit(text: str, place: Place, changes: Sequence[Change], path: str,
     inner = starlark.Source.parse(value, f"build_file_content of @{place.repository} "
                                          f"({name} line {kw.value.lineno})")
     edited, refused = _edit_build(inner, changes)
-    new_value = edited.text
-    span, _mark = body
-    raw = ws.data[span.start: span.end].decode("utf-8", "surrogateescape")
-    # Python (as Bazel) reads the line breaks of a multi-line string as LF.
-    if raw.replace("\r\n", "\n") == value and "\\" not in new_value:
-        # Written as it reads (a triple-quoted string, say): edit in place, if that holds.
-        candidate = ws.replace(span, new_value)
-        again = candidate.rule(place.name_in_file)
-        if again is not None and buildfile.string_attr(
-                again, "build_file_content") == new_value:
-            return candidate.text, refused
-    whole = ws.replace(ws.span(kw.value), starlark.quote(new_value))
-    return whole.text, refused
+    if edited.text == value:
+        return text, refused
+    # The literal keeps its form (r, quotes, triple or not) and the bytes of what stays.
+    return starlark.set_literal(ws, kw.value, edited.text).text, refused
 
 
 def _edit_build(source: starlark.Source, changes: Sequence[Change]

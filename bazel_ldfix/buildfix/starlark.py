@@ -10,6 +10,7 @@ comments and formatting included, as it was. Spans are byte offsets into the UTF
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from bazel_ldfix.bazel import buildfile
@@ -244,6 +245,133 @@ def string_literal_body(source: Source, node: ast.expr) -> tuple[Span, str] | No
             start = span.start + len(prefix.encode()) + len(mark)
             return Span(start, span.end - len(mark)), prefix + mark
     return None
+
+
+# An escape of a plain (not raw) string literal, as Python and Bazel read it: a backslash
+# before a line break reads as nothing, any other as one character. A backslash before
+# anything else is kept, with what follows, as two characters.
+_ESCAPE = re.compile(r"\\(?:\r\n|[\n\r]|[0-7]{1,3}|x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}"
+                     r"|U[0-9A-Fa-f]{8}|N\{[^}\n]*\}|[\\'\"abfnrtv])")
+
+
+def set_literal(source: Source, node: ast.expr, value: str) -> Source:
+    """``node``, a string literal of one piece, made to read ``value``.
+
+    Its prefix (``r``), its quotes (``"``, ``'``, triple or not) and the bytes of every
+    character that stays are kept. Only the characters that change are written, escaped
+    as that form needs; a line break in a triple-quoted string is a line break, in the
+    file's own line ending. A raw string cannot hold a backslash written anew, nor, if
+    not triple-quoted, its quote mark or a line break: CannotEditError then.
+    """
+    body = string_literal_body(source, node)
+    old = string_of(node)
+    where = f"{source.name}:{node.lineno}"
+    if body is None or old is None:
+        raise CannotEditError(f"{where}: not one string literal; nothing changed")
+    span, mark = body
+    quote = mark.lstrip("rRbBuU")
+    raw = "r" in mark[: -len(quote)].lower()
+    text = source.data[span.start: span.end].decode("utf-8", "surrogateescape")
+    starts = _char_starts(text, raw)
+    if starts is not None and len(starts) != len(old):
+        starts = None
+    literal_at = span.start - len(mark.encode())
+    tries = [(starts, False), (starts, True), (None, True)] if starts is not None \
+        else [(None, True)]
+    for kept, escape_quotes in tries:
+        new_body = _rewrite(text, kept, old, value, _Form(quote, raw, source.newline,
+                                                          escape_quotes, where))
+        data = source.data[: span.start] + new_body.encode("utf-8", "surrogateescape") \
+            + source.data[span.end:]
+        try:
+            candidate = Source.parse(data.decode("utf-8", "surrogateescape"), source.name)
+        except CannotEditError:
+            continue
+        if any(isinstance(n, ast.Constant) and n.value == value
+               and candidate.span(n).start == literal_at for n in ast.walk(candidate.tree)):
+            return candidate
+    raise CannotEditError(f"{where}: the string cannot be written as {mark}...{quote} "
+                          "with its new text; change it by hand; nothing changed")
+
+
+@dataclass(frozen=True)
+class _Form:
+    """How a string literal is written: its quote mark, raw or not, the file's line
+    ending, whether each quote mark written anew is escaped, where it is (for words)."""
+
+    quote: str
+    raw: bool
+    newline: str
+    escape_quotes: bool
+    where: str
+
+
+def _char_starts(text: str, raw: bool) -> list[int] | None:
+    """Where in ``text``, the body of a literal, each character of its value starts; a
+    character runs to the next one's start (a backslash before a line break, which reads
+    as nothing, goes with the character before it). None when the body reads in a way
+    this does not follow."""
+    starts: list[int] = []
+    at = 0
+    while at < len(text):
+        starts.append(at)
+        if text.startswith("\r\n", at):
+            at += 2         # one line break, as Python (and Bazel) read the file
+            continue
+        escape = None if raw or text[at] != "\\" else _ESCAPE.match(text, at)
+        if escape is None:
+            at += 1
+            continue
+        at = escape.end()
+        if escape.group()[1] in "\r\n":
+            starts.pop()    # reads as nothing: part of the character before, if any
+    return starts
+
+
+def _rewrite(text: str, starts: list[int] | None, old: str, new: str, form: _Form) -> str:
+    """The body of a literal that reads ``new``: the bytes of each character kept from
+    ``old`` (``starts``: where each begins in ``text``; None: none kept), the others
+    written as ``form`` says."""
+    if starts is None:
+        return _written(new, form)
+    import difflib
+
+    def at(index: int) -> int:
+        return starts[index] if index < len(starts) else len(text)
+
+    out = [text[: at(0)]]       # what reads as nothing, before the first character
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        out.append(text[at(i1): at(i2)] if tag == "equal" else _written(new[j1:j2], form))
+    return "".join(out)
+
+
+def _written(text: str, form: _Form) -> str:
+    """``text`` written anew inside a literal of ``form``."""
+    triple = len(form.quote) == 3
+    mark = form.quote[0]
+    out = []
+    for char in text:
+        if char == "\n" and triple:
+            out.append(form.newline)
+        elif form.raw:
+            if char in "\\\n\r" or (char == mark and not triple) \
+                    or (ord(char) < 0x20 and char != "\t") or ord(char) == 0x7F:
+                raise CannotEditError(f"{form.where}: a raw string cannot hold {char!r} "
+                                      "written anew; change it by hand; nothing changed")
+            out.append(char)
+        elif char == mark and (form.escape_quotes or not triple):
+            out.append("\\" + mark)
+        elif char == "\t" and triple:
+            out.append(char)        # as a person indents inside a triple-quoted string
+        elif char in "\\\n\r\t":
+            out.append(_ESCAPES[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            raise CannotEditError(f"{form.where}: cannot write {char!r} in a Starlark "
+                                  "string: it is a control character; nothing changed")
+        else:
+            out.append(char)        # the other quote mark too, as it is
+    return "".join(out)
 
 
 def add_call_after(source: Source, call: ast.Call, text: str) -> Source:

@@ -3,6 +3,7 @@ errors and warnings they all print."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shlex
@@ -22,20 +23,27 @@ PASSTHROUGH = {"ignore_unknown_options": True, "allow_interspersed_args": False,
 
 
 class BazelCommand(click.Command):
-    """A command that starts Bazel. While it runs, SIGINT and SIGTERM end every Bazel it
-    started for itself (:mod:`bazel_ldfix.children`), and it exits 128 + N."""
+    """A command that starts Bazel. While it runs, SIGINT, SIGTERM, SIGHUP and SIGQUIT end
+    every Bazel it started for itself (:mod:`bazel_ldfix.children`), and it exits
+    128 + N."""
 
     def invoke(self, ctx: click.Context) -> Any:
         from bazel_ldfix import children
 
         try:
             with children.ended_on_signals():
-                return super().invoke(ctx)
+                return self.run(ctx)
         except children.Interrupted as stop:
-            # Every Bazel the tool started for itself is ended already.
-            click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
-                       f"{stop.exit_code})", err=True)
+            # Every Bazel the tool started for itself is ended already. A terminal closed
+            # (SIGHUP) may take stderr with it: the exit code still says it.
+            with contextlib.suppress(OSError):
+                click.echo(f"bazel-ldfix: interrupted by {stop.name}; stopped (exit code "
+                           f"{stop.exit_code})", err=True)
             return stop.exit_code
+
+    def run(self, ctx: click.Context) -> Any:
+        """The command itself, with the signals handled."""
+        return super().invoke(ctx)
 
 
 class BazelArgsCommand(BazelCommand):
@@ -67,15 +75,16 @@ class BazelArgsCommand(BazelCommand):
         self._refuse_misplaced(ctx, own, rest, takes_value, flags)
         return super().parse_args(ctx, [*own, "--", *rest])
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def run(self, ctx: click.Context) -> Any:
         """When Bazel refuses its command line (exit code 2) and one of its arguments was
         meant for the tool (:meth:`_meant`), ``env`` and ``fix`` end with exit code 2 and
-        what was meant; ``test`` (which ends with Bazel's code) says it in one line."""
+        what was meant; ``test`` (which ends with Bazel's code) says it in one line. Bazel
+        is asked which words it takes with the signals still handled."""
         from bazel_ldfix.bazel.exitcodes import COMMAND_LINE_ERROR
         from bazel_ldfix.flow.repair import BuildStepError
 
         try:
-            code = super().invoke(ctx)
+            code = super().run(ctx)
         except BuildStepError as exc:
             meant = self._meant(ctx) if exc.code == COMMAND_LINE_ERROR else None
             if meant is None:

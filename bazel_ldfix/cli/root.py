@@ -136,7 +136,11 @@ def _usage_line(exc: click.UsageError, argv: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: a command's exit code, or LdfixError as one line on stderr and its code."""
-    session = Session.from_process()
+    given = list(argv) if argv is not None else sys.argv[1:]
+    try:
+        session = Session.from_process()
+    except LdfixError as exc:
+        return _failed(exc, given, None)
     inv = session.invocation
     if inv.by_bazel_run:
         # `bazel run` starts us in our runfiles tree: go where the user is, so that every
@@ -150,22 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = cli.main(args=list(argv) if argv is not None else None,
                         prog_name="bazel-ldfix", standalone_mode=False, obj=session)
     except LdfixError as exc:
-        # Escaped, so that a name cannot forge a line; only a failed Bazel step's message
-        # has lines of its own (Bazel's stderr, indented), escaped one by one.
-        lines = exc.lines() if isinstance(exc, BazelError) else [str(exc)]
-        if isinstance(exc, BazelNotFoundError):
-            lines[0] += _next_step(exc, session)
-        click.echo(f"error: {chr(10).join(printable(line) for line in lines)}", err=True)
-        if _wants_json(list(argv) if argv is not None else sys.argv[1:]):
-            from bazel_ldfix.render.common import error_json
-
-            click.echo(error_json(str(exc), exc.exit_code))
-        return exc.exit_code
+        return _failed(exc, given, session)
     except _NO_ARGS as exc:
         exc.show()   # the help itself, for a command given no arguments
         return 2
     except click.UsageError as exc:
-        given = list(argv) if argv is not None else sys.argv[1:]
         click.echo(f"error: {_usage_line(exc, given)}", err=True)
         return 2
     except click.ClickException as exc:
@@ -181,3 +174,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return code if isinstance(code, int) else 0
+
+
+def _failed(exc: LdfixError, argv: Sequence[str], session: Session | None) -> int:
+    """An error as one line on stderr (and a JSON document on stdout when the command line
+    asks for JSON); its exit code. ``session``: None when none could be built."""
+    # Escaped, so that a name cannot forge a line; only a failed Bazel step's message has
+    # lines of its own (Bazel's stderr, indented), escaped one by one.
+    lines = exc.lines() if isinstance(exc, BazelError) else [str(exc)]
+    if isinstance(exc, BazelNotFoundError) and session is not None:
+        lines[0] += _next_step(exc, session)
+    click.echo(f"error: {chr(10).join(printable(line) for line in lines)}", err=True)
+    if _wants_json(argv):
+        from bazel_ldfix.render.common import error_json
+
+        click.echo(error_json(str(exc), exc.exit_code))
+    return exc.exit_code

@@ -13,6 +13,7 @@ methods that need them, so that ``--help`` stays fast; the same holds in the com
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import shlex
 import sys
@@ -56,7 +57,17 @@ class Session:
 
     @classmethod
     def from_process(cls) -> Session:
-        return cls.of(from_environ(os.environ, os.getcwd()))
+        """The session of this process: its environment and working directory.
+        BadInputError when that directory is gone (removed while the shell sat in it)."""
+        try:
+            cwd = os.getcwd()
+        except OSError as exc:
+            from bazel_ldfix.errors import BadInputError
+
+            why = "it was removed" if exc.errno == errno.ENOENT else exc.strerror
+            raise BadInputError(f"the current directory cannot be used ({why}); cd to a "
+                                "directory that exists") from None
+        return cls.of(from_environ(os.environ, cwd))
 
     @property
     def cwd(self) -> str:
@@ -122,9 +133,23 @@ class Session:
         return indexcache.default_dir(self.env)
 
     def links_root(self) -> str | None:
-        """Where the repair makes its links directories (None: none can be trusted)."""
-        from bazel_ldfix import linkdir, userdir
+        """Where the repair makes its links directories (None: none can be trusted).
 
+        BadInputError when the per-user directory's path holds ``:`` or ``;``: a links
+        directory under it could not be an entry of LD_LIBRARY_PATH, which the loader
+        splits at both. Only the commands that give the loader a value ask.
+        """
+        from bazel_ldfix import linkdir, pathlist, userdir
+        from bazel_ldfix.errors import BadInputError
+
+        path, source = userdir.cache_path(self.env)
+        if not pathlist.listable(path):
+            held = next(c for c in path if c in ":;")
+            raise BadInputError(
+                f"the cache directory {path} (from {source}) holds {held!r}, which the "
+                "loader reads as a separator in LD_LIBRARY_PATH, so no links directory "
+                "under it can be given to the tests; set XDG_CACHE_HOME to a path without "
+                "':' or ';'")
         root = userdir.cache_root(self.env)
         return userdir.private_dir(os.path.join(root, linkdir.SUBDIR)) if root else None
 

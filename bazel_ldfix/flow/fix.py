@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from bazel_ldfix import pathlist
+from bazel_ldfix import children, pathlist
 from bazel_ldfix.buildfix import analysis, files
 from bazel_ldfix.buildfix.change import Plan
 from bazel_ldfix.buildfix.edit import write
@@ -79,7 +80,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
             return 1        # the tests still miss what no change can give
         return (1 if options.check else 0) if result.needed else 0
     try:
-        applied = apply(result, bazel, bazel_args, repair.output_base)
+        applied = apply(result, bazel, bazel_args, repair.output_base, caller.say)
     except CannotEditError as exc:
         return stop(exc)
     paths = [w.before.path for w in applied.written]
@@ -176,19 +177,34 @@ class Applied:
 
 
 def apply(result: Plan, bazel: Bazel, bazel_args: Sequence[str], output_base: str | None,
-          timeout: float = analysis.TIMEOUT) -> Applied:
+          say: Callable[[str], None], timeout: float = analysis.TIMEOUT) -> Applied:
     """Write the plan's editable files, have Bazel analyse the tests and the rules
-    changed, and restore every file when Bazel rejects what was written."""
-    written = tuple(write(result.files, output_base))
-    if not written:
-        return Applied((), None)
-    labels = list(dict.fromkeys(c.label for f in result.files if f.editable
-                                for c in f.changes))
+    changed, and restore every file when Bazel rejects what was written.
+
+    A signal, or a Bazel that cannot be started, before Bazel has answered leaves nothing
+    unchecked behind either: every file is restored, ``say`` is told so in one line, and
+    the exception goes on. A signal never cuts a write or a restore in two
+    (:func:`children.held`): it is handled once the files are whole.
+    """
+    written: tuple[files.Written, ...] = ()
     try:
+        with children.held():
+            written = tuple(write(result.files, output_base))
+        if not written:
+            return Applied((), None)
+        labels = list(dict.fromkeys(c.label for f in result.files if f.editable
+                                    for c in f.changes))
         verdict = analysis.analyse(bazel, bazel_args, labels, timeout)
     except BaseException:
-        files.restore(written)      # Ctrl-C, or no Bazel: leave nothing unchecked behind
+        if written:
+            with children.held():
+                kept = files.restore(written)
+                with contextlib.suppress(OSError):     # a terminal gone with SIGHUP
+                    say(printable("bazel-ldfix: Bazel did not analyse the change; " + (
+                        "; ".join(kept) or "every file written was restored as it was")))
         raise
     if verdict.accepted:
         return Applied(written, verdict)
-    return Applied(written, verdict, True, tuple(files.restore(written)))
+    with children.held():
+        kept = files.restore(written)
+    return Applied(written, verdict, True, tuple(kept))

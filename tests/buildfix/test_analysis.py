@@ -46,3 +46,19 @@ def test_a_bazel_that_does_not_answer_is_stopped_and_the_change_not_accepted(
                                timeout=0.5)
     assert verdict == analysis.Verdict(
         False, "Bazel did not finish the analysis in 0.5 s (stopped)", None)
+
+
+def test_the_analysis_runs_in_a_session_of_its_own_with_no_terminal_input(
+        tmp_path: Path) -> None:
+    # As every Bazel call of the tool's own: a signal then ends a wrapper and the client
+    # it started together (tests/flow/test_fix_bazel.py has them on a real Bazel).
+    seen = tmp_path / "seen"
+    bazel = tmp_path / "bazel"
+    bazel.write_text(f"#!{sys.executable}\nimport os\n"
+                     f"open({str(seen)!r}, 'w').write('%d %d %s' % (os.getpid(), "
+                     "os.getsid(0), os.readlink('/proc/self/fd/0')))\n")
+    bazel.chmod(0o755)
+    verdict = analysis.analyse(Bazel(str(bazel), str(tmp_path), {}), ["//t:x"], [])
+    assert verdict == analysis.Verdict(True, None, 0)
+    pid, session, stdin = seen.read_text().split()
+    assert (pid, stdin) == (session, "/dev/null")

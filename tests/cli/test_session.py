@@ -3,6 +3,7 @@ command returns, through `main` and through click's own main alike."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -80,3 +81,80 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path) -> No
     piped = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve", str(app)],
                            capture_output=True, text=True, env=env)
     assert "libx.so.1" in piped.stdout and "\x1b[" not in piped.stdout
+
+
+def in_removed_directory(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The tool started from a directory removed while the shell sat in it."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    return subprocess.run(["sh", "-c", script, "sh", str(gone), sys.executable, "-m",
+                           "bazel_ldfix", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.mark.parametrize("args", [("locate", "libx.so.1"), ("env", "//...")])
+def test_a_removed_working_directory_is_one_error_line_and_exit_2(
+        tmp_path: Path, args: tuple[str, ...]) -> None:
+    result = in_removed_directory(tmp_path, *args)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: the current directory cannot be used (it was removed); cd to a directory "
+        "that exists"]
+
+
+def test_a_removed_working_directory_is_a_json_error_when_json_is_asked(
+        tmp_path: Path) -> None:
+    result = in_removed_directory(tmp_path, "env", "--format", "json", "//...")
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["error"] == {
+        "message": "the current directory cannot be used (it was removed); cd to a "
+                   "directory that exists", "exit_code": 2}
+
+
+def recording_bazel(tmp_path: Path) -> tuple[Path, Path]:
+    """A stand-in that records each time it is started (to show it never is)."""
+    record = tmp_path / "started"
+    bazel = tmp_path / "bazel"
+    bazel.write_text(f'#!/bin/sh\necho "$@" >> {record}\nexit 0\n')
+    bazel.chmod(0o755)
+    return bazel, record
+
+
+@pytest.mark.parametrize("command", ["env", "test", "fix"])
+@pytest.mark.parametrize("variable, value, source, held", [
+    ("XDG_CACHE_HOME", "x:y", "$XDG_CACHE_HOME", ":"),
+    ("HOME", "h;ome", "$HOME", ";")])
+def test_a_cache_path_the_loader_cannot_take_stops_a_repair_before_bazel_runs(
+        tmp_path: Path, command: str, variable: str, value: str, source: str,
+        held: str) -> None:
+    # A links directory under it could not be an entry of LD_LIBRARY_PATH: the loader
+    # splits that list at ':' and ';'.
+    bazel, record = recording_bazel(tmp_path)
+    (tmp_path / "WORKSPACE").touch()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_LIBRARY_PATH", "XDG_CACHE_HOME", "BAZEL")}
+    env[variable] = str(tmp_path / value)
+    result = subprocess.run([sys.executable, "-m", "bazel_ldfix", command, "--bazel",
+                             str(bazel), "//..."], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    root = tmp_path / value / (".cache/bazel-ldfix" if variable == "HOME" else "bazel-ldfix")
+    assert result.stderr.splitlines() == [
+        f"error: the cache directory {root} (from {source}) holds '{held}', which the "
+        "loader reads as a separator in LD_LIBRARY_PATH, so no links directory under it "
+        "can be given to the tests; set XDG_CACHE_HOME to a path without ':' or ';'"]
+    assert not record.exists()      # Bazel never ran
+    assert not (tmp_path / value).exists()
+
+
+def test_a_cache_path_with_a_colon_does_not_stop_what_gives_the_loader_nothing(
+        tmp_path: Path) -> None:
+    libx = lib(tmp_path / "a" / "libx.so.1", soname="libx.so.1")
+    app = program(tmp_path / "app", needs=[libx])
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "x:y")
+    result = subprocess.run([sys.executable, "-m", "bazel_ldfix", "resolve",
+                             "--library-path", str(libx.parent), str(app)],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
