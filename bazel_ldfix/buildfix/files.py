@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix.errors import CannotEditError
+from bazel_ldfix.fs.bounded import read_at_most
 
 MAX_SOURCE = 64 << 20   # bytes: a BUILD or WORKSPACE file larger than this is refused
 _PREFIX = ".bazel-ldfix-"
@@ -94,20 +95,13 @@ def _snapshot(fd: int, path: str, real: str) -> Snapshot:
     if st.st_size > MAX_SOURCE:
         raise CannotEditError(f"{path} is {st.st_size} bytes, more than the {MAX_SOURCE} "
                               "bytes `fix` reads; change it by hand; nothing changed")
-    chunks = []
-    left = MAX_SOURCE + 1       # a file that grows while it is read stops here
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    if left <= 0:
+    data = read_at_most(fd, MAX_SOURCE)     # a file that grows while it is read stops
+    if len(data) > MAX_SOURCE:
         raise CannotEditError(f"{path} grew past {MAX_SOURCE} bytes while it was read; "
                               "nothing changed")
     return Snapshot(path, real, st.st_dev, st.st_ino, st.st_uid, st.st_gid,
                     stat.S_IMODE(st.st_mode), st.st_nlink, st.st_atime_ns, st.st_mtime_ns,
-                    b"".join(chunks))
+                    data)
 
 
 def check_writable(path: str, output_base: str | None) -> None:
