@@ -155,15 +155,21 @@ class Source:
 
 def set_string(source: Source, call: ast.Call, attribute: str, value: str,
                after: str | None = None) -> Source:
-    """Set ``attribute = "value"`` in ``call``: its value's span alone, or a new keyword
-    after the keyword ``after`` (else the last one), in the call's own layout."""
+    """Set ``attribute = "value"`` in ``call``: its value's literal alone, in its own
+    quotes and form (:func:`set_literal`), or a new keyword after the keyword ``after``
+    (else the last one), in the call's own layout."""
     kw = keyword(call, attribute)
     if kw is not None:
         if string_of(kw.value) is None:
             raise CannotEditError(f"{source.name}:{kw.value.lineno}: {attribute} is not a "
                                   "plain string (a variable, a select() or a concatenation); "
                                   "nothing changed")
-        return source.replace(source.span(kw.value), quote(value))
+        try:
+            return set_literal(source, kw.value, value)
+        except CannotEditError:
+            # A form that cannot hold the value (a raw string, a concatenation of
+            # literals): one plain literal, which reads the same to Bazel.
+            return source.replace(source.span(kw.value), quote(value))
     return _insert_keyword(source, call, f"{attribute} = {quote(value)}", after)
 
 

@@ -70,7 +70,7 @@ def test_quote_refuses_a_control_character() -> None:
 
 def test_only_the_value_of_one_attribute_changes() -> None:
     out = edit(MULTI, set_to("lib/libx.so.1"))
-    assert out == MULTI.replace("'lib/libx.so'", '"lib/libx.so.1"')
+    assert out == MULTI.replace("'lib/libx.so'", "'lib/libx.so.1'")   # its quotes kept
 
 
 def test_the_interface_shape_adds_one_line_in_the_call_s_layout() -> None:
@@ -78,7 +78,7 @@ def test_the_interface_shape_adds_one_line_in_the_call_s_layout() -> None:
                set_to("lib/libx.so.1"))
     assert out == MULTI.replace(
         "    shared_library = 'lib/libx.so',   # odd spacing kept\n",
-        "    shared_library = \"lib/libx.so.1\",   # odd spacing kept\n"
+        "    shared_library = 'lib/libx.so.1',   # odd spacing kept\n"
         "    interface_library = \"lib/libx.so\",\n")
 
 
