@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from bazel_ldfix import PROG
 from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BadInputError, NotElfError
 
@@ -166,8 +167,10 @@ class BazelArgsCommand(BazelCommand):
             at += 1
         if moved:
             options = " ".join(names)
-            fixed = shlex.join(["bazel-ldfix", ctx.info_name or self.name or "",
-                                *own, *moved, *kept])
+            session = ctx.find_object(Session)
+            prog = session.prog if session is not None else PROG
+            fixed = prog + " " + shlex.join([ctx.info_name or self.name or "",
+                                             *own, *moved, *kept])
             are, it = ("are options", "them") if len(names) > 1 else ("is an option", "it")
             raise BadInputError(f"{options} {are} of bazel-ldfix, not of Bazel; "
                                 f"put {it} before the Bazel arguments: {fixed}")

@@ -119,24 +119,25 @@ def _next_step(exc: BazelNotFoundError, session: Session) -> str:
 _NO_ARGS: type[click.UsageError] | tuple[()] = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-def _usage_line(exc: click.UsageError, argv: Sequence[str]) -> str:
+def _usage_line(exc: click.UsageError, argv: Sequence[str], prog: str) -> str:
     """Click's words for a command line it cannot read, as one line, and where the help is
-    (the rest of click's usage block is one ``--help`` away). The words are escaped, never
-    reflowed: a name in them stays as given."""
+    (the rest of click's usage block is one ``--help`` away), run as the user ran the tool
+    (``prog``). The words are escaped, never reflowed: a name in them stays as given."""
     words = printable(exc.format_message().strip()).removesuffix(".")
     if words[1:2].islower():
         words = words[0].lower() + words[1:]
-    if exc.ctx is not None:
-        where = exc.ctx.command_path
+    if exc.ctx is not None:     # its path starts with the group's name, "bazel-ldfix"
+        where = " ".join([prog, *exc.ctx.command_path.split()[1:]])
     else:   # click's parser leaves it out: the command is the first word, if it is one
         named = next((a for a in argv if not a.startswith("-")), None)
-        where = f"bazel-ldfix {named}" if named in registry.COMMANDS else "bazel-ldfix"
-    return f"{words} (see `{where} --help`)"
+        where = f"{prog} {named}" if named in registry.COMMANDS else prog
+    return f"{words} (see `{printable(where)} --help`)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: a command's exit code, or LdfixError as one line on stderr and its code."""
-    session = Session.from_process()
+    # Called with no arguments, main is the entry point: sys.argv says how the tool was run.
+    session = Session.from_process(own_argv=argv is None)
     inv = session.invocation
     if inv.by_bazel_run:
         # `bazel run` starts us in our runfiles tree: go where the user is, so that every
@@ -166,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except click.UsageError as exc:
         given = list(argv) if argv is not None else sys.argv[1:]
-        click.echo(f"error: {_usage_line(exc, given)}", err=True)
+        click.echo(f"error: {_usage_line(exc, given, session.prog)}", err=True)
         return 2
     except click.ClickException as exc:
         exc.show()

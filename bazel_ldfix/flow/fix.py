@@ -118,7 +118,7 @@ def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
         caller.say("bazel-ldfix: verified: plain `bazel test` passes with the change")
     elif code == TESTS_FAILED:
         caller.say("bazel-ldfix: not verified: plain `bazel test` still has failing tests "
-                   "(exit 3); `bazel-ldfix diagnose` says why")
+                   f"(exit 3); `{caller.prog} diagnose` says why")
     else:
         caller.say(f"bazel-ldfix: not verified: plain `bazel test` exited {code}")
     return code

@@ -79,7 +79,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
 
     repair = remote_guard(caller, repair, options.force_local_path)
     if not caller.quiet:
-        caller.say(repair_summary(repair))
+        caller.say(repair_summary(repair, caller.prog))
         say_leftovers(caller, repair)
     if repair.groups:
         return run_split(caller, bazel, bazel_args, repair, options)
@@ -106,7 +106,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if options.rerun_failures and diagnosis is not None:
         if remote:
             caller.say("bazel-ldfix: no rerun: under remote execution, directories of this "
-                       "machine mean nothing to the executors (see `bazel-ldfix fix`)")
+                       f"machine mean nothing to the executors (see `{caller.prog} fix`)")
         else:
             outcome = rerun_failed(caller, bazel, bazel_args, repair, diagnosis, code,
                                    options.prepend)
@@ -119,7 +119,8 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         annotate(caller, stopped, repair, rerun_ok, revealed)
     # What the rerun let load: the sonames the first run's diagnosis found for those tests.
     opened = [f.soname for f in stopped_first if f.test in rerun_ok and f.soname]
-    line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened)
+    line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened,
+                                                   caller.prog)
     if line:
         caller.say(line)
     return code
@@ -185,7 +186,7 @@ def remote_guard(caller: Caller, repair: Repair, force_local_path: bool) -> Repa
 
     if force_local_path or not repair.flags or not is_remote(repair):
         return repair
-    caller.say(f"bazel-ldfix: {execution.REMOTE_REFUSAL}")
+    caller.say(f"bazel-ldfix: {execution.remote_refusal(caller.prog)}")
     return dataclasses.replace(repair, given=None)
 
 
@@ -208,7 +209,8 @@ def say_leftovers(caller: Caller, repair: Repair) -> None:
         found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
                                                    listed))
         if isinstance(found, tuple) and found:
-            caller.say(f"bazel-ldfix: warning: {printable(declared.words(t.label, found))}")
+            caller.say("bazel-ldfix: warning: "
+                       + printable(declared.words(t.label, found, caller.prog)))
 
 
 def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
@@ -266,15 +268,15 @@ def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWit
     result = failopen.attempt(lambda: diagnosing.after_test(
         output_base, code, ran_with=ran_with, on_error=caller.on_error,
         shell_library_path=caller.env.get("LD_LIBRARY_PATH"),
-        links_root=caller.links_root))
+        links_root=caller.links_root, prog=caller.prog))
     if isinstance(result, failopen.Fallback):
         caller.say(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"))
         return None
     if result is not None:
         if remote:
-            result = diagnosing.remote_only(result)
+            result = diagnosing.remote_only(result, caller.prog)
         caller.say(brief.to_text(result, prefix="bazel-ldfix: ", color=caller.color,
-                                 after_run=repaired))
+                                 after_run=repaired, prog=caller.prog))
     return result
 
 
@@ -306,8 +308,9 @@ def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
     what = (f"{failed} to open {sonames} at run time, which no file names"
             if all(f.cause is not None and f.cause.kind is CauseKind.DLOPEN for f in served)
             else f"{failed} to load {sonames}")
-    command = shlex.join(["bazel-ldfix", "test", "--rerun-loader-failures",
-                          *(["--prepend"] if prepend else []), *bazel_args])
+    command = caller.prog + " " + shlex.join(["test", "--rerun-loader-failures",
+                                              *(["--prepend"] if prepend else []),
+                                              *bazel_args])
     caller.say(printable(f"bazel-ldfix: {shown} {what}; `{command}` runs "
                          f"{'it' if len(planned.labels) == 1 else 'them'} once more with "
                          "what this run revealed"))
@@ -365,10 +368,10 @@ def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None =
     from bazel_ldfix.bazel.workspace import workspace_of
 
     places = github.Places(workspace_of(caller.cwd), caller.env.get("GITHUB_WORKSPACE"))
-    lines = github.errors(stopped, places)
+    lines = github.errors(stopped, places, caller.prog)
     if repair is not None:
         failing = [f.test for f in stopped if f.test]
-        lines += github.notices(repair, [*failing, *rerun_ok], places)
+        lines += github.notices(repair, [*failing, *rerun_ok], places, caller.prog)
     lines += github.revealed(rerun_ok, revealed, places)
     out = caller.show if to_stdout else caller.say
     for line in lines:

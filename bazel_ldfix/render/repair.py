@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bazel_ldfix import PROG
 from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.pathlist import VARIABLE
@@ -61,9 +62,11 @@ SHELL_CAVEAT = ("this export is for running a test binary by hand; do not export
                 "--test_env instead (--format flags or bazelrc)")
 
 
-LINKS_CAVEAT = ("this value names a links directory of bazel-ldfix's own (removed once "
-                "unused for 30 days, see `links/` in docs/security.md); the "
-                "BUILD change (`bazel-ldfix fix --write`) is the form that lasts")
+def links_caveat(prog: str = PROG) -> str:
+    """Why a value that names a links directory does not last; ``prog`` runs the tool."""
+    return ("this value names a links directory of bazel-ldfix's own (removed once unused "
+            "for 30 days, see `links/` in docs/security.md); the BUILD change "
+            f"(`{prog} fix --write`) is the form that lasts")
 
 
 def repair_shell(repair: Repair) -> str:
@@ -128,8 +131,9 @@ def _missing_lines(tests: Sequence[Any], verb: str,
     return lines
 
 
-def repair_summary(repair: Repair) -> str:
-    """What was missing and what is added, for stderr before ``bazel test`` runs.
+def repair_summary(repair: Repair, prog: str = PROG) -> str:
+    """What was missing and what is added, for stderr before ``bazel test`` runs; the
+    commands it suggests start with ``prog``.
 
     The output_base is written once, then ``$OUTPUT_BASE``; a candidate passed over only
     because it is the same file as the one chosen (a local repository's symlink) is not
@@ -155,7 +159,8 @@ def repair_summary(repair: Repair) -> str:
                   if p.kind is not PassReason.SAME_FILE]
     added = repair.given is not None
     lines += _missing_lines(repair.tests, "will still miss",
-                            lambda t: tuple(t.missing_after) if added else (), _reach_lines)
+                            lambda t: tuple(t.missing_after) if added else (),
+                            lambda t: _reach_lines(t, prog))
     lines += [f"note: {note}" for note in repair.notes]
     if repair.given_again:
         lines.append("note: nothing this repair read has changed since the last run of the "
@@ -207,13 +212,13 @@ def group_flags(repair: Repair) -> str:
     return "\n".join(shlex.join([*g.flags, "--", *g.labels]) for g in repair.groups)
 
 
-def conflict_error(repair: Repair) -> str:
+def conflict_error(repair: Repair, prog: str = PROG) -> str:
     """Why no one value (a .bazelrc line, an export) serves the run."""
     c = repair.conflicts[0]
     more = f" (and {len(repair.conflicts) - 1} more)" if len(repair.conflicts) > 1 else ""
     return (f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, while another "
             f"test of the run needs it from {os.path.dirname(c.chosen)}{more}: one "
-            f"{VARIABLE} cannot serve both; `bazel-ldfix test` runs each group on its own "
+            f"{VARIABLE} cannot serve both; `{prog} test` runs each group on its own "
             "(`--format flags` or `json` lists the groups)")
 
 
@@ -230,7 +235,8 @@ def _shadowed_line(shadow: Shadowed) -> str:
 
 
 def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
-                  rerun_ok: Sequence[str] = (), revealed: Sequence[str] = ()) -> str | None:
+                  rerun_ok: Sequence[str] = (), revealed: Sequence[str] = (),
+                  prog: str = PROG) -> str | None:
     """One line after Bazel's summary: how many tests the repair and the rerun let load,
     what they were given, and how to make that permanent (None when nothing was added).
     ``rerun_ok`` are the tests the rerun let load, ``revealed`` the sonames they were
@@ -259,12 +265,12 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
                         f"`fix` do not see {it}, opened at run time: the rerun's "
                         f"--test_env gave {it}"])
     return text_of([f"bazel-ldfix: {count} {outcome} ({names}); make it permanent on this "
-                    f"machine with `bazel-ldfix env --format bazelrc {args} >> .bazelrc`, "
-                    f"or on every machine with the BUILD change `bazel-ldfix fix {args}` "
+                    f"machine with `{prog} env --format bazelrc {args} >> .bazelrc`, "
+                    f"or on every machine with the BUILD change `{prog} fix {args}` "
                     f"shows (--write makes it){unseen}"])
 
 
-def _reach_lines(test: Any) -> list[str]:
+def _reach_lines(test: Any, prog: str) -> list[str]:
     """Why the flag may not reach a test, and the change to its rule that does."""
     from bazel_ldfix.bazel.testenv import Reach
 
@@ -278,4 +284,4 @@ def _reach_lines(test: Any) -> list[str]:
                "(env or env_inherit), which wins over --test_env if this Bazel (version "
                "unknown) is 7.2 or later")
     return [why, f"  fix its rule instead: {test.rule_fix}",
-            "  or import the versioned files (`bazel-ldfix diagnose` prints the BUILD change)"]
+            f"  or import the versioned files (`{prog} diagnose` prints the BUILD change)"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import terminal
-from bazelws import BAZEL, Workspace
+from bazelws import BAZEL, LDFIX, Workspace
 from newcomer_ws import newcomer_workspace
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.bazel,
@@ -45,7 +45,7 @@ def test_diagnose_fits_a_screen_with_the_command_to_run_first(
     lines = result.stdout.splitlines()
     assert len(lines) <= 12, result.stdout
     # What to run comes first; then the output_base, once; nothing else spells it out.
-    assert lines[0] == "run first: bazel-ldfix test //app:ext_test //app:vendor_test"
+    assert lines[0] == f"run first: {LDFIX} test //app:ext_test //app:vendor_test"
     assert lines[1] == f"$OUTPUT_BASE is {failed}"
     assert result.stdout.count(failed) == 1
     # One line per missing library, under the cc_import that causes it.
@@ -62,9 +62,9 @@ def test_diagnose_fits_a_screen_with_the_command_to_run_first(
     assert "$OUTPUT_BASE/external/vendor/lib" in lines[first + 1]
     # The rest is one option away.
     # `fix` edits the cc_import of the unversioned file; the dependency to add is -v's.
-    assert lines[-2] == ("for good: `bazel-ldfix fix //app:ext_test //app:vendor_test` shows "
+    assert lines[-2] == (f"for good: `{LDFIX} fix //app:ext_test //app:vendor_test` shows "
                          "the BUILD change, --write makes it")
-    assert lines[-1] == ("details: `bazel-ldfix diagnose -v` (with the changes to make by "
+    assert lines[-1] == (f"details: `{LDFIX} diagnose -v` (with the changes to make by "
                          "hand); for scripts: --json")
     verbose = ws.ldfix("diagnose", "-v").stdout
     assert "BUILD fix" in verbose and "BUILD fix" not in result.stdout
@@ -97,7 +97,7 @@ def test_diagnose_v_writes_the_output_base_once_and_one_fix_for_one_directory(
     # Both tests miss libraries of one directory: one fix names both.
     now = [line for line in lines if line.startswith("fix ")]
     assert now == ["fix A, for //app:ext_test, //app:vendor_test: now, or on this machine"]
-    assert "  now:        bazel-ldfix test //app:ext_test //app:vendor_test" in lines
+    assert f"  now:        {LDFIX} test //app:ext_test //app:vendor_test" in lines
     assert result.stdout.count("test --test_env=LD_LIBRARY_PATH=") == 1
     # The cc_import change both tests need is printed once, for both.
     assert result.stdout.count('shared_library = "lib/libvendor.so.3",  # was') == 1
@@ -142,7 +142,7 @@ def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
     assert "bazel-ldfix: //app:ext_test cannot load libvendor.so.3, libvendor_core.so.3" in ours
     last = result.stderr.rstrip().splitlines()[-1]
     assert re.match(r"bazel-ldfix: 2 tests repaired \(libvendor\S*(, libvendor\S*)*\); make it "
-                    r"permanent on this machine with `bazel-ldfix env --format bazelrc "
+                    rf"permanent on this machine with `{re.escape(LDFIX)} env --format bazelrc "
                     r"//app:vendor_test //app:ext_test >> \.bazelrc`", last), last
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bazelws import LDFIX
 from click.testing import CliRunner
 
 from bazel_ldfix.cli import cli
@@ -66,14 +67,14 @@ def test_a_bazel_named_by_the_user_that_does_not_run_says_who_named_it(tmp_path:
 
 @pytest.mark.parametrize(("args", "line"), [
     (["diagnose", "--jsn"],
-     "error: no such option '--jsn'. Did you mean '--json'? (see `bazel-ldfix diagnose --help`)"),
-    (["tset"], "error: no such command 'tset'. Did you mean 'test'? (see `bazel-ldfix --help`)"),
-    (["resolve"], "error: missing argument 'FILES...' (see `bazel-ldfix resolve --help`)"),
+     f"error: no such option '--jsn'. Did you mean '--json'? (see `{LDFIX} diagnose --help`)"),
+    (["tset"], f"error: no such command 'tset'. Did you mean 'test'? (see `{LDFIX} --help`)"),
+    (["resolve"], f"error: missing argument 'FILES...' (see `{LDFIX} resolve --help`)"),
     (["diagnose", "--bep"],   # click's parser gives no command: the first word names it
-     "error: option '--bep' requires an argument (see `bazel-ldfix diagnose --help`)"),
+     f"error: option '--bep' requires an argument (see `{LDFIX} diagnose --help`)"),
     (["resolve", "--root", "/no  such", "/bin/true"],   # the user's words kept as given
      "error: invalid value for '--root': Directory '/no  such' does not exist (see "
-     "`bazel-ldfix resolve --help`)"),
+     f"`{LDFIX} resolve --help`)"),
 ])
 def test_a_command_line_click_cannot_read_is_one_error_line_and_exit_2(
         args: list[str], line: str, tmp_path: Path) -> None:

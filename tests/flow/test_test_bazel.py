@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, SHOWS_FOO, Workspace, clean_env, loaded, make_workspace, sdk
+from bazelws import (
+    BAZEL,
+    LDFIX,
+    SHOWS_FOO,
+    Workspace,
+    clean_env,
+    loaded,
+    make_workspace,
+    sdk,
+)
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
@@ -79,7 +88,7 @@ def test_a_library_opened_at_run_time_that_fails_points_at_the_rerun(setup: Setu
     assert "libacme.so.3: cannot open shared object file" in ws.test_log("t", "acme_test")
     lines = [line for line in result.stderr.splitlines() if "--rerun-loader-failures" in line]
     assert lines == ["bazel-ldfix: //t:acme_test failed to open libacme.so.3 at run time, "
-                     "which no file names; `bazel-ldfix test --rerun-loader-failures //t:all` "
+                     f"which no file names; `{LDFIX} test --rerun-loader-failures //t:all` "
                      "runs it once more with what this run revealed"]
 
 
