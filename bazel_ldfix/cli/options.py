@@ -70,8 +70,8 @@ class BazelArgsCommand(BazelCommand):
 
     def invoke(self, ctx: click.Context) -> Any:
         """When Bazel refuses its command line (exit code 2) and one of its arguments was
-        meant for the tool (:meth:`_meant`), ``env`` and ``fix`` end with exit code 2 and
-        what was meant; ``test`` (which ends with Bazel's code) says it in one line."""
+        meant for the tool (:meth:`_meant`), the error says what was meant; the exit code
+        stays 2, Bazel's."""
         from bazel_ldfix.bazel.client import COMMAND_LINE_ERROR
         from bazel_ldfix.flow.repair import BuildStepError
 
@@ -81,12 +81,12 @@ class BazelArgsCommand(BazelCommand):
             meant = self._meant(ctx) if exc.code == COMMAND_LINE_ERROR else None
             if meant is None:
                 raise
-            raise BadInputError(f"Bazel refused its command line (exit code 2, its error is "
-                                f"above): {meant}") from None
+            raise BadInputError(_refused(meant)) from None
         if code == COMMAND_LINE_ERROR:
+            # `test` fell back to `bazel test` as given, which Bazel refused.
             meant = self._meant(ctx)
             if meant is not None:
-                click.echo(f"bazel-ldfix: {printable(meant)}", err=True)
+                click.echo(f"error: {printable(_refused(meant))}", err=True)
         return code
 
     def _meant(self, ctx: click.Context) -> str | None:
@@ -176,6 +176,10 @@ class BazelArgsCommand(BazelCommand):
                                 f"put {it} before the Bazel arguments: {fixed}")
 
 
+
+
+def _refused(meant: str) -> str:
+    return f"Bazel refused its command line (exit code 2, its error is above): {meant}"
 
 
 def _quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

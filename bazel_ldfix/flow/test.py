@@ -213,11 +213,23 @@ def say_leftovers(caller: Caller, repair: Repair) -> None:
                        + printable(declared.words(t.label, found, caller.prog)))
 
 
+def build_step_error(failed: repairing.StepFailed) -> repairing.BuildStepError:
+    """The error ``test``, ``env`` and ``fix`` alike end with when the build step fails as
+    ``bazel test BAZEL_ARGS`` would (a target that does not exist, a compile error, a command
+    line Bazel refuses): Bazel's own code, which ``test`` always exits with. A step that
+    failed otherwise is one of the tool's own (66), which ``test`` falls back from."""
+    error = repairing.build_failed(failed.code)
+    if failed.same_as_test:
+        error.exit_code = failed.code
+    return error
+
+
 def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
                        options: Options) -> Repair | failopen.Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
-    the command unchanged), or Bazel's code when the build step was interrupted or failed
-    as ``bazel test BAZEL_ARGS`` would (running it would only show the same error again).
+    the command unchanged), or Bazel's code when the build step was interrupted. A build
+    step that failed as ``bazel test BAZEL_ARGS`` would raises :func:`build_step_error`:
+    running the command would only show the same error again.
     """
     from bazel_ldfix.bazel.client import INTERRUPTED
 
@@ -229,10 +241,7 @@ def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
     if planned.code == INTERRUPTED:
         return planned.code
     if planned.same_as_test:
-        caller.say(f"bazel-ldfix: the build step of `bazel test` failed (exit code "
-                   f"{planned.code}); `bazel test` fails the same way, so it is not run "
-                   "again: Bazel's error is above")
-        return planned.code
+        raise build_step_error(planned)
     why = (": it built more than `bazel test --build_tests_only` builds"
            if planned.builds_more else "")
     return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
