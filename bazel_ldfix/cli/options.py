@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -52,6 +52,13 @@ class BazelArgsCommand(BazelCommand):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         takes_value, flags = self._own_options(ctx)
+        own, rest = self.split(ctx, args)
+        self._refuse_misplaced(ctx, own, rest, takes_value, flags)
+        return super().parse_args(ctx, [*own, "--", *rest])
+
+    def split(self, ctx: click.Context, args: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The tool's own options that ``args`` start with, and Bazel's arguments after."""
+        takes_value, flags = self._own_options(ctx)
         own, at = [], 0
         while at < len(args):
             word = args[at]
@@ -64,9 +71,12 @@ class BazelArgsCommand(BazelCommand):
             else:
                 break
             at += 1
-        rest = args[at:]
-        self._refuse_misplaced(ctx, own, rest, takes_value, flags)
-        return super().parse_args(ctx, [*own, "--", *rest])
+        return own, list(args[at:])
+
+    def own_option(self, ctx: click.Context, word: str) -> bool:
+        """Whether ``word`` is one of the command's own options (with its ``=value``)."""
+        takes_value, flags = self._own_options(ctx)
+        return word in flags or word.split("=", 1)[0] in takes_value
 
     def invoke(self, ctx: click.Context) -> Any:
         """When Bazel refuses its command line (exit code 2) and one of its arguments was

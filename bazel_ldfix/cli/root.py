@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -13,7 +14,7 @@ import click
 
 from bazel_ldfix import __version__
 from bazel_ldfix.cli import registry
-from bazel_ldfix.cli.options import printable
+from bazel_ldfix.cli.options import BazelArgsCommand, printable
 from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError
 
@@ -134,6 +135,32 @@ def _usage_line(exc: click.UsageError, argv: Sequence[str], prog: str) -> str:
     return f"{words} (see `{printable(where)} --help`)"
 
 
+def _before_command(exc: click.UsageError, argv: Sequence[str], prog: str) -> str | None:
+    """An option the group does not take, given before a command (``bazel-ldfix
+    --config=ci test //...``): the line that says to put it after the command, with the
+    command line that does; None for any other error."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.parent:
+        return None
+    at = next((i for i, word in enumerate(argv) if word in registry.COMMANDS), None)
+    if at is None or not any(w.split("=", 1)[0] == exc.option_name for w in argv[:at]):
+        return None
+    moved = [w for w in argv[:at] if w not in ("--", "-h", "--help", "--version")]
+    name, rest = argv[at], list(argv[at + 1:])
+    fixed = [name, *moved, *rest]
+    command = registry.load(name)
+    whose = f"the options of bazel-ldfix {name}"
+    if isinstance(command, BazelArgsCommand):
+        whose += " and Bazel's"
+        # The command's own options first, then Bazel's arguments, its moved ones first.
+        ctx = click.Context(command)
+        own, bazels = command.split(ctx, rest)
+        mine = [w for w in moved if command.own_option(ctx, w)]
+        fixed = [name, *mine, *own, *[w for w in moved if w not in mine], *bazels]
+    are = "are" if len(moved) > 1 else "is"
+    return (f"{printable(' '.join(moved))} {are} given before the command {name}; {whose} "
+            f"go after it: {printable(prog + ' ' + shlex.join(fixed))}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: a command's exit code, or LdfixError as one line on stderr and its code."""
     # Called with no arguments, main is the entry point: sys.argv says how the tool was run.
@@ -167,7 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except click.UsageError as exc:
         given = list(argv) if argv is not None else sys.argv[1:]
-        click.echo(f"error: {_usage_line(exc, given, session.prog)}", err=True)
+        line = _before_command(exc, given, session.prog) or _usage_line(exc, given,
+                                                                        session.prog)
+        click.echo(f"error: {line}", err=True)
         return 2
     except click.ClickException as exc:
         exc.show()

@@ -89,3 +89,36 @@ def test_no_arguments_print_the_help() -> None:
                             text=True)
     assert result.stderr.startswith("Usage: bazel-ldfix [OPTIONS] COMMAND [ARGS]...")
     assert "Commands:" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "fixed", "bazels"), [
+    (["--config=ci", "test", "--no-repair", "--dry-run", "//..."],
+     "test --no-repair --dry-run --config=ci //...", "--config=ci //..."),
+    # The tool's own options after the command, Bazel's before Bazel's other arguments.
+    (["--config", "ci", "-q", "test", "--no-repair", "--dry-run", "--", "//...", "-//a:b"],
+     "test -q --no-repair --dry-run --config ci -- //... -//a:b", "--config ci -- //... -//a:b"),
+])
+def test_an_option_before_the_command_is_said_to_go_after_it_with_the_line_that_works(
+        args: list[str], fixed: str, bazels: str, tmp_path: Path) -> None:
+    result = run(*args, cwd=tmp_path, env=dict(os.environ))
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    before = " ".join(args[:args.index("test")])
+    assert line == (f"error: {before} {'are' if ' ' in before else 'is'} given before the "
+                    "command test; the options of bazel-ldfix test and Bazel's go after it: "
+                    f"{LDFIX} {fixed}")
+    # The line that works, pasted: the options reach Bazel's command line (printed, as
+    # --dry-run --no-repair prints it, not run).
+    pasted = subprocess.run(["bash", "-c", line.split(" go after it: ", 1)[1]], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert pasted.returncode == 0, pasted.stderr
+    assert pasted.stdout.split()[1:] == ["test", *bazels.split()]
+
+
+def test_an_option_before_a_command_of_files_goes_after_it() -> None:
+    result = subprocess.run([sys.executable, "-m", "bazel_ldfix", "--json", "resolve",
+                             "/bin/true"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: --json is given before the command resolve; the options of bazel-ldfix "
+        f"resolve go after it: {LDFIX} resolve --json /bin/true"]
