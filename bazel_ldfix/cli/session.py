@@ -94,7 +94,8 @@ class Session:
         executable = bazel_path or self.env.get("BAZEL") or "bazel"
         limit = DEFAULT_TIMEOUT if timeout is None else (timeout or None)
         return Bazel(executable, self.cwd, dict(self.env), tuple(startup),
-                     waiting=_say_waiting if self.interactive else None, timeout=limit)
+                     waiting=_say_waiting if self.interactive and not self.quiet else None,
+                     timeout=limit)
 
     def options(self, library_path: str | None, inhibit_cache: bool, root: str,
                 loader: str | None = None) -> Options:

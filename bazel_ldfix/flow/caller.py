@@ -31,3 +31,9 @@ class Caller:
     on_error: Callable[[str, OSError], None] | None = None   # a file that cannot be read
     cuda: HostDriver = NO_HOST_DRIVER   # the host's NVIDIA driver (docs/cuda.md)
     prog: str = PROG                    # how the user ran the tool: the suggested commands
+
+    def inform(self, line: str) -> None:
+        """Say ``line``, one of what happened on the way, unless quiet (``-q`` keeps only
+        errors and the diagnosis)."""
+        if not self.quiet:
+            self.say(line)

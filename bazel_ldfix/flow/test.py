@@ -54,7 +54,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if repair is None or isinstance(repair, failopen.Fallback):
         # --no-repair, or no repair could be computed: the user's command as given.
         if repair is not None:
-            caller.say(printable(repair.message()))
+            caller.inform(printable(repair.message()))
         if options.dry_run:
             caller.show(shlex.join(bazel.argv("test", bazel_args)))
             return 0
@@ -65,13 +65,13 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         if isinstance(base, failopen.Fallback) and not (
                 isinstance(repair, failopen.Fallback) and repair.reason == base.reason):
             # (The same reason as the repair's, not inside a workspace, is said once.)
-            caller.say(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
+            caller.inform(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
         code = bazel.stream("test", bazel_args)
         diagnosis = diagnose_after(caller, base, code, None, repaired=False) \
             if isinstance(base, str) else None
         if diagnosis is not None and options.rerun_failures:
-            caller.say("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
-                       "(no repair was computed)")
+            caller.inform("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
+                          "(no repair was computed)")
         if options.github:
             annotate(caller, diagnosis.findings if diagnosis else ())
         return code
@@ -105,8 +105,8 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         point_at_rerun(caller, diagnosis, repair, bazel_args, options.prepend)
     if options.rerun_failures and diagnosis is not None:
         if remote:
-            caller.say("bazel-ldfix: no rerun: under remote execution, directories of this "
-                       f"machine mean nothing to the executors (see `{caller.prog} fix`)")
+            caller.inform("bazel-ldfix: no rerun: under remote execution, directories of this "
+                          f"machine mean nothing to the executors (see `{caller.prog} fix`)")
         else:
             outcome = rerun_failed(caller, bazel, bazel_args, repair, diagnosis, code,
                                    options.prepend)
@@ -143,9 +143,9 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
     for group in rest:
         args = rerun.arguments(bazel_args, repair.patterns, group.labels, group.given)
         if args is None:
-            caller.say("bazel-ldfix: the run cannot be split (the target patterns cannot "
-                       "be told apart from the options' values); running `bazel test` "
-                       "unchanged")
+            caller.inform("bazel-ldfix: the run cannot be split (the target patterns cannot "
+                          "be told apart from the options' values); running `bazel test` "
+                          "unchanged")
             return bazel.stream("test", bazel_args)
         runs.append(args)
     if options.dry_run:
@@ -154,19 +154,18 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
         return 0
     codes = []
     for number, (group, args) in enumerate(zip(repair.groups, runs, strict=True), 1):
-        caller.say(printable(f"bazel-ldfix: run {number} of {len(runs)}: "
-                             f"{', '.join(group.labels)}"))
+        caller.inform(printable(f"bazel-ldfix: run {number} of {len(runs)}: "
+                                f"{', '.join(group.labels)}"))
         code = bazel.stream("test", args)
         codes.append(code)
         diagnose_after(caller, repair.output_base, code, None)
         if code not in (0, TESTS_FAILED):
             break       # a build error or an interruption: the next runs would not help
     if options.rerun_failures:
-        caller.say("bazel-ldfix: no rerun: the run was split")
+        caller.inform("bazel-ldfix: no rerun: the run was split")
     code = worst(codes)
-    if not caller.quiet:
-        caller.say(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
-                   f"{', '.join(map(str, codes))}: exit code {code}")
+    caller.inform(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
+                     f"{', '.join(map(str, codes))}: exit code {code}")
     return code
 
 
@@ -332,27 +331,27 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
 
     planned = failopen.attempt(lambda: rerun.plan(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback):
-        caller.say(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
+        caller.inform(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
         return Rerun(first)
     for test, why in planned.not_rerun:
-        caller.say(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
+        caller.inform(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
     if not planned.labels:
         return Rerun(first)
     args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.given)
     if args is None:
-        caller.say("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
-                   "the options' values")
+        caller.inform("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
+                      "the options' values")
         return Rerun(first)
     for soname, directory in planned.added:
-        caller.say(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
-    caller.say(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
-                         f"{' '.join(given_.flags(planned.given))}"))
+        caller.inform(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
+    caller.inform(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
+                            f"{' '.join(given_.flags(planned.given))}"))
     second = bazel.stream("test", args)
     now_pass, still = rerun.outcome(planned, second, repair.output_base)
     if now_pass:
-        caller.say(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
-                             f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
-                             "loader before)"))
+        caller.inform(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+                                f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
+                                "loader before)"))
     again = None
     if still:
         caller.say(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "

@@ -197,6 +197,12 @@ def test_test_outside_a_workspace_says_why_once_and_runs_bazel_test(
                     "MODULE.bazel above the current directory); running `bazel test` "
                     "unchanged"]
     assert "only supported from within a workspace" in result.stderr
+    # Quiet, it says no more than `env --quiet`, whose one line is its error.
+    quiet = ws.ldfix("test", "--quiet", "//...", cwd=tmp_path)
+    assert quiet.returncode == 2
+    assert [line for line in quiet.stderr.splitlines()
+            if line.startswith(("bazel-ldfix", "error:"))] == []
+    assert "only supported from within a workspace" in quiet.stderr
 
 
 def test_an_output_base_that_does_not_exist(ws: Workspace, tmp_path: Path) -> None:
