@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from bazel_ldfix import PROG, elf
+from bazel_ldfix import elf
 from bazel_ldfix.bazel import runfiles
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.resolution import Environment
@@ -100,13 +100,3 @@ def among(path: str, stale: frozenset[str]) -> bool:
         return False
     directory, _, name = os.path.normpath(path).rpartition("/")
     return os.path.join(os.path.realpath(directory), name) in stale
-
-
-def words(label: str, found: tuple[Leftover, ...], prog: str = PROG) -> str:
-    """One line: the test passes here only through files Bazel does not declare (the tool
-    run as ``prog``)."""
-    names = ", ".join(f"{f.soname} ({f.path})" for f in found)
-    return (f"{label} loads {names} from a file no rule declares for it now (left in "
-            "bazel-out by an earlier build): it passes here by accident, and fails under "
-            f"remote execution and after `bazel clean`; `{prog} fix` makes the BUILD "
-            "change")

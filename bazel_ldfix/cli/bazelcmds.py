@@ -55,6 +55,7 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     from bazel_ldfix.flow import test as testing
     from bazel_ldfix.render.repair import (
         SHELL_CAVEAT,
+        caveat_lines,
         conflict_error,
         group_flags,
         links_caveat,
@@ -77,12 +78,11 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
               "bazelrc": repair_bazelrc, "json": repair_json}[fmt]
     text = "" if split else render(repair)
     if fmt != "json" and not session.quiet:
-        click.echo(repair_summary(repair, session.prog), err=True)
-        testing.say_leftovers(caller, repair)
+        click.echo(repair_summary(repair, session.prog, testing.leftovers(repair)), err=True)
         if fmt == "shell" and text:
-            click.echo(f"bazel-ldfix: {SHELL_CAVEAT}", err=True)
+            click.echo(caveat_lines(SHELL_CAVEAT), err=True)
         if fmt in ("shell", "bazelrc") and text and repair.links_dir:
-            click.echo(f"bazel-ldfix: {links_caveat(session.prog)}", err=True)
+            click.echo(caveat_lines(links_caveat(session.prog)), err=True)
     if split:
         # One value cannot serve the run; say why, in the terms of the summary above.
         click.echo(f"error: {printable(conflict_error(repair, session.prog))}", err=True)

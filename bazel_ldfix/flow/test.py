@@ -20,6 +20,7 @@ SHOWN_LABELS = 3        # a line names this many tests, then how many more
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.client import Bazel
+    from bazel_ldfix.bazel.declared import Leftover
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.diagnosis.ranwith import RanWith
@@ -79,8 +80,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
 
     repair = remote_guard(caller, repair, options.force_local_path)
     if not caller.quiet:
-        caller.say(repair_summary(repair, caller.prog))
-        say_leftovers(caller, repair)
+        caller.say(repair_summary(repair, caller.prog, leftovers(repair)))
     if repair.groups:
         return run_split(caller, bazel, bazel_args, repair, options)
     args = with_options(bazel_args, repair.flags)
@@ -195,21 +195,23 @@ def is_remote(repair: Repair) -> bool:
     return execution.of(repair.options) is execution.Execution.REMOTE
 
 
-def say_leftovers(caller: Caller, repair: Repair) -> None:
-    """One line per test that loads here only what an earlier build left in bazel-out."""
+def leftovers(repair: Repair) -> list[tuple[str, tuple[Leftover, ...]]]:
+    """Each test that loads here only what an earlier build left in bazel-out, with those
+    files (the summary warns of each)."""
     from bazel_ldfix import pathlist
     from bazel_ldfix.bazel import declared
 
     base = pathlist.join(repair.base) if repair.base else None
     listed: dict[str, tuple[str, list[str]]] = {}   # each directory listed once
+    out = []
     for t in repair.tests:
         if t.missing_after:
             continue    # it fails anyway: the diagnosis says why
         found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
                                                    listed))
         if isinstance(found, tuple) and found:
-            caller.say("bazel-ldfix: warning: "
-                       + printable(declared.words(t.label, found, caller.prog)))
+            out.append((t.label, found))
+    return out
 
 
 def build_step_error(failed: repairing.StepFailed) -> repairing.BuildStepError:
@@ -319,9 +321,12 @@ def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
     command = caller.prog + " " + shlex.join(["test", "--rerun-loader-failures",
                                               *(["--prepend"] if prepend else []),
                                               *bazel_args])
-    caller.say(printable(f"bazel-ldfix: {shown} {what}; `{command}` runs "
-                         f"{'it' if len(planned.labels) == 1 else 'them'} once more with "
-                         "what this run revealed"))
+    from bazel_ldfix.render.common import text_of, wrap
+    from bazel_ldfix.render.repair import MORE, SAID
+
+    caller.say(text_of(wrap(f"{shown} {what}; `{command}` runs "
+                            f"{'it' if len(planned.labels) == 1 else 'them'} once more with "
+                            "what this run revealed", SAID, MORE)))
 
 
 def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,

@@ -15,9 +15,20 @@ from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 
 if TYPE_CHECKING:
+    from bazel_ldfix.bazel.declared import Leftover
     from bazel_ldfix.repair.exposure import Shadowed
     from bazel_ldfix.repair.results import Repair
-from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps, text_of, to_jsonable
+from bazel_ldfix.render.common import (
+    OUTPUT_BASE,
+    abbreviate,
+    dumps,
+    text_of,
+    to_jsonable,
+    wrap,
+)
+
+SAID = "bazel-ldfix: "          # what the tool's own lines on stderr begin with
+MORE = "bazel-ldfix:   "        # ... and the lines that go on with what one says
 
 TESTS_FAILED = 3  # Bazel's exit code when the tests ran and some failed
 
@@ -60,6 +71,11 @@ SHELL_CAVEAT = ("this export is for running a test binary by hand; do not export
                 "before Bazel 9) the client's PATH and LD_LIBRARY_PATH are part of every "
                 "action's environment, so changing either rebuilds everything; give Bazel "
                 "--test_env instead (--format flags or bazelrc)")
+
+
+def caveat_lines(caveat: str) -> str:
+    """A caveat on stderr, wrapped to lines that fit."""
+    return text_of(wrap(caveat, SAID, MORE))
 
 
 def links_caveat(prog: str = PROG) -> str:
@@ -131,9 +147,11 @@ def _missing_lines(tests: Sequence[Any], verb: str,
     return lines
 
 
-def repair_summary(repair: Repair, prog: str = PROG) -> str:
-    """What was missing and what is added, for stderr before ``bazel test`` runs; the
-    commands it suggests start with ``prog``.
+def repair_summary(repair: Repair, prog: str = PROG,
+                   leftovers: Sequence[tuple[str, Sequence[Leftover]]] = ()) -> str:
+    """What was missing and what is added, for stderr before ``bazel test`` runs, then a
+    warning per test that loads here only what an earlier build left (``leftovers``: the
+    label and those files); the commands it suggests start with ``prog``.
 
     The output_base is written once, then ``$OUTPUT_BASE``; a candidate passed over only
     because it is the same file as the one chosen (a local repository's symlink) is not
@@ -163,8 +181,9 @@ def repair_summary(repair: Repair, prog: str = PROG) -> str:
                             lambda t: _reach_lines(t, prog))
     lines += [f"note: {note}" for note in repair.notes]
     if repair.given_again:
-        lines.append("note: nothing this repair read has changed since the last run of the "
-                     "same command: its repair is given again (--no-cache makes it anew)")
+        lines += [line.removeprefix(SAID) for line in wrap(
+            "note: its repair is given again: nothing it read has changed since the last run "
+            "of the same command (--no-cache makes it anew)", SAID, MORE)]
     lines += [_shadowed_line(shadow) for shadow in repair.shadowed]
     if repair.groups:
         lines += _group_lines(repair)
@@ -182,6 +201,8 @@ def repair_summary(repair: Repair, prog: str = PROG) -> str:
         # name (dlopen, ctypes) is in no ELF file, and only its run can tell.
         lines.append(f"nothing to add for what the {'examined ' if repair.notes else ''}"
                      "tests link; libraries opened at run time are not seen")
+    for label, found in leftovers:
+        lines += leftover_lines(label, found, prog)
     # A rule's env to paste keeps the real path; the rest is read, not pasted.
     pasted = {f"  fix its rule instead: {t.rule_fix}" for t in repair.tests
               if t.rule_fix}
@@ -190,6 +211,19 @@ def repair_summary(repair: Repair, prog: str = PROG) -> str:
             line if line in pasted else abbreviate(line, repair.output_base) for line in lines]
     # Each line escaped as it is: a name holding a newline stays on its own line.
     return text_of([f"bazel-ldfix: {line}" for line in lines])
+
+
+def leftover_lines(label: str, found: Sequence[Leftover], prog: str = PROG) -> list[str]:
+    """The warning for a test that passes here only through files Bazel does not declare:
+    which files, one a line, then why that matters, wrapped."""
+    names = ", ".join(f.soname for f in found)
+    files = "a file" if len(found) == 1 else "files"
+    lines = [f"warning: {label} loads {names} from {files} no rule declares for it now:"]
+    lines += [f"  {f.path}" if len(found) == 1 else f"  {f.soname}: {f.path}" for f in found]
+    why = ("an earlier build left it in bazel-out: the test passes here by accident, and "
+           "fails under remote execution and after `bazel clean`; "
+           f"`{prog} fix` makes the BUILD change")
+    return lines + [line.removeprefix(SAID) for line in wrap(why, MORE, MORE)]
 
 
 def _group_lines(repair: Repair) -> list[str]:
@@ -237,10 +271,11 @@ def _shadowed_line(shadow: Shadowed) -> str:
 def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
                   rerun_ok: Sequence[str] = (), revealed: Sequence[str] = (),
                   prog: str = PROG) -> str | None:
-    """One line after Bazel's summary: how many tests the repair and the rerun let load,
-    what they were given, and how to make that permanent (None when nothing was added).
-    ``rerun_ok`` are the tests the rerun let load, ``revealed`` the sonames they were
-    given; ``exit_code`` is that of the two runs together."""
+    """The lines after Bazel's summary: how many tests the repair and the rerun let load,
+    what they were given, and the commands that make it permanent, each whole on a line
+    (None when nothing was added). ``rerun_ok`` are the tests the rerun let load,
+    ``revealed`` the sonames they were given; ``exit_code`` is that of the two runs
+    together."""
     if exit_code not in (0, TESTS_FAILED):
         return None     # the tests did not run (a build error, an interruption, a kill)
     given = repair.given is not None
@@ -258,16 +293,19 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
     outcome = "repaired" if exit_code == 0 else \
         f"given {'its' if len(repaired) == 1 else 'their'} libraries"
     it = "it" if len(opened) == 1 else "them"
-    unseen = (f"; `env` and `fix` do not see {', '.join(opened)}, opened at run time: "
-              f"the rerun's --test_env gave {it}") if opened else ""
     if not linked:
-        return text_of([f"bazel-ldfix: {count} {outcome} by the rerun ({names}); `env` and "
-                        f"`fix` do not see {it}, opened at run time: the rerun's "
-                        f"--test_env gave {it}"])
-    return text_of([f"bazel-ldfix: {count} {outcome} ({names}); make it permanent on this "
-                    f"machine with `{prog} env --format bazelrc {args} >> .bazelrc`, "
-                    f"or on every machine with the BUILD change `{prog} fix {args}` "
-                    f"shows (--write makes it){unseen}"])
+        return text_of(wrap(f"{count} {outcome} by the rerun ({names}); `env` and `fix` do "
+                            f"not see {it}, opened at run time: the rerun's --test_env gave "
+                            f"{it}", SAID, MORE))
+    lines = wrap(f"{count} {outcome} ({names}); to make it permanent:", SAID, MORE)
+    lines += wrap(f"on this machine: `{prog} env --format bazelrc {args} >> .bazelrc`",
+                  MORE, MORE + "  ")
+    lines += wrap(f"on every machine: the BUILD change `{prog} fix {args}` shows "
+                  "(--write makes it)", MORE, MORE + "  ")
+    if opened:
+        lines += wrap(f"`env` and `fix` do not see {', '.join(opened)}, opened at run time: "
+                      f"the rerun's --test_env gave {it}", MORE, MORE + "  ")
+    return text_of(lines)
 
 
 def _reach_lines(test: Any, prog: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,9 +75,10 @@ def test_diagnose_fits_a_screen_with_the_command_to_run_first(
 def test_the_command_diagnose_says_to_run_first_makes_the_tests_pass(
         ws: Workspace, failed: str) -> None:
     command = ws.ldfix("diagnose").stdout.splitlines()[0].removeprefix("run first: ")
-    argv = shlex.split(command)
-    assert argv[0] == "bazel-ldfix"
-    result = ws.ldfix(*argv[1:])
+    assert shlex.split(command)[:4] == [*shlex.split(LDFIX), "test"]   # as it was run
+    # Pasted into a shell where the user is.
+    result = subprocess.run(["bash", "-c", command], cwd=ws.root, env=ws.env,
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     for label in TESTS:
         assert re.search(rf"^{re.escape(label)}\s+PASSED", result.stdout, re.M), result.stdout
@@ -122,7 +124,7 @@ def test_colour_follows_one_rule_in_every_command(ws: Workspace, failed: str) ->
         assert "\x1b[" not in piped.stdout + piped.stderr, args
 
 
-def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
+def test_test_prints_each_thing_once_and_one_summary_after_bazels(
         ws: Workspace, failed: str) -> None:
     plain = ws.bazel("test", "//app:broken_test")
     result = ws.ldfix("test", *TESTS)
@@ -140,10 +142,22 @@ def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
     assert sum(failed in line for line in ours) == 1
     # The direct dependency is named before the one it needs.
     assert "bazel-ldfix: //app:ext_test cannot load libvendor.so.3, libvendor_core.so.3" in ours
-    last = result.stderr.rstrip().splitlines()[-1]
-    assert re.match(r"bazel-ldfix: 2 tests repaired \(libvendor\S*(, libvendor\S*)*\); make it "
-                    rf"permanent on this machine with `{re.escape(LDFIX)} env --format bazelrc "
-                    r"//app:vendor_test //app:ext_test >> \.bazelrc`", last), last
+    lines = result.stderr.rstrip().splitlines()
+    at = max(i for i, line in enumerate(lines) if line.startswith("bazel-ldfix: 2 tests "))
+    assert re.match(r"bazel-ldfix: 2 tests repaired \(libvendor\S*(, libvendor\S*)*\); to "
+                    r"make it permanent:$", lines[at]), lines[at]
+    said = " ".join(line.removeprefix("bazel-ldfix:").strip() for line in lines[at + 1:])
+    env = f"`{LDFIX} env --format bazelrc //app:vendor_test //app:ext_test >> .bazelrc`"
+    fix = f"`{LDFIX} fix //app:vendor_test //app:ext_test`"
+    assert said == (f"on this machine: {env} on every machine: the BUILD change {fix} shows "
+                    "(--write makes it)")
+    # Each command whole on a line, after Bazel's summary: the last lines of all.
+    assert all(line.startswith("bazel-ldfix:   ") for line in lines[at + 1:])
+    assert any(env in line for line in lines) and any(fix in line for line in lines)
+    # Every line of its own fits, but for one word kept whole (a path, a flag, a command).
+    word = re.compile(r"(?:[^\s`]|`[^`]*`)+")
+    assert [line for line in ours if len(line) > 100
+            and len(word.findall(line.removeprefix("bazel-ldfix:"))) > 1] == []
 
 
 def test_on_github_one_notice_per_repaired_test_and_none_for_another_failure(
