@@ -259,7 +259,7 @@ def test_a_library_left_by_an_earlier_build_is_no_pass(case: Case) -> None:
     assert code == 0 and out == "", err[-3000:]   # nothing to add: it loads, by accident
     assert warning in err.splitlines()
     # (That Bazel itself fails the test where only the declared files are, on a remote
-    # executor, is test_remote_execution_bazel.py's.)
+    # executor, is tests/bazel/test_execution_remote.py's.)
     code, out, err = case.ldfix("fix", "--write", "--verify", "//l:needs_l")
     assert code == 0, out + err[-3000:]
     assert logged_commands(case.log).count("test") >= 2
