@@ -62,7 +62,7 @@ def _repository(name: str, path: str, library: str) -> str:
 
 def offline_rc() -> str:
     """The .bazelrc lines that let Bazel 4.2.3 work with no network (as the tests' own
-    workspaces do, ``tests/bazelws.py``): Debian's rules packages, and this repository's
+    workspaces do, ``tests/support/bazelws.py``): Debian's rules packages, and this repository's
     stand-ins for rules_cc and remote_coverage_tools."""
     repos = {"rules_java": "/usr/share/bazel/rules/java",
              "platforms": "/usr/share/bazel/tools/platforms",

@@ -18,7 +18,7 @@ if ! command -v bazel >/dev/null 2>&1; then
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bazel-bootstrap >/dev/null
 fi
-# Debian's rules repositories, which the Bazel tests use offline (tests/bazelws.py).
+# Debian's rules repositories, which the Bazel tests use offline (tests/support/bazelws.py).
 if [ ! -f /usr/share/bazel/rules/java/WORKSPACE ] || [ ! -f /usr/share/bazel/tools/platforms/WORKSPACE ] \
     || [ ! -f /usr/share/bazel/tools/skylib/WORKSPACE ]; then
   sudo=""
@@ -61,9 +61,10 @@ fi
 .venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]' \
   --config-settings editable_mode=compat
 # The remote-execution tests run a real Remote Execution API server, BuildGrid, and a small
-# worker of ours (tests/rexserver.py, tests/rexworker.py). BuildGrid gets a venv of its own:
-# it pulls some 50 MB of dependencies (grpcio, protobuf, SQLAlchemy, boto3, cryptography)
-# with pins of their own, none of which the package or its other tests need. Made once.
+# worker of ours (tests/support/rexserver.py, tests/support/rexworker.py). BuildGrid gets a
+# venv of its own: it pulls some 50 MB of dependencies (grpcio, protobuf, SQLAlchemy, boto3,
+# cryptography) with pins of their own, none of which the package or its other tests need.
+# Made once.
 if [ ! -x .venv-buildgrid/bin/bgd ]; then
   echo "test.sh: installing BuildGrid 0.2.53 into .venv-buildgrid (once)" >&2
   python3 -m venv .venv-buildgrid

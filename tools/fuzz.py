@@ -20,7 +20,7 @@ reader (``bep.read``, ``targets.build_events``) and ``diagnose --bep``'s (``logs
 
 Prints the inputs run and every failure (a traceback other than ``LdfixError``, or an
 input over the time bound); exits 1 if there is any. The test suite runs a fixed-seed
-campaign of it (tests/test_security_fuzz.py).
+campaign of it (tests/test_fuzz.py).
 """
 
 from __future__ import annotations

@@ -100,12 +100,3 @@ def among(path: str, stale: frozenset[str]) -> bool:
         return False
     directory, _, name = os.path.normpath(path).rpartition("/")
     return os.path.join(os.path.realpath(directory), name) in stale
-
-
-def words(label: str, found: tuple[Leftover, ...]) -> str:
-    """One line: the test passes here only through files Bazel does not declare."""
-    names = ", ".join(f"{f.soname} ({f.path})" for f in found)
-    return (f"{label} loads {names} from a file no rule declares for it now (left in "
-            "bazel-out by an earlier build): it passes here by accident, and fails under "
-            "remote execution and after `bazel clean`; `bazel-ldfix fix` makes the BUILD "
-            "change")

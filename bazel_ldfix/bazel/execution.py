@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from bazel_ldfix import PROG
 from bazel_ldfix.bazel.bep import Option
 
 # Strategies that run a spawn on this machine (Bazel's names, old and new).
@@ -58,7 +59,9 @@ def _first(strategies: str) -> str:
     return strategies.split(",", 1)[0].strip()
 
 
-REMOTE_REFUSAL = ("tests run on remote workers (--remote_executor), where this machine's "
-                  "output_base paths do not exist and would change every test's cache key: "
-                  "no --test_env is added; make the BUILD change with `bazel-ldfix fix "
-                  "--write` (or pass --force-local-path if the tests run here)")
+def remote_refusal(prog: str = PROG) -> str:
+    """Why no --test_env is added under remote execution; ``prog`` runs the tool."""
+    return ("tests run on remote workers (--remote_executor), where this machine's "
+            "output_base paths do not exist and would change every test's cache key: no "
+            f"--test_env is added; make the BUILD change with `{prog} fix --write` (or "
+            "pass --force-local-path if the tests run here)")

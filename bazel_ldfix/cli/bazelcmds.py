@@ -54,10 +54,11 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     from bazel_ldfix.flow import repair as repairing
     from bazel_ldfix.flow import test as testing
     from bazel_ldfix.render.repair import (
-        LINKS_CAVEAT,
         SHELL_CAVEAT,
+        caveat_lines,
         conflict_error,
         group_flags,
+        links_caveat,
         repair_bazelrc,
         repair_flags,
         repair_json,
@@ -70,22 +71,21 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
                                    bazel_args, output_base=output_base, prepend=prepend,
                                    no_cache=no_cache)
     if isinstance(repair, repairing.StepFailed):
-        raise repairing.build_failed(repair.code)
+        raise testing.build_step_error(repair)
     repair = testing.remote_guard(caller, repair, force_local_path)
     split = bool(repair.groups) and fmt in ("shell", "bazelrc")
     render = {"flags": group_flags if repair.groups else repair_flags, "shell": repair_shell,
               "bazelrc": repair_bazelrc, "json": repair_json}[fmt]
     text = "" if split else render(repair)
     if fmt != "json" and not session.quiet:
-        click.echo(repair_summary(repair), err=True)
-        testing.say_leftovers(caller, repair)
+        click.echo(repair_summary(repair, session.prog, testing.leftovers(repair)), err=True)
         if fmt == "shell" and text:
-            click.echo(f"bazel-ldfix: {SHELL_CAVEAT}", err=True)
+            click.echo(caveat_lines(SHELL_CAVEAT), err=True)
         if fmt in ("shell", "bazelrc") and text and repair.links_dir:
-            click.echo(f"bazel-ldfix: {LINKS_CAVEAT}", err=True)
+            click.echo(caveat_lines(links_caveat(session.prog)), err=True)
     if split:
         # One value cannot serve the run; say why, in the terms of the summary above.
-        click.echo(f"error: {printable(conflict_error(repair))}", err=True)
+        click.echo(f"error: {printable(conflict_error(repair, session.prog))}", err=True)
         return 1
     if text:
         click.echo(text)
@@ -254,13 +254,13 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     result = diagnosing.diagnose(found, ran_with=ran_with, on_error=warn_unreadable,
                                  shell_library_path=session.env.get("LD_LIBRARY_PATH"),
                                  loaders=loaders,
-                                 links_root=session.links_root())
+                                 links_root=session.links_root(), prog=session.prog)
     if as_json:
         click.echo(render.to_json(result))
     elif verbose:
-        click.echo(render.to_text(result, color=session.color))
+        click.echo(render.to_text(result, color=session.color, prog=session.prog))
     else:
-        click.echo(brief.to_text(result, color=session.color))
+        click.echo(brief.to_text(result, color=session.color, prog=session.prog))
     if _github.enabled(github, session.env):
         from bazel_ldfix.flow.test import annotate
 

@@ -7,11 +7,12 @@ import contextlib
 import itertools
 import os
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from bazel_ldfix import PROG
 from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BadInputError, NotElfError
 
@@ -59,6 +60,13 @@ class BazelArgsCommand(BazelCommand):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         takes_value, flags = self._own_options(ctx)
+        own, rest = self.split(ctx, args)
+        self._refuse_misplaced(ctx, own, rest, takes_value, flags)
+        return super().parse_args(ctx, [*own, "--", *rest])
+
+    def split(self, ctx: click.Context, args: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The tool's own options that ``args`` start with, and Bazel's arguments after."""
+        takes_value, flags = self._own_options(ctx)
         own, at = [], 0
         while at < len(args):
             word = args[at]
@@ -71,15 +79,18 @@ class BazelArgsCommand(BazelCommand):
             else:
                 break
             at += 1
-        rest = args[at:]
-        self._refuse_misplaced(ctx, own, rest, takes_value, flags)
-        return super().parse_args(ctx, [*own, "--", *rest])
+        return own, list(args[at:])
+
+    def own_option(self, ctx: click.Context, word: str) -> bool:
+        """Whether ``word`` is one of the command's own options (with its ``=value``)."""
+        takes_value, flags = self._own_options(ctx)
+        return word in flags or word.split("=", 1)[0] in takes_value
 
     def run(self, ctx: click.Context) -> Any:
         """When Bazel refuses its command line (exit code 2) and one of its arguments was
-        meant for the tool (:meth:`_meant`), ``env`` and ``fix`` end with exit code 2 and
-        what was meant; ``test`` (which ends with Bazel's code) says it in one line. Bazel
-        is asked which words it takes with the signals still handled."""
+        meant for the tool (:meth:`_meant`), the error says what was meant; the exit code
+        stays 2, Bazel's. Bazel is asked which words it takes with the signals still
+        handled."""
         from bazel_ldfix.bazel.exitcodes import COMMAND_LINE_ERROR
         from bazel_ldfix.flow.repair import BuildStepError
 
@@ -89,12 +100,12 @@ class BazelArgsCommand(BazelCommand):
             meant = self._meant(ctx) if exc.code == COMMAND_LINE_ERROR else None
             if meant is None:
                 raise
-            raise BadInputError(f"Bazel refused its command line (exit code 2, its error is "
-                                f"above): {meant}") from None
+            raise BadInputError(_refused(meant)) from None
         if code == COMMAND_LINE_ERROR:
+            # `test` fell back to `bazel test` as given, which Bazel refused.
             meant = self._meant(ctx)
             if meant is not None:
-                click.echo(f"bazel-ldfix: {printable(meant)}", err=True)
+                click.echo(f"error: {printable(_refused(meant))}", err=True)
         return code
 
     def _meant(self, ctx: click.Context) -> str | None:
@@ -175,13 +186,19 @@ class BazelArgsCommand(BazelCommand):
             at += 1
         if moved:
             options = " ".join(names)
-            fixed = shlex.join(["bazel-ldfix", ctx.info_name or self.name or "",
-                                *own, *moved, *kept])
+            session = ctx.find_object(Session)
+            prog = session.prog if session is not None else PROG
+            fixed = prog + " " + shlex.join([ctx.info_name or self.name or "",
+                                             *own, *moved, *kept])
             are, it = ("are options", "them") if len(names) > 1 else ("is an option", "it")
             raise BadInputError(f"{options} {are} of bazel-ldfix, not of Bazel; "
                                 f"put {it} before the Bazel arguments: {fixed}")
 
 
+
+
+def _refused(meant: str) -> str:
+    return f"Bazel refused its command line (exit code 2, its error is above): {meant}"
 
 
 def _quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

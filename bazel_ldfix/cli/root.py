@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 
@@ -13,7 +14,7 @@ import click
 
 from bazel_ldfix import __version__
 from bazel_ldfix.cli import registry
-from bazel_ldfix.cli.options import printable
+from bazel_ldfix.cli.options import BazelArgsCommand, printable
 from bazel_ldfix.cli.session import Session
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError
 
@@ -119,26 +120,54 @@ def _next_step(exc: BazelNotFoundError, session: Session) -> str:
 _NO_ARGS: type[click.UsageError] | tuple[()] = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-def _usage_line(exc: click.UsageError, argv: Sequence[str]) -> str:
+def _usage_line(exc: click.UsageError, argv: Sequence[str], prog: str) -> str:
     """Click's words for a command line it cannot read, as one line, and where the help is
-    (the rest of click's usage block is one ``--help`` away). The words are escaped, never
-    reflowed: a name in them stays as given."""
+    (the rest of click's usage block is one ``--help`` away), run as the user ran the tool
+    (``prog``). The words are escaped, never reflowed: a name in them stays as given."""
     words = printable(exc.format_message().strip()).removesuffix(".")
     if words[1:2].islower():
         words = words[0].lower() + words[1:]
-    if exc.ctx is not None:
-        where = exc.ctx.command_path
+    if exc.ctx is not None:     # its path starts with the group's name, "bazel-ldfix"
+        where = " ".join([prog, *exc.ctx.command_path.split()[1:]])
     else:   # click's parser leaves it out: the command is the first word, if it is one
         named = next((a for a in argv if not a.startswith("-")), None)
-        where = f"bazel-ldfix {named}" if named in registry.COMMANDS else "bazel-ldfix"
-    return f"{words} (see `{where} --help`)"
+        where = f"{prog} {named}" if named in registry.COMMANDS else prog
+    return f"{words} (see `{printable(where)} --help`)"
+
+
+def _before_command(exc: click.UsageError, argv: Sequence[str], prog: str) -> str | None:
+    """An option the group does not take, given before a command (``bazel-ldfix
+    --config=ci test //...``): the line that says to put it after the command, with the
+    command line that does; None for any other error."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.parent:
+        return None
+    at = next((i for i, word in enumerate(argv) if word in registry.COMMANDS), None)
+    if at is None or not any(w.split("=", 1)[0] == exc.option_name for w in argv[:at]):
+        return None
+    moved = [w for w in argv[:at] if w not in ("--", "-h", "--help", "--version")]
+    name, rest = argv[at], list(argv[at + 1:])
+    fixed = [name, *moved, *rest]
+    command = registry.load(name)
+    whose = f"the options of bazel-ldfix {name}"
+    if isinstance(command, BazelArgsCommand):
+        whose += " and Bazel's"
+        # The command's own options first, then Bazel's arguments, its moved ones first.
+        ctx = click.Context(command)
+        own, bazels = command.split(ctx, rest)
+        mine = [w for w in moved if command.own_option(ctx, w)]
+        fixed = [name, *mine, *own, *[w for w in moved if w not in mine], *bazels]
+    are = "are" if len(moved) > 1 else "is"
+    return (f"{printable(' '.join(moved))} {are} given before the command {name}; {whose} "
+            f"go after it: {printable(prog + ' ' + shlex.join(fixed))}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: a command's exit code, or LdfixError as one line on stderr and its code."""
     given = list(argv) if argv is not None else sys.argv[1:]
     try:
-        session = Session.from_process()
+        # Called with no arguments, main is the entry point: sys.argv says how the tool
+        # was run.
+        session = Session.from_process(own_argv=argv is None)
     except LdfixError as exc:
         return _failed(exc, given, None)
     inv = session.invocation
@@ -159,7 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         exc.show()   # the help itself, for a command given no arguments
         return 2
     except click.UsageError as exc:
-        click.echo(f"error: {_usage_line(exc, given)}", err=True)
+        line = _before_command(exc, given, session.prog) or _usage_line(exc, given,
+                                                                        session.prog)
+        click.echo(f"error: {line}", err=True)
         return 2
     except click.ClickException as exc:
         exc.show()

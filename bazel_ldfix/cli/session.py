@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from bazel_ldfix import PROG
 from bazel_ldfix.invocation import Invocation, from_environ
 
 if TYPE_CHECKING:
@@ -48,17 +49,23 @@ class Session:
     """stderr is a terminal: a Bazel command that takes a while is named there."""
     quiet: bool = False
     """Print nothing of the tool's own but errors and diagnoses (``-q``)."""
+    prog: str = PROG
+    """How the user ran the tool, as shell words: the start of every command it suggests
+    (:func:`prog_of`)."""
 
     @classmethod
-    def of(cls, invocation: Invocation) -> Session:
+    def of(cls, invocation: Invocation, prog: str = PROG) -> Session:
         bare = "NO_COLOR" in invocation.env
         return cls(invocation, not bare and sys.stdout.isatty(),
-                   not bare and sys.stderr.isatty(), sys.stderr.isatty())
+                   not bare and sys.stderr.isatty(), sys.stderr.isatty(), prog=prog)
 
     @classmethod
-    def from_process(cls) -> Session:
+    def from_process(cls, *, own_argv: bool = False) -> Session:
         """The session of this process: its environment and working directory.
-        BadInputError when that directory is gone (removed while the shell sat in it)."""
+        BadInputError when that directory is gone (removed while the shell sat in it).
+        ``own_argv``: ``sys.argv`` is the tool's own command line (``main`` as the entry
+        point), so it says how the user ran the tool; else (a library call, a test) the
+        suggested commands say ``bazel-ldfix``."""
         try:
             cwd = os.getcwd()
         except OSError as exc:
@@ -67,7 +74,12 @@ class Session:
             why = "it was removed" if exc.errno == errno.ENOENT else exc.strerror
             raise BadInputError(f"the current directory cannot be used ({why}); cd to a "
                                 "directory that exists") from None
-        return cls.of(from_environ(os.environ, cwd))
+        invocation = from_environ(os.environ, cwd)
+        prog = PROG
+        if own_argv and sys.argv and sys.argv[0]:
+            prog = prog_of(sys.argv[0], sys.executable, invocation.env,
+                           by_bazel_run=invocation.by_bazel_run)
+        return cls.of(invocation, prog)
 
     @property
     def cwd(self) -> str:
@@ -93,7 +105,8 @@ class Session:
         executable = bazel_path or self.env.get("BAZEL") or "bazel"
         limit = DEFAULT_TIMEOUT if timeout is None else (timeout or None)
         return Bazel(executable, self.cwd, dict(self.env), tuple(startup),
-                     waiting=_say_waiting if self.interactive else None, timeout=limit)
+                     waiting=_say_waiting if self.interactive and not self.quiet else None,
+                     timeout=limit)
 
     def options(self, library_path: str | None, inhibit_cache: bool, root: str,
                 loader: str | None = None) -> Options:
@@ -160,13 +173,49 @@ class Session:
 
         return Caller(self.env, self.cwd, _say, click.echo, self.quiet, self.color_err,
                       self.links_root(), self.cache_dir(), self.progress(), warn_unreadable,
-                      self.cuda_host())
+                      self.cuda_host(), self.prog)
 
     def progress(self) -> Progress | None:
         """Progress of a long index walk on stderr, unless quiet."""
         from bazel_ldfix.outputbase.index import Progress
 
         return None if self.quiet else Progress(sys.stderr)
+
+
+# What `bazel run` runs (docs/use-from-bazel.md): the suggested commands run it again.
+BAZEL_RUN = "bazel run @bazel_ldfix//:bazel-ldfix --"
+
+
+def prog_of(argv0: str, executable: str, env: Mapping[str, str], *,
+            by_bazel_run: bool = False) -> str:
+    """How the user ran the tool, as shell words that run it again from where they are:
+
+    - under ``bazel run``: that command (:data:`BAZEL_RUN`);
+    - ``python -m bazel_ldfix``: this interpreter by its full path, then ``-m bazel_ldfix``
+      (the ``python`` the user typed is not known; this one has the package);
+    - the installed script: by its name alone when ``PATH`` finds that very file, else as
+      it was named (``.venv/bin/bazel-ldfix``, relative to where the user is).
+    """
+    if by_bazel_run:
+        return BAZEL_RUN
+    if os.path.basename(argv0) == "__main__.py":
+        return shlex.join([executable, "-m", "bazel_ldfix"])
+    name = os.path.basename(argv0)
+    found = _on_path(name, env.get("PATH"))
+    try:
+        same = found is not None and os.path.samefile(found, argv0)
+    except OSError:
+        same = False
+    return shlex.quote(name if same else argv0)
+
+
+def _on_path(name: str, path: str | None) -> str | None:
+    """The file a shell runs for ``name``: the first executable one on ``path``."""
+    for directory in (path or "").split(os.pathsep):
+        candidate = os.path.join(directory or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 PROC_NVIDIA_VERSION = "/proc/driver/nvidia/version"

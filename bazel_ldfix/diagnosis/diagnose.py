@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bazel_ldfix import PROG
 from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 from bazel_ldfix.diagnosis import fixes, logs
 from bazel_ldfix.diagnosis.context import TestContext
@@ -49,8 +50,9 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
              loaders: LoaderSource | None = None,
              on_error: Callable[[str, OSError], None] | None = None,
              shell_library_path: str | None = None,
-             links_root: str | None = None) -> Diagnosis:
+             links_root: str | None = None, prog: str = PROG) -> Diagnosis:
     """Read each log, and explain every loader failure in it (see the module docstring).
+    The commands it suggests start with ``prog``, how the user runs the tool.
 
     ``links_root`` is where a links directory may be made for the value the diagnosis
     offers (:mod:`bazel_ldfix.linkdir`; None: directories only).
@@ -86,12 +88,12 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
         library_path = ran_with.value(entries[0][0].label) if ran_with else None
         test = TestContext.build(entries, found_logs.output_base, library_path, loaders,
                                  on_error, links_root)
-        findings += explain_test(test, entries)
+        findings += explain_test(test, entries, prog)
     if ran_with is None and shell_library_path and any(f.fix.flag for f in findings):
         notes.append(f"your shell has LD_LIBRARY_PATH={shell_library_path}, which Bazel 4 "
                      "passes to tests (without --incompatible_strict_action_env); the "
                      "--test_env=LD_LIBRARY_PATH below replaces it: add to it, or let "
-                     "`bazel-ldfix test` merge it")
+                     f"`{prog} test` merge it")
     return Diagnosis(found_logs.source, found_logs.output_base, tuple(findings),
                      len(found_logs.logs), tuple(other), found_logs.passed, tuple(notes),
                      tuple(u for u in unread if u not in grouped and u not in other),
@@ -101,7 +103,7 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
 def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
                on_error: Callable[[str, OSError], None] | None = None,
                shell_library_path: str | None = None,
-               links_root: str | None = None) -> Diagnosis | None:
+               links_root: str | None = None, prog: str = PROG) -> Diagnosis | None:
     """What ``bazel-ldfix test`` prints after Bazel's summary: the loader failures of the
     run that just ended, or None (no test failed, or none failed in the loader).
 
@@ -114,7 +116,8 @@ def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = N
     if found is None:
         return None
     result = diagnose(found, ran_with=ran_with, on_error=on_error,
-                      shell_library_path=shell_library_path, links_root=links_root)
+                      shell_library_path=shell_library_path, links_root=links_root,
+                      prog=prog)
     return result if result.findings else None
 
 
@@ -132,16 +135,18 @@ def unmatched_patterns(patterns: Sequence[str], every: logs.LogSet, package: str
     return f"no failed test matches {named} in {every.source}; {failed}"
 
 
-REMOTE_NOTE = ("the tests ran on remote workers (--remote_executor): a directory of this "
-               "machine means nothing there, so only the BUILD change is given; `bazel-ldfix "
-               "fix --write` makes it (for tests that run here, `bazel-ldfix test "
-               "--force-local-path` adds the directories)")
+def remote_note(prog: str = PROG) -> str:
+    """Why a diagnosis of remote tests gives the BUILD change alone."""
+    return ("the tests ran on remote workers (--remote_executor): a directory of this "
+            "machine means nothing there, so only the BUILD change is given; "
+            f"`{prog} fix --write` makes it (for tests that run here, `{prog} test "
+            "--force-local-path` adds the directories)")
 
 
-def remote_only(diagnosis: Diagnosis) -> Diagnosis:
+def remote_only(diagnosis: Diagnosis, prog: str = PROG) -> Diagnosis:
     """The diagnosis of a run on remote executors: each fix is its BUILD change alone (no
     --test_env, no .bazelrc line naming this machine's output_base), with a note why."""
     findings = tuple(dataclasses.replace(f, fix=fixes.Fix(None, None, None, f.fix.build))
                      for f in diagnosis.findings)
     return dataclasses.replace(diagnosis, findings=findings,
-                               notes=(*diagnosis.notes, REMOTE_NOTE))
+                               notes=(*diagnosis.notes, remote_note(prog)))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bazel_ldfix import elf, pathlist
+from bazel_ldfix import PROG, elf, pathlist
 from bazel_ldfix.bazel import declared
 from bazel_ldfix.diagnosis import cause, fixes, logs
 from bazel_ldfix.diagnosis.cause import Cause
@@ -84,9 +84,9 @@ _PREDICTED = ("predicted by the loader model: the loader stops at the first libr
               "cannot load, so the log cannot show this one yet")
 
 
-def explain_test(test: TestContext, entries: Entries) -> list[Finding]:
+def explain_test(test: TestContext, entries: Entries, prog: str = PROG) -> list[Finding]:
     """Every failure of one test, once, then what the loader model says comes next, each
-    with the fixes worked out for the test as a whole."""
+    with the fixes worked out for the test as a whole (the tool's command run as ``prog``)."""
     explained: list[Explained] = []
     seen: set[tuple[Any, ...]] = set()
     for log, failures in entries:
@@ -119,7 +119,7 @@ def explain_test(test: TestContext, entries: Entries) -> list[Finding]:
     out = []
     for e in explained:
         helps = bool(e.append or e.prepend)
-        fix = Fix(fixes.command(test.label, value, ldfix=ldfix) if helps else None,
+        fix = Fix(fixes.command(test.label, value, ldfix=ldfix, prog=prog) if helps else None,
                   fixes.flag(value) if helps else None,
                   fixes.bazelrc(value) if helps else None,
                   e.build, value if helps else None)

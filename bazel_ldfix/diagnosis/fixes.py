@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix import pathlist, quoting
+from bazel_ldfix import PROG, pathlist, quoting
 from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.solib import SolibImport, package_relative
 
@@ -50,11 +50,13 @@ def flag(value: str | None) -> str | None:
     return None if value is None else Given(value).flag
 
 
-def command(label: str | None, value: str | None, *, ldfix: bool) -> str | None:
-    """The command to run now: ``bazel-ldfix test`` when its model finds everything."""
+def command(label: str | None, value: str | None, *, ldfix: bool,
+            prog: str = PROG) -> str | None:
+    """The command to run now: ``bazel-ldfix test`` when its model finds everything (the
+    tool run as ``prog``, how the user runs it)."""
     target = quoting.shell(label) if label else "<your test targets>"
     if ldfix:
-        return f"bazel-ldfix test {target}"
+        return f"{prog} test {target}"
     if value is None:
         return None
     return f"bazel test {target} {quoting.shell(Given(value).flag)}"
@@ -93,8 +95,8 @@ def where(imp: SolibImport) -> str:
             text += f", now {os.path.join(package_dir, name)}"
             break
     return text + (": change it where its repository rule gets it (build_file, "
-                   "build_file_content, a patch, or the rule that writes it; "
-                   "`bazel-ldfix fix` finds that place and makes the change)")
+                   "build_file_content, a patch, or the rule that writes it; the `fix` "
+                   "command of bazel-ldfix finds that place and makes the change)")
 
 
 def import_versioned(imp: SolibImport, soname: str, versioned: str) -> str:

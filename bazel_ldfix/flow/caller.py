@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bazel_ldfix import PROG
 from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 
 if TYPE_CHECKING:
@@ -29,3 +30,10 @@ class Caller:
     progress: ProgressFn | None = None  # a long index walk's progress
     on_error: Callable[[str, OSError], None] | None = None   # a file that cannot be read
     cuda: HostDriver = NO_HOST_DRIVER   # the host's NVIDIA driver (docs/cuda.md)
+    prog: str = PROG                    # how the user ran the tool: the suggested commands
+
+    def inform(self, line: str) -> None:
+        """Say ``line``, one of what happened on the way, unless quiet (``-q`` keeps only
+        errors and the diagnosis)."""
+        if not self.quiet:
+            self.say(line)

@@ -48,7 +48,9 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     repair = repairing.for_command(caller, bazel, bazel_args,
                                    output_base=options.output_base, no_cache=options.no_cache)
     if isinstance(repair, repairing.StepFailed):
-        raise repairing.build_failed(repair.code)
+        from bazel_ldfix.flow.test import build_step_error
+
+        raise build_step_error(repair)
     workspace = workspace_of(caller.cwd) or caller.cwd
     result = plan_for(repair, workspace, interface=options.interface)
     document = to_jsonable(result, workspace) if options.as_json else None
@@ -119,7 +121,7 @@ def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
         caller.say("bazel-ldfix: verified: plain `bazel test` passes with the change")
     elif code == TESTS_FAILED:
         caller.say("bazel-ldfix: not verified: plain `bazel test` still has failing tests "
-                   "(exit 3); `bazel-ldfix diagnose` says why")
+                   f"(exit 3); `{caller.prog} diagnose` says why")
     else:
         caller.say(f"bazel-ldfix: not verified: plain `bazel test` exited {code}")
     return code

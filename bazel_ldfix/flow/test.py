@@ -20,6 +20,7 @@ SHOWN_LABELS = 3        # a line names this many tests, then how many more
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.client import Bazel
+    from bazel_ldfix.bazel.declared import Leftover
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.diagnosis.ranwith import RanWith
@@ -54,7 +55,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if repair is None or isinstance(repair, failopen.Fallback):
         # --no-repair, or no repair could be computed: the user's command as given.
         if repair is not None:
-            caller.say(printable(repair.message()))
+            caller.inform(printable(repair.message()))
         if options.dry_run:
             caller.show(shlex.join(bazel.argv("test", bazel_args)))
             return 0
@@ -65,13 +66,13 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         if isinstance(base, failopen.Fallback) and not (
                 isinstance(repair, failopen.Fallback) and repair.reason == base.reason):
             # (The same reason as the repair's, not inside a workspace, is said once.)
-            caller.say(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
+            caller.inform(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
         code = bazel.stream("test", bazel_args)
         diagnosis = diagnose_after(caller, base, code, None, repaired=False) \
             if isinstance(base, str) else None
         if diagnosis is not None and options.rerun_failures:
-            caller.say("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
-                       "(no repair was computed)")
+            caller.inform("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
+                          "(no repair was computed)")
         if options.github:
             annotate(caller, diagnosis.findings if diagnosis else ())
         return code
@@ -79,8 +80,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
 
     repair = remote_guard(caller, repair, options.force_local_path)
     if not caller.quiet:
-        caller.say(repair_summary(repair))
-        say_leftovers(caller, repair)
+        caller.say(repair_summary(repair, caller.prog, leftovers(repair)))
     if repair.groups:
         return run_split(caller, bazel, bazel_args, repair, options)
     args = with_options(bazel_args, repair.flags)
@@ -105,8 +105,8 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         point_at_rerun(caller, diagnosis, repair, bazel_args, options.prepend)
     if options.rerun_failures and diagnosis is not None:
         if remote:
-            caller.say("bazel-ldfix: no rerun: under remote execution, directories of this "
-                       "machine mean nothing to the executors (see `bazel-ldfix fix`)")
+            caller.inform("bazel-ldfix: no rerun: under remote execution, directories of this "
+                          f"machine mean nothing to the executors (see `{caller.prog} fix`)")
         else:
             outcome = rerun_failed(caller, bazel, bazel_args, repair, diagnosis, code,
                                    options.prepend)
@@ -119,7 +119,8 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         annotate(caller, stopped, repair, rerun_ok, revealed)
     # What the rerun let load: the sonames the first run's diagnosis found for those tests.
     opened = [f.soname for f in stopped_first if f.test in rerun_ok and f.soname]
-    line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened)
+    line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened,
+                                                   caller.prog)
     if line:
         caller.say(line)
     return code
@@ -142,9 +143,9 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
     for group in rest:
         args = rerun.arguments(bazel_args, repair.patterns, group.labels, group.given)
         if args is None:
-            caller.say("bazel-ldfix: the run cannot be split (the target patterns cannot "
-                       "be told apart from the options' values); running `bazel test` "
-                       "unchanged")
+            caller.inform("bazel-ldfix: the run cannot be split (the target patterns cannot "
+                          "be told apart from the options' values); running `bazel test` "
+                          "unchanged")
             return bazel.stream("test", bazel_args)
         runs.append(args)
     if options.dry_run:
@@ -153,19 +154,18 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
         return 0
     codes = []
     for number, (group, args) in enumerate(zip(repair.groups, runs, strict=True), 1):
-        caller.say(printable(f"bazel-ldfix: run {number} of {len(runs)}: "
-                             f"{', '.join(group.labels)}"))
+        caller.inform(printable(f"bazel-ldfix: run {number} of {len(runs)}: "
+                                f"{', '.join(group.labels)}"))
         code = bazel.stream("test", args)
         codes.append(code)
         diagnose_after(caller, repair.output_base, code, ran_with_group(repair, group))
         if code not in (0, TESTS_FAILED):
             break       # a build error or an interruption: the next runs would not help
     if options.rerun_failures:
-        caller.say("bazel-ldfix: no rerun: the run was split")
+        caller.inform("bazel-ldfix: no rerun: the run was split")
     code = worst(codes)
-    if not caller.quiet:
-        caller.say(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
-                   f"{', '.join(map(str, codes))}: exit code {code}")
+    caller.inform(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
+                     f"{', '.join(map(str, codes))}: exit code {code}")
     return code
 
 
@@ -175,7 +175,7 @@ def remote_guard(caller: Caller, repair: Repair, force_local_path: bool) -> Repa
 
     if force_local_path or not repair.flags or not is_remote(repair):
         return repair
-    caller.say(f"bazel-ldfix: {execution.REMOTE_REFUSAL}")
+    caller.say(f"bazel-ldfix: {execution.remote_refusal(caller.prog)}")
     # (A split run would name them too: one run, as Bazel's own.)
     return dataclasses.replace(repair, given=None, groups=())
 
@@ -186,27 +186,42 @@ def is_remote(repair: Repair) -> bool:
     return execution.of(repair.options) is execution.Execution.REMOTE
 
 
-def say_leftovers(caller: Caller, repair: Repair) -> None:
-    """One line per test that loads here only what an earlier build left in bazel-out."""
+def leftovers(repair: Repair) -> list[tuple[str, tuple[Leftover, ...]]]:
+    """Each test that loads here only what an earlier build left in bazel-out, with those
+    files (the summary warns of each)."""
     from bazel_ldfix import pathlist
     from bazel_ldfix.bazel import declared
 
     base = pathlist.join(repair.base) if repair.base else None
     listed: dict[str, tuple[str, list[str]]] = {}   # each directory listed once
+    out = []
     for t in repair.tests:
         if t.missing_after:
             continue    # it fails anyway: the diagnosis says why
         found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
                                                    listed))
         if isinstance(found, tuple) and found:
-            caller.say(f"bazel-ldfix: warning: {printable(declared.words(t.label, found))}")
+            out.append((t.label, found))
+    return out
+
+
+def build_step_error(failed: repairing.StepFailed) -> repairing.BuildStepError:
+    """The error ``test``, ``env`` and ``fix`` alike end with when the build step fails as
+    ``bazel test BAZEL_ARGS`` would (a target that does not exist, a compile error, a command
+    line Bazel refuses): Bazel's own code, which ``test`` always exits with. A step that
+    failed otherwise is one of the tool's own (66), which ``test`` falls back from."""
+    error = repairing.build_failed(failed.code)
+    if failed.same_as_test:
+        error.exit_code = failed.code
+    return error
 
 
 def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
                        options: Options) -> Repair | failopen.Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
-    the command unchanged), or Bazel's code when the build step was interrupted or failed
-    as ``bazel test BAZEL_ARGS`` would (running it would only show the same error again).
+    the command unchanged), or Bazel's code when the build step was interrupted. A build
+    step that failed as ``bazel test BAZEL_ARGS`` would raises :func:`build_step_error`:
+    running the command would only show the same error again.
     """
     from bazel_ldfix.bazel.exitcodes import INTERRUPTED
 
@@ -218,10 +233,7 @@ def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
     if planned.code == INTERRUPTED:
         return planned.code
     if planned.same_as_test:
-        caller.say(f"bazel-ldfix: the build step of `bazel test` failed (exit code "
-                   f"{planned.code}); `bazel test` fails the same way, so it is not run "
-                   "again: Bazel's error is above")
-        return planned.code
+        raise build_step_error(planned)
     why = (": it built more than `bazel test --build_tests_only` builds"
            if planned.builds_more else "")
     return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
@@ -269,15 +281,15 @@ def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWit
     result = failopen.attempt(lambda: diagnosing.after_test(
         output_base, code, ran_with=ran_with, on_error=caller.on_error,
         shell_library_path=caller.env.get("LD_LIBRARY_PATH"),
-        links_root=caller.links_root))
+        links_root=caller.links_root, prog=caller.prog))
     if isinstance(result, failopen.Fallback):
         caller.say(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"))
         return None
     if result is not None:
         if remote:
-            result = diagnosing.remote_only(result)
+            result = diagnosing.remote_only(result, caller.prog)
         caller.say(brief.to_text(result, prefix="bazel-ldfix: ", color=caller.color,
-                                 after_run=repaired))
+                                 after_run=repaired, prog=caller.prog))
     return result
 
 
@@ -309,11 +321,15 @@ def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
     what = (f"{failed} to open {sonames} at run time, which no file names"
             if all(f.cause is not None and f.cause.kind is CauseKind.DLOPEN for f in served)
             else f"{failed} to load {sonames}")
-    command = shlex.join(["bazel-ldfix", "test", "--rerun-loader-failures",
-                          *(["--prepend"] if prepend else []), *bazel_args])
-    caller.say(printable(f"bazel-ldfix: {shown} {what}; `{command}` runs "
-                         f"{'it' if len(planned.labels) == 1 else 'them'} once more with "
-                         "what this run revealed"))
+    command = caller.prog + " " + shlex.join(["test", "--rerun-loader-failures",
+                                              *(["--prepend"] if prepend else []),
+                                              *bazel_args])
+    from bazel_ldfix.render.common import text_of, wrap
+    from bazel_ldfix.render.repair import MORE, SAID
+
+    caller.say(text_of(wrap(f"{shown} {what}; `{command}` runs "
+                            f"{'it' if len(planned.labels) == 1 else 'them'} once more with "
+                            "what this run revealed", SAID, MORE)))
 
 
 def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
@@ -323,27 +339,27 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
 
     planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair, prepend=prepend))
     if isinstance(planned, failopen.Fallback):
-        caller.say(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
+        caller.inform(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
         return RerunOutcome(first)
     for test, why in planned.not_rerun:
-        caller.say(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
+        caller.inform(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
     if not planned.labels:
         return RerunOutcome(first)
     args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.given)
     if args is None:
-        caller.say("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
-                   "the options' values")
+        caller.inform("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
+                      "the options' values")
         return RerunOutcome(first)
     for soname, directory in planned.added:
-        caller.say(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
-    caller.say(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
-                         f"{' '.join(given_.flags(planned.given))}"))
+        caller.inform(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
+    caller.inform(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
+                            f"{' '.join(given_.flags(planned.given))}"))
     second = bazel.stream("test", args)
     now_pass, still = rerun.outcome(planned, second, repair.output_base)
     if now_pass:
-        caller.say(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
-                             f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
-                             "loader before)"))
+        caller.inform(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+                                f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
+                                "loader before)"))
     again = None
     if still:
         caller.say(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
@@ -368,10 +384,10 @@ def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None =
     from bazel_ldfix.bazel.workspace import workspace_of
 
     places = github.Places(workspace_of(caller.cwd), caller.env.get("GITHUB_WORKSPACE"))
-    lines = github.errors(stopped, places)
+    lines = github.errors(stopped, places, caller.prog)
     if repair is not None:
         failing = [f.test for f in stopped if f.test]
-        lines += github.notices(repair, [*failing, *rerun_ok], places)
+        lines += github.notices(repair, [*failing, *rerun_ok], places, caller.prog)
     lines += github.revealed(rerun_ok, revealed, places)
     out = caller.show if to_stdout else caller.say
     for line in lines:

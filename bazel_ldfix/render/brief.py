@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from bazel_ldfix import PROG
 from bazel_ldfix.diagnosis import cause
 from bazel_ldfix.diagnosis.cause import Cause, CauseKind
 from bazel_ldfix.diagnosis.messages import ErrorKind
@@ -21,11 +22,11 @@ from bazel_ldfix.render.diagnosis import (
     BOLD,
     RED,
     RESET,
-    UNKNOWN_ENVIRONMENT,
     YELLOW,
     assumed,
     paint,
     summary,
+    unknown_environment,
 )
 
 if TYPE_CHECKING:
@@ -39,23 +40,24 @@ _FIXED_BY_FIX = (CauseKind.IMPORTS_UNVERSIONED,)
 
 
 def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False,
-            after_run: bool = False) -> str:
+            after_run: bool = False, prog: str = PROG) -> str:
     """For people, on one screen. ``after_run``: printed by ``bazel-ldfix test`` after its
-    own run, which is not suggested again."""
+    own run, which is not suggested again. The commands it suggests start with ``prog``."""
     marks = (RED, YELLOW, BOLD, RESET) if color else ("", "", "", "")
     base = diagnosis.output_base
     first = [f"{marks[2]}{line}{marks[3]}" for line in _run_first(diagnosis.findings,
-                                                                   after_run)]
-    plain = _lines(diagnosis, None, marks)
+                                                                   after_run, prog)]
+    plain = _lines(diagnosis, None, marks, prog)
     if base and sum(line.count(base) for line in plain) > 1:
         # The command to paste keeps the real path; the rest says $OUTPUT_BASE.
-        body = [*first, f"{OUTPUT_BASE} is {base}", *_lines(diagnosis, base, marks)]
+        body = [*first, f"{OUTPUT_BASE} is {base}", *_lines(diagnosis, base, marks, prog)]
     else:
         body = [*first, *plain]
     return paint(body, prefix)
 
 
-def _lines(d: Diagnosis, base: str | None, marks: tuple[str, str, str, str]) -> list[str]:
+def _lines(d: Diagnosis, base: str | None, marks: tuple[str, str, str, str],
+           prog: str) -> list[str]:
     red, yellow, _, reset = marks
 
     def short(text: str) -> str:
@@ -82,33 +84,33 @@ def _lines(d: Diagnosis, base: str | None, marks: tuple[str, str, str, str]) -> 
             out.append(f"    {colour}{name:<{width}}{reset}  {short(where)}  {seen_in}")
     out += notes
     if assumed(d):
-        out.append(UNKNOWN_ENVIRONMENT)
+        out.append(unknown_environment(prog))
     # What `fix` changes: the cc_imports of libraries the loader did not find.
     labels = sorted({f.test for f in d.findings if f.test and f.fix.build and f.cause
                      and f.cause.kind in _FIXED_BY_FIX})
     if labels:
-        out.append(f"for good: `bazel-ldfix fix {_targets(labels)}` shows the BUILD change, "
+        out.append(f"for good: `{prog} fix {_targets(labels)}` shows the BUILD change, "
                    "--write makes it")
     by_hand = any(f.fix.build and not (f.cause and f.cause.kind in _FIXED_BY_FIX)
                   for f in d.findings)
-    out.append("details: `bazel-ldfix diagnose -v`"
+    out.append(f"details: `{prog} diagnose -v`"
                + (" (with the changes to make by hand)" if by_hand else "")
                + "; for scripts: --json")
     return out
 
 
-def _run_first(findings: Sequence[Finding], after_run: bool) -> list[str]:
+def _run_first(findings: Sequence[Finding], after_run: bool, prog: str) -> list[str]:
     """The command (or commands, each for its tests) that let the tests load now."""
     ldfix: set[str] = set()
     by_flag: dict[str | None, list[Finding]] = {}
     for f in findings:
-        if f.fix.command and f.fix.command.startswith("bazel-ldfix test "):
+        if f.fix.command and f.fix.command.startswith(f"{prog} test "):
             ldfix.add(f.test or "")
         elif f.fix.command:
             by_flag.setdefault(f.fix.flag, []).append(f)
     commands = []
     if ldfix and not after_run:     # (after its run: what was just run)
-        commands.append(f"bazel-ldfix test {_targets(sorted(ldfix - {''})) or '<tests>'}")
+        commands.append(f"{prog} test {_targets(sorted(ldfix - {''})) or '<tests>'}")
     for flag, served in by_flag.items():
         labels = sorted({f.test for f in served if f.test})
         if flag is not None and labels:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,30 @@ def text_of(lines: Sequence[str]) -> str:
 def error_json(message: str, exit_code: int) -> str:
     """What a command asked for JSON prints on stdout when it fails (stderr has the line)."""
     return dumps({"error": {"message": message, "exit_code": exit_code}})
+
+
+LINE_WIDTH = 100
+"""The columns a line of the tool's own prose fills at most, its ``bazel-ldfix: `` included."""
+
+# A word: what lies between blanks, where a span in backticks (a command) counts as one.
+_WORD = re.compile(r"(?:[^\s`]|`[^`]*`)+|\S+")
+
+
+def wrap(text: str, first: str, rest: str, width: int = LINE_WIDTH) -> list[str]:
+    """``text`` as lines of at most ``width`` columns, the first after ``first``, the others
+    after ``rest`` (``"bazel-ldfix:   "``). Lines break between words only: a path, a flag
+    or a command in backticks longer than a line stays whole, on a line of its own."""
+    lines: list[str] = []
+    line = first
+    for word in _WORD.findall(text):
+        start = line in (first, rest)
+        if not start and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = rest
+            start = True
+        line += word if start else " " + word
+    lines.append(line)
+    return lines
 
 
 OUTPUT_BASE = "$OUTPUT_BASE"

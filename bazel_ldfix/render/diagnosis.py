@@ -14,6 +14,7 @@ import string
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bazel_ldfix import PROG
 from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps
 
@@ -25,10 +26,13 @@ if TYPE_CHECKING:
 # (quoting.printable), so that escaping cannot touch them.
 RED, YELLOW, BOLD, RESET = "\ue010", "\ue011", "\ue012", "\ue013"
 _COLOURS = {RED: "\x1b[31m", YELLOW: "\x1b[33m", BOLD: "\x1b[1m", RESET: "\x1b[0m"}
-UNKNOWN_ENVIRONMENT = (
-    "note: a plain `bazel test` records its options nowhere, so the model assumed the tests "
-    "had no LD_LIBRARY_PATH; an rc file's --test_env may provide what is predicted (run "
-    "`bazel-ldfix test`, or pass --bep FILE, for what they had)")
+
+
+def unknown_environment(prog: str = PROG) -> str:
+    """The note of a diagnosis whose prediction rests on an environment not known."""
+    return ("note: a plain `bazel test` records its options nowhere, so the model assumed "
+            "the tests had no LD_LIBRARY_PATH; an rc file's --test_env may provide what is "
+            f"predicted (run `{prog} test`, or pass --bep FILE, for what they had)")
 
 
 def assumed(diagnosis: Diagnosis) -> bool:
@@ -36,8 +40,12 @@ def assumed(diagnosis: Diagnosis) -> bool:
     missing that is nowhere found (the kind an rc file's --test_env provides)."""
     return diagnosis.environment is None and any(
         not f.seen_in_log and not f.found for f in diagnosis.findings)
-FLAG_CAVEAT = ("the flag replaces any LD_LIBRARY_PATH the test had (an env attribute, an "
-               "rc file's --test_env); `bazel-ldfix test` merges instead")
+
+
+def flag_caveat(prog: str = PROG) -> str:
+    """The note of a --test_env fix: it replaces, where the tool's own run merges."""
+    return ("the flag replaces any LD_LIBRARY_PATH the test had (an env attribute, an rc "
+            f"file's --test_env); `{prog} test` merges instead")
 
 
 def to_json(diagnosis: Diagnosis) -> str:
@@ -82,15 +90,16 @@ _WHAT = {
 }
 
 
-def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False) -> str:
+def to_text(diagnosis: Diagnosis, prefix: str = "", *, color: bool = False,
+            prog: str = PROG) -> str:
     """For people (``diagnose -v``): one block per finding, each fix once, then one
-    summary line."""
+    summary line. The commands it suggests start with ``prog``."""
     text = summary(diagnosis)
-    plain = _render(diagnosis, text, color, None)
+    plain = _render(diagnosis, text, color, None, prog)
     base = diagnosis.output_base
     if base and sum(line.count(base) for line in plain) > 1:
         # Written once, then $OUTPUT_BASE (a path printed once stays as it is).
-        body = _render(diagnosis, text, color, base)
+        body = _render(diagnosis, text, color, base, prog)
         body.insert(0, f"{OUTPUT_BASE} is {base}")
     else:
         body = plain
@@ -113,8 +122,8 @@ def paint(body: list[str], prefix: str) -> str:
     return text
 
 
-def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None
-            ) -> list[str]:
+def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None,
+            prog: str) -> list[str]:
     red, yellow, bold, reset = (RED, YELLOW, BOLD, RESET) if color else ("", "", "", "")
 
     def short(text: str) -> str:
@@ -135,7 +144,7 @@ def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None
     for note in diagnosis.notes:
         body.append(f"note: {short(note)}")
     if assumed(diagnosis):
-        body.append(UNKNOWN_ENVIRONMENT)
+        body.append(unknown_environment(prog))
     for f in diagnosis.findings:
         words = _WHAT[f.error_kind].format(soname=f.soname, version=f.version, symbol=f.symbol)
         if f.seen_in_log:
@@ -173,7 +182,7 @@ def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None
         first = served[0].fix
         body += ["", f"{bold}fix {now_name[key]}, for {', '.join(labels) or 'the test'}: "
                      f"now, or on this machine{reset}"]
-        command = _command(labels, first.command, first.flag)
+        command = _command(labels, first.command, first.flag, prog)
         if command:
             body.append(f"  now:        {command}")
             if not command.startswith("bazel test") and first.flag:
@@ -183,7 +192,7 @@ def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None
             body.append(f"  .bazelrc:   {rc[0]}")
             body += [f"              {line}" for line in rc[1:]]
         if first.flag:
-            body.append(f"  note:       {FLAG_CAVEAT}")
+            body.append(f"  note:       {flag_caveat(prog)}")
     for text, served in build_fixes.items():
         labels = _labels(served)
         body += ["", f"{bold}BUILD fix {build_name[text]}, for {', '.join(labels) or 'the test'}"
@@ -205,13 +214,14 @@ def _labels(served: Sequence[Finding]) -> list[str]:
     return sorted({f.test for f in served if f.test})
 
 
-def _command(labels: Sequence[str], command: str | None, flag: str | None) -> str | None:
+def _command(labels: Sequence[str], command: str | None, flag: str | None,
+             prog: str) -> str | None:
     """The "now" command for every test a fix serves (one test: the finding's own)."""
     if command is None or len(labels) < 2:
         return command
     targets = " ".join(shlex.quote(label) for label in labels)
-    if command.startswith("bazel-ldfix test "):
-        return f"bazel-ldfix test {targets}"
+    if command.startswith(f"{prog} test "):
+        return f"{prog} test {targets}"
     if flag is not None:
         return f"bazel test {targets} {shlex.quote(flag)}"
     return command

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-# Only the standard library here: `test` imports this before Bazel starts.
+from bazel_ldfix import PROG
+
+# Only the standard library here (and the package's root): `test` imports this before
+# Bazel starts.
 if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.repair.results import Repair
@@ -87,8 +91,9 @@ def _line_of(path: str, name: str) -> int | None:
     return text.count("\n", 0, match.start()) + 1 if match else None
 
 
-def errors(findings: Sequence[Finding], places: Places) -> list[str]:
-    """One ``::error`` per test the loader stopped: what it misses, and what to run."""
+def errors(findings: Sequence[Finding], places: Places, prog: str = PROG) -> list[str]:
+    """One ``::error`` per test the loader stopped: what it misses, and what to run (the
+    tool run as ``prog``)."""
     from bazel_ldfix.render import brief
 
     by_test: dict[str, list[Finding]] = {}
@@ -100,13 +105,14 @@ def errors(findings: Sequence[Finding], places: Places) -> list[str]:
                          dict.fromkeys(brief.row(f) for f in served))
         run = next((f.fix.command for f in served if f.fix.command), None)
         message = f"{test} was stopped by the dynamic loader: {rows}" + (
-            f". Run: {run}" if run else "") + ". Details: bazel-ldfix diagnose -v"
+            f". Run: {run}" if run else "") + f". Details: {prog} diagnose -v"
         out.append(command("error", message, {"title": f"{test}: cannot load",
                                               **places.of(served[0].test)}))
     return out
 
 
-def notices(repair: Repair, failing: Iterable[str], places: Places) -> list[str]:
+def notices(repair: Repair, failing: Iterable[str], places: Places,
+            prog: str = PROG) -> list[str]:
     """One ``::notice`` per test the repair let load (it missed something, and the run did
     not stop it in the loader)."""
     stopped = set(failing)
@@ -118,7 +124,7 @@ def notices(repair: Repair, failing: Iterable[str], places: Places) -> list[str]
         added = list(dict.fromkeys(d for s in test.missing_before if (d := given.get(s))))
         message = (f"{test.label} could not load {', '.join(test.missing_before)}; "
                    f"bazel-ldfix test added {', '.join(added) or 'their directories'} to its "
-                   f"LD_LIBRARY_PATH. For good: bazel-ldfix fix {test.label}")
+                   f"LD_LIBRARY_PATH. For good: {prog} fix {shlex.quote(test.label)}")
         out.append(command("notice", message, {"title": f"{test.label}: repaired",
                                                **places.of(test.label)}))
     return out

@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bazel_ldfix import PROG
 from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 from bazel_ldfix.loader.resolution import PassReason
@@ -15,9 +16,20 @@ from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 
 if TYPE_CHECKING:
+    from bazel_ldfix.bazel.declared import Leftover
     from bazel_ldfix.repair.exposure import Shadowed
     from bazel_ldfix.repair.results import Repair
-from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps, text_of, to_jsonable
+from bazel_ldfix.render.common import (
+    OUTPUT_BASE,
+    abbreviate,
+    dumps,
+    text_of,
+    to_jsonable,
+    wrap,
+)
+
+SAID = "bazel-ldfix: "          # what the tool's own lines on stderr begin with
+MORE = "bazel-ldfix:   "        # ... and the lines that go on with what one says
 
 
 def repair_json(repair: Repair) -> str:
@@ -60,9 +72,16 @@ SHELL_CAVEAT = ("this export is for running a test binary by hand; do not export
                 "--test_env instead (--format flags or bazelrc)")
 
 
-LINKS_CAVEAT = ("this value names a links directory of bazel-ldfix's own (removed once "
-                "unused for 30 days, see `links/` in docs/security.md); the "
-                "BUILD change (`bazel-ldfix fix --write`) is the form that lasts")
+def caveat_lines(caveat: str) -> str:
+    """A caveat on stderr, wrapped to lines that fit."""
+    return text_of(wrap(caveat, SAID, MORE))
+
+
+def links_caveat(prog: str = PROG) -> str:
+    """Why a value that names a links directory does not last; ``prog`` runs the tool."""
+    return ("this value names a links directory of bazel-ldfix's own (removed once unused "
+            "for 30 days, see `links/` in docs/security.md); the BUILD change "
+            f"(`{prog} fix --write`) is the form that lasts")
 
 
 def repair_shell(repair: Repair) -> str:
@@ -127,8 +146,11 @@ def _missing_lines(tests: Sequence[Any], verb: str,
     return lines
 
 
-def repair_summary(repair: Repair) -> str:
-    """What was missing and what is added, for stderr before ``bazel test`` runs.
+def repair_summary(repair: Repair, prog: str = PROG,
+                   leftovers: Sequence[tuple[str, Sequence[Leftover]]] = ()) -> str:
+    """What was missing and what is added, for stderr before ``bazel test`` runs, then a
+    warning per test that loads here only what an earlier build left (``leftovers``: the
+    label and those files); the commands it suggests start with ``prog``.
 
     The output_base is written once, then ``$OUTPUT_BASE``; a candidate passed over only
     because it is the same file as the one chosen (a local repository's symlink) is not
@@ -154,11 +176,13 @@ def repair_summary(repair: Repair) -> str:
                   if p.kind is not PassReason.SAME_FILE]
     added = repair.given is not None
     lines += _missing_lines(repair.tests, "will still miss",
-                            lambda t: tuple(t.missing_after) if added else (), _reach_lines)
+                            lambda t: tuple(t.missing_after) if added else (),
+                            lambda t: _reach_lines(t, prog))
     lines += [f"note: {note}" for note in repair.notes]
     if repair.given_again:
-        lines.append("note: nothing this repair read has changed since the last run of the "
-                     "same command: its repair is given again (--no-cache makes it anew)")
+        lines += [line.removeprefix(SAID) for line in wrap(
+            "note: its repair is given again: nothing it read has changed since the last run "
+            "of the same command (--no-cache makes it anew)", SAID, MORE)]
     lines += [_shadowed_line(shadow) for shadow in repair.shadowed]
     if repair.groups:
         lines += _group_lines(repair)
@@ -176,6 +200,8 @@ def repair_summary(repair: Repair) -> str:
         # name (dlopen, ctypes) is in no ELF file, and only its run can tell.
         lines.append(f"nothing to add for what the {'examined ' if repair.notes else ''}"
                      "tests link; libraries opened at run time are not seen")
+    for label, found in leftovers:
+        lines += leftover_lines(label, found, prog)
     # A rule's env to paste keeps the real path; the rest is read, not pasted.
     pasted = {f"  fix its rule instead: {t.rule_fix}" for t in repair.tests
               if t.rule_fix}
@@ -184,6 +210,19 @@ def repair_summary(repair: Repair) -> str:
             line if line in pasted else abbreviate(line, repair.output_base) for line in lines]
     # Each line escaped as it is: a name holding a newline stays on its own line.
     return text_of([f"bazel-ldfix: {line}" for line in lines])
+
+
+def leftover_lines(label: str, found: Sequence[Leftover], prog: str = PROG) -> list[str]:
+    """The warning for a test that passes here only through files Bazel does not declare:
+    which files, one a line, then why that matters, wrapped."""
+    names = ", ".join(f.soname for f in found)
+    files = "a file" if len(found) == 1 else "files"
+    lines = [f"warning: {label} loads {names} from {files} no rule declares for it now:"]
+    lines += [f"  {f.path}" if len(found) == 1 else f"  {f.soname}: {f.path}" for f in found]
+    why = ("an earlier build left it in bazel-out: the test passes here by accident, and "
+           "fails under remote execution and after `bazel clean`; "
+           f"`{prog} fix` makes the BUILD change")
+    return lines + [line.removeprefix(SAID) for line in wrap(why, MORE, MORE)]
 
 
 def _group_lines(repair: Repair) -> list[str]:
@@ -206,13 +245,13 @@ def group_flags(repair: Repair) -> str:
     return "\n".join(shlex.join([*g.flags, "--", *g.labels]) for g in repair.groups)
 
 
-def conflict_error(repair: Repair) -> str:
+def conflict_error(repair: Repair, prog: str = PROG) -> str:
     """Why no one value (a .bazelrc line, an export) serves the run."""
     c = repair.conflicts[0]
     more = f" (and {len(repair.conflicts) - 1} more)" if len(repair.conflicts) > 1 else ""
     return (f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, while another "
             f"test of the run needs it from {os.path.dirname(c.chosen)}{more}: one "
-            f"{VARIABLE} cannot serve both; `bazel-ldfix test` runs each group on its own "
+            f"{VARIABLE} cannot serve both; `{prog} test` runs each group on its own "
             "(`--format flags` or `json` lists the groups)")
 
 
@@ -229,11 +268,13 @@ def _shadowed_line(shadow: Shadowed) -> str:
 
 
 def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
-                  rerun_ok: Sequence[str] = (), revealed: Sequence[str] = ()) -> str | None:
-    """One line after Bazel's summary: how many tests the repair and the rerun let load,
-    what they were given, and how to make that permanent (None when nothing was added).
-    ``rerun_ok`` are the tests the rerun let load, ``revealed`` the sonames they were
-    given; ``exit_code`` is that of the two runs together."""
+                  rerun_ok: Sequence[str] = (), revealed: Sequence[str] = (),
+                  prog: str = PROG) -> str | None:
+    """The lines after Bazel's summary: how many tests the repair and the rerun let load,
+    what they were given, and the commands that make it permanent, each whole on a line
+    (None when nothing was added). ``rerun_ok`` are the tests the rerun let load,
+    ``revealed`` the sonames they were given; ``exit_code`` is that of the two runs
+    together."""
     if exit_code not in (0, TESTS_FAILED):
         return None     # the tests did not run (a build error, an interruption, a kill)
     given = repair.given is not None
@@ -251,19 +292,22 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
     outcome = "repaired" if exit_code == 0 else \
         f"given {'its' if len(repaired) == 1 else 'their'} libraries"
     it = "it" if len(opened) == 1 else "them"
-    unseen = (f"; `env` and `fix` do not see {', '.join(opened)}, opened at run time: "
-              f"the rerun's --test_env gave {it}") if opened else ""
     if not linked:
-        return text_of([f"bazel-ldfix: {count} {outcome} by the rerun ({names}); `env` and "
-                        f"`fix` do not see {it}, opened at run time: the rerun's "
-                        f"--test_env gave {it}"])
-    return text_of([f"bazel-ldfix: {count} {outcome} ({names}); make it permanent on this "
-                    f"machine with `bazel-ldfix env --format bazelrc {args} >> .bazelrc`, "
-                    f"or on every machine with the BUILD change `bazel-ldfix fix {args}` "
-                    f"shows (--write makes it){unseen}"])
+        return text_of(wrap(f"{count} {outcome} by the rerun ({names}); `env` and `fix` do "
+                            f"not see {it}, opened at run time: the rerun's --test_env gave "
+                            f"{it}", SAID, MORE))
+    lines = wrap(f"{count} {outcome} ({names}); to make it permanent:", SAID, MORE)
+    lines += wrap(f"on this machine: `{prog} env --format bazelrc {args} >> .bazelrc`",
+                  MORE, MORE + "  ")
+    lines += wrap(f"on every machine: the BUILD change `{prog} fix {args}` shows "
+                  "(--write makes it)", MORE, MORE + "  ")
+    if opened:
+        lines += wrap(f"`env` and `fix` do not see {', '.join(opened)}, opened at run time: "
+                      f"the rerun's --test_env gave {it}", MORE, MORE + "  ")
+    return text_of(lines)
 
 
-def _reach_lines(test: Any) -> list[str]:
+def _reach_lines(test: Any, prog: str) -> list[str]:
     """Why the flag may not reach a test, and the change to its rule that does."""
     from bazel_ldfix.bazel.testenv import Reach
 
@@ -277,4 +321,4 @@ def _reach_lines(test: Any) -> list[str]:
                "(env or env_inherit), which wins over --test_env if this Bazel (version "
                "unknown) is 7.2 or later")
     return [why, f"  fix its rule instead: {test.rule_fix}",
-            "  or import the versioned files (`bazel-ldfix diagnose` prints the BUILD change)"]
+            f"  or import the versioned files (`{prog} diagnose` prints the BUILD change)"]

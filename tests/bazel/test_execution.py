@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 
 from bazel_ldfix.bazel.bep import Option
-from bazel_ldfix.bazel.execution import REMOTE_REFUSAL, Execution, of
+from bazel_ldfix.bazel.execution import Execution, of, remote_refusal
 from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.flow.caller import Caller
 from bazel_ldfix.flow.test import remote_guard
@@ -55,7 +55,7 @@ def test_no_test_env_under_remote_execution() -> None:
     said: list[str] = []
     guarded = remote_guard(caller(said), repair((REMOTE,)), force_local_path=False)
     assert guarded.flags == ()
-    assert said == [f"bazel-ldfix: {REMOTE_REFUSAL}"]
+    assert said == [f"bazel-ldfix: {remote_refusal()}"]
     assert "bazel-ldfix fix" in said[0]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from bazelws import (
     BAZEL,
+    LDFIX,
     Workspace,
     clean_env,
     logging_bazel,
@@ -23,8 +24,8 @@ from bazelws import (
 )
 from rexserver import Executor
 
-from bazel_ldfix.bazel.execution import REMOTE_REFUSAL
-from bazel_ldfix.diagnosis.diagnose import REMOTE_NOTE
+from bazel_ldfix.bazel.execution import remote_refusal
+from bazel_ldfix.diagnosis.diagnose import remote_note
 
 pytestmark = [pytest.mark.remote, pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
@@ -71,13 +72,13 @@ def test_a_test_that_cannot_load_its_library_fails_remotely(remote: Remote) -> N
 def test_ldfix_test_adds_no_path_and_gives_the_build_change_alone(remote: Remote) -> None:
     code, _out, err = remote.ldfix("test", remote.flag, TEST)
     assert code == 3, err[-3000:]
-    assert f"bazel-ldfix: {REMOTE_REFUSAL}" in err
+    assert f"bazel-ldfix: {remote_refusal(LDFIX)}" in err
     calls = (remote.top / "bazel-calls.log").read_text().splitlines()
     run = [c for c in calls if c.startswith("test ") and "--build_event_json_file" not in c]
     assert run and "--test_env" not in run[-1]
     # The diagnosis after the run: the BUILD change, and no path of this machine to add.
-    assert REMOTE_NOTE.split(":")[0] in err
-    assert "bazel-ldfix: for good: `bazel-ldfix fix //t:needs_x` shows the BUILD change" in err
+    assert remote_note(LDFIX).split(":")[0] in err
+    assert f"bazel-ldfix: for good: `{LDFIX} fix //t:needs_x` shows the BUILD change" in err
     assert "--test_env=LD_LIBRARY_PATH" not in err and ".bazelrc:" not in err
 
 

@@ -3,7 +3,7 @@
 On trees laid out the way Bazel's build-runfiles lays them out, a test's answer (its
 runfiles' shared objects, the files skipped and why, its working directory) from the
 MANIFEST is the walk's, compared whole; each change that could make them differ makes the
-walk the one that answers. tests/test_runfiles_listing_bazel.py does the same on trees real
+walk the one that answers. tests/bazel/test_runfiles_bazel.py does the same on trees real
 Bazel made.
 """
 

@@ -197,6 +197,12 @@ def test_test_outside_a_workspace_says_why_once_and_runs_bazel_test(
                     "MODULE.bazel above the current directory); running `bazel test` "
                     "unchanged"]
     assert "only supported from within a workspace" in result.stderr
+    # Quiet, it says no more than `env --quiet`, whose one line is its error.
+    quiet = ws.ldfix("test", "--quiet", "//...", cwd=tmp_path)
+    assert quiet.returncode == 2
+    assert [line for line in quiet.stderr.splitlines()
+            if line.startswith(("bazel-ldfix", "error:"))] == []
+    assert "only supported from within a workspace" in quiet.stderr
 
 
 def test_an_output_base_that_does_not_exist(ws: Workspace, tmp_path: Path) -> None:
@@ -254,17 +260,20 @@ def test_a_misspelt_option_bazel_refuses_is_named_with_the_one_meant_and_exit_2(
 def test_test_names_the_option_meant_and_keeps_bazels_exit_code(ws: Workspace) -> None:
     result = ws.ldfix("test", "--quite", "//t:needs_x")
     assert result.returncode == 2
-    assert "bazel-ldfix: --quite is not an option of bazel-ldfix test; did you mean --quiet?" \
-        in result.stderr
+    # The error line env and fix end with too.
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: Bazel refused its command line (exit code 2, its error is above): --quite is "
+        "not an option of bazel-ldfix test; did you mean --quiet? The tool's options go "
+        "before Bazel's arguments")
 
 
 def test_a_bazel_option_bazel_refuses_for_another_reason_gets_no_guess(ws: Workspace) -> None:
     result = ws.ldfix("env", "--no_such_bazel_flag", "//t:needs_x")
-    assert result.returncode == 66
+    assert result.returncode == 2       # Bazel's own code, as `test` ends with it
     assert "did you mean" not in result.stderr
     # --bes_timeout is close to --bazel-timeout, and Bazel takes it: it is never guessed at.
     result = ws.ldfix("env", "--bes_timeout=10s", "--no_such_bazel_flag", "//t:needs_x")
-    assert result.returncode == 66
+    assert result.returncode == 2
     assert "did you mean" not in result.stderr
 
 

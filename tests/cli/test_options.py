@@ -119,6 +119,10 @@ def test_quiet_prints_nothing_of_its_own_on_a_repaired_run(ws: Workspace) -> Non
     assert [line for line in loud.stderr.splitlines() if line.startswith("bazel-ldfix")]
 
 
+BROKEN_BUILD = ("error: the build step of `bazel test` failed (exit code 1); see Bazel's "
+                "output above")
+
+
 @pytest.mark.bazel
 @needs_bazel
 def test_a_typo_in_a_target_shows_bazels_error_once_and_exits_with_its_code(
@@ -134,10 +138,26 @@ def test_a_typo_in_a_target_shows_bazels_error_once_and_exits_with_its_code(
     shown = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
     assert shown == errors
     assert logged_commands(log) == ["test"]          # the build step, and nothing again
-    ours = [line for line in result.stderr.splitlines() if line.startswith("bazel-ldfix")]
-    assert ours == ["bazel-ldfix: the build step of `bazel test` failed (exit code 1); "
-                    "`bazel test` fails the same way, so it is not run again: Bazel's "
-                    "error is above"]
+    ours = [line for line in result.stderr.splitlines()
+            if line.startswith(("bazel-ldfix", "error:"))]
+    assert ours == [BROKEN_BUILD]
+
+
+@pytest.mark.bazel
+@needs_bazel
+@pytest.mark.parametrize("args", [("test",), ("test", "--quiet"), ("env",), ("env", "--quiet"),
+                                  ("env", "--format", "json"), ("fix",), ("fix", "--check")])
+def test_a_target_that_does_not_exist_is_one_error_line_and_bazels_code_from_every_command(
+        ws: Workspace, args: tuple[str, ...]) -> None:
+    result = ws.ldfix(*args, "//app:vendr_test")
+    assert result.returncode == 1, result.stderr[-3000:]     # Bazel's, as a plain run's
+    ours = [line for line in result.stderr.splitlines()
+            if line.startswith(("bazel-ldfix", "error:"))]
+    assert ours == [BROKEN_BUILD]
+    if "json" in args:      # asked for JSON: the error is a document on stdout too
+        assert json.loads(result.stdout)["error"]["exit_code"] == 1
+    else:
+        assert result.stdout == ""
 
 
 def test_every_command_has_an_example_and_whole_summaries(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import terminal
-from bazelws import BAZEL, Workspace
+from bazelws import BAZEL, LDFIX, Workspace
 from newcomer_ws import newcomer_workspace
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.bazel,
@@ -45,7 +46,7 @@ def test_diagnose_fits_a_screen_with_the_command_to_run_first(
     lines = result.stdout.splitlines()
     assert len(lines) <= 12, result.stdout
     # What to run comes first; then the output_base, once; nothing else spells it out.
-    assert lines[0] == "run first: bazel-ldfix test //app:ext_test //app:vendor_test"
+    assert lines[0] == f"run first: {LDFIX} test //app:ext_test //app:vendor_test"
     assert lines[1] == f"$OUTPUT_BASE is {failed}"
     assert result.stdout.count(failed) == 1
     # One line per missing library, under the cc_import that causes it.
@@ -62,9 +63,9 @@ def test_diagnose_fits_a_screen_with_the_command_to_run_first(
     assert "$OUTPUT_BASE/external/vendor/lib" in lines[first + 1]
     # The rest is one option away.
     # `fix` edits the cc_import of the unversioned file; the dependency to add is -v's.
-    assert lines[-2] == ("for good: `bazel-ldfix fix //app:ext_test //app:vendor_test` shows "
+    assert lines[-2] == (f"for good: `{LDFIX} fix //app:ext_test //app:vendor_test` shows "
                          "the BUILD change, --write makes it")
-    assert lines[-1] == ("details: `bazel-ldfix diagnose -v` (with the changes to make by "
+    assert lines[-1] == (f"details: `{LDFIX} diagnose -v` (with the changes to make by "
                          "hand); for scripts: --json")
     verbose = ws.ldfix("diagnose", "-v").stdout
     assert "BUILD fix" in verbose and "BUILD fix" not in result.stdout
@@ -74,9 +75,10 @@ def test_diagnose_fits_a_screen_with_the_command_to_run_first(
 def test_the_command_diagnose_says_to_run_first_makes_the_tests_pass(
         ws: Workspace, failed: str) -> None:
     command = ws.ldfix("diagnose").stdout.splitlines()[0].removeprefix("run first: ")
-    argv = shlex.split(command)
-    assert argv[0] == "bazel-ldfix"
-    result = ws.ldfix(*argv[1:])
+    assert shlex.split(command)[:4] == [*shlex.split(LDFIX), "test"]   # as it was run
+    # Pasted into a shell where the user is.
+    result = subprocess.run(["bash", "-c", command], cwd=ws.root, env=ws.env,
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     for label in TESTS:
         assert re.search(rf"^{re.escape(label)}\s+PASSED", result.stdout, re.M), result.stdout
@@ -97,7 +99,7 @@ def test_diagnose_v_writes_the_output_base_once_and_one_fix_for_one_directory(
     # Both tests miss libraries of one directory: one fix names both.
     now = [line for line in lines if line.startswith("fix ")]
     assert now == ["fix A, for //app:ext_test, //app:vendor_test: now, or on this machine"]
-    assert "  now:        bazel-ldfix test //app:ext_test //app:vendor_test" in lines
+    assert f"  now:        {LDFIX} test //app:ext_test //app:vendor_test" in lines
     assert result.stdout.count("test --test_env=LD_LIBRARY_PATH=") == 1
     # The cc_import change both tests need is printed once, for both.
     assert result.stdout.count('shared_library = "lib/libvendor.so.3",  # was') == 1
@@ -122,7 +124,7 @@ def test_colour_follows_one_rule_in_every_command(ws: Workspace, failed: str) ->
         assert "\x1b[" not in piped.stdout + piped.stderr, args
 
 
-def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
+def test_test_prints_each_thing_once_and_one_summary_after_bazels(
         ws: Workspace, failed: str) -> None:
     plain = ws.bazel("test", "//app:broken_test")
     result = ws.ldfix("test", *TESTS)
@@ -140,10 +142,22 @@ def test_test_prints_each_thing_once_and_one_summary_line_after_bazels(
     assert sum(failed in line for line in ours) == 1
     # The direct dependency is named before the one it needs.
     assert "bazel-ldfix: //app:ext_test cannot load libvendor.so.3, libvendor_core.so.3" in ours
-    last = result.stderr.rstrip().splitlines()[-1]
-    assert re.match(r"bazel-ldfix: 2 tests repaired \(libvendor\S*(, libvendor\S*)*\); make it "
-                    r"permanent on this machine with `bazel-ldfix env --format bazelrc "
-                    r"//app:vendor_test //app:ext_test >> \.bazelrc`", last), last
+    lines = result.stderr.rstrip().splitlines()
+    at = max(i for i, line in enumerate(lines) if line.startswith("bazel-ldfix: 2 tests "))
+    assert re.match(r"bazel-ldfix: 2 tests repaired \(libvendor\S*(, libvendor\S*)*\); to "
+                    r"make it permanent:$", lines[at]), lines[at]
+    said = " ".join(line.removeprefix("bazel-ldfix:").strip() for line in lines[at + 1:])
+    env = f"`{LDFIX} env --format bazelrc //app:vendor_test //app:ext_test >> .bazelrc`"
+    fix = f"`{LDFIX} fix //app:vendor_test //app:ext_test`"
+    assert said == (f"on this machine: {env} on every machine: the BUILD change {fix} shows "
+                    "(--write makes it)")
+    # Each command whole on a line, after Bazel's summary: the last lines of all.
+    assert all(line.startswith("bazel-ldfix:   ") for line in lines[at + 1:])
+    assert any(env in line for line in lines) and any(fix in line for line in lines)
+    # Every line of its own fits, but for one word kept whole (a path, a flag, a command).
+    word = re.compile(r"(?:[^\s`]|`[^`]*`)+")
+    assert [line for line in ours if len(line) > 100
+            and len(word.findall(line.removeprefix("bazel-ldfix:"))) > 1] == []
 
 
 def test_on_github_one_notice_per_repaired_test_and_none_for_another_failure(

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bazelws import LDFIX
 from click.testing import CliRunner
 
 from bazel_ldfix.cli import cli
@@ -66,14 +67,14 @@ def test_a_bazel_named_by_the_user_that_does_not_run_says_who_named_it(tmp_path:
 
 @pytest.mark.parametrize(("args", "line"), [
     (["diagnose", "--jsn"],
-     "error: no such option '--jsn'. Did you mean '--json'? (see `bazel-ldfix diagnose --help`)"),
-    (["tset"], "error: no such command 'tset'. Did you mean 'test'? (see `bazel-ldfix --help`)"),
-    (["resolve"], "error: missing argument 'FILES...' (see `bazel-ldfix resolve --help`)"),
+     f"error: no such option '--jsn'. Did you mean '--json'? (see `{LDFIX} diagnose --help`)"),
+    (["tset"], f"error: no such command 'tset'. Did you mean 'test'? (see `{LDFIX} --help`)"),
+    (["resolve"], f"error: missing argument 'FILES...' (see `{LDFIX} resolve --help`)"),
     (["diagnose", "--bep"],   # click's parser gives no command: the first word names it
-     "error: option '--bep' requires an argument (see `bazel-ldfix diagnose --help`)"),
+     f"error: option '--bep' requires an argument (see `{LDFIX} diagnose --help`)"),
     (["resolve", "--root", "/no  such", "/bin/true"],   # the user's words kept as given
      "error: invalid value for '--root': Directory '/no  such' does not exist (see "
-     "`bazel-ldfix resolve --help`)"),
+     f"`{LDFIX} resolve --help`)"),
 ])
 def test_a_command_line_click_cannot_read_is_one_error_line_and_exit_2(
         args: list[str], line: str, tmp_path: Path) -> None:
@@ -88,3 +89,36 @@ def test_no_arguments_print_the_help() -> None:
                             text=True)
     assert result.stderr.startswith("Usage: bazel-ldfix [OPTIONS] COMMAND [ARGS]...")
     assert "Commands:" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "fixed", "bazels"), [
+    (["--config=ci", "test", "--no-repair", "--dry-run", "//..."],
+     "test --no-repair --dry-run --config=ci //...", "--config=ci //..."),
+    # The tool's own options after the command, Bazel's before Bazel's other arguments.
+    (["--config", "ci", "-q", "test", "--no-repair", "--dry-run", "--", "//...", "-//a:b"],
+     "test -q --no-repair --dry-run --config ci -- //... -//a:b", "--config ci -- //... -//a:b"),
+])
+def test_an_option_before_the_command_is_said_to_go_after_it_with_the_line_that_works(
+        args: list[str], fixed: str, bazels: str, tmp_path: Path) -> None:
+    result = run(*args, cwd=tmp_path, env=dict(os.environ))
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    before = " ".join(args[:args.index("test")])
+    assert line == (f"error: {before} {'are' if ' ' in before else 'is'} given before the "
+                    "command test; the options of bazel-ldfix test and Bazel's go after it: "
+                    f"{LDFIX} {fixed}")
+    # The line that works, pasted: the options reach Bazel's command line (printed, as
+    # --dry-run --no-repair prints it, not run).
+    pasted = subprocess.run(["bash", "-c", line.split(" go after it: ", 1)[1]], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert pasted.returncode == 0, pasted.stderr
+    assert pasted.stdout.split()[1:] == ["test", *bazels.split()]
+
+
+def test_an_option_before_a_command_of_files_goes_after_it() -> None:
+    result = subprocess.run([sys.executable, "-m", "bazel_ldfix", "--json", "resolve",
+                             "/bin/true"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: --json is given before the command resolve; the options of bazel-ldfix "
+        f"resolve go after it: {LDFIX} resolve --json /bin/true"]

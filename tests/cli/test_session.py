@@ -15,7 +15,7 @@ from elfbuild import lib, program
 from terminal import on_terminal
 
 from bazel_ldfix import cli
-from bazel_ldfix.cli.session import Session
+from bazel_ldfix.cli.session import Session, prog_of
 from bazel_ldfix.invocation import from_environ
 
 
@@ -158,3 +158,60 @@ def test_a_cache_path_with_a_colon_does_not_stop_what_gives_the_loader_nothing(
                              "--library-path", str(libx.parent), str(app)],
                             capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
+
+
+def script(path: Path) -> Path:
+    """An installed ``bazel-ldfix`` at ``path``, as pip writes one: this interpreter, then
+    the entry point."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!{sys.executable}\nimport sys\nfrom bazel_ldfix.cli import main\n"
+                    "sys.exit(main())\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_suggested_commands_start_as_the_user_ran_the_tool(tmp_path: Path) -> None:
+    installed = script(tmp_path / "my tools" / "bin" / "bazel-ldfix")
+    elsewhere = script(tmp_path / "other" / "bazel-ldfix")
+    linked = tmp_path / "links" / "bazel-ldfix"
+    linked.parent.mkdir()
+    linked.symlink_to(installed)       # `ln -s .venv/bin/bazel-ldfix ~/.local/bin/`
+    main_py = "/src/bazel_ldfix/__main__.py"
+    python = "/opt/my python/bin/python3"
+    # `python -m bazel_ldfix`: the interpreter by its full path, quoted for the shell.
+    assert prog_of(main_py, python, {}) == "'/opt/my python/bin/python3' -m bazel_ldfix"
+    # The script by the name a shell finds it by, when PATH finds that very file...
+    assert prog_of(str(installed), python, {"PATH": str(installed.parent)}) == "bazel-ldfix"
+    assert prog_of(str(linked), python, {"PATH": str(linked.parent)}) == "bazel-ldfix"
+    assert prog_of(str(installed), python, {"PATH": str(linked.parent)}) == "bazel-ldfix"
+    # ... else as it was named: another one comes first on PATH, or none is on it.
+    assert prog_of("my tools/bin/bazel-ldfix", python,
+                   {"PATH": f"{elsewhere.parent}:{installed.parent}"}) == \
+        "'my tools/bin/bazel-ldfix'"
+    assert prog_of(".venv/bin/bazel-ldfix", python, {"PATH": "/usr/bin"}) == \
+        ".venv/bin/bazel-ldfix"
+    # Under `bazel run`, the command that runs it again.
+    assert prog_of("/x/bazel-ldfix.runfiles/bazel_ldfix/rules/main.py", python, {},
+                   by_bazel_run=True) == "bazel run @bazel_ldfix//:bazel-ldfix --"
+
+
+def test_a_suggested_command_pasted_into_a_shell_runs_the_same_tool(tmp_path: Path) -> None:
+    script(tmp_path / "my tools" / "bin" / "bazel-ldfix")
+    (tmp_path / "WORKSPACE").write_text("")
+    bazel = tmp_path / "bazel"
+    bazel.write_text("#!/bin/sh\necho started >> \"$0.log\"\n")   # never started here
+    bazel.chmod(0o755)
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    # An option of the tool's after Bazel's arguments: refused with the command line that
+    # works, which names the script as it was run, relative to where the user is.
+    ran = subprocess.run(["my tools/bin/bazel-ldfix", "test", "--bazel", str(bazel),
+                          "//app:all", "--no-repair", "--dry-run"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert ran.returncode == 2, ran.stderr
+    suggested = ran.stderr.split("before the Bazel arguments: ", 1)[1].strip()
+    assert suggested.startswith("'my tools/bin/bazel-ldfix' test ")
+    pasted = subprocess.run(["bash", "-c", suggested], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert pasted.returncode == 0, pasted.stderr
+    assert pasted.stdout.split()[1:] == ["test", "//app:all"]   # the command, not run
+    assert not (tmp_path / "bazel.log").exists()

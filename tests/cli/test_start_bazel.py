@@ -54,6 +54,19 @@ def test_locate_before_anything_is_fetched_waits_visibly_and_says_what_is_missin
 
 @pytest.mark.bazel
 @needs_bazel
+def test_quiet_on_a_terminal_names_no_bazel_command_it_waits_for(ws: Workspace) -> None:
+    # No Bazel server running: `bazel info`, asked before the run, starts one.
+    ws.shutdown()
+    code, text = terminal.on_terminal(["test", "--quiet", "--no-repair", "//app:vendor_test"],
+                                      cwd=ws.root, env=ws.env)
+    assert code == 3, text[-3000:]
+    assert "waiting for" not in text
+    # What it does print is the diagnosis of the test the loader stopped.
+    assert "bazel-ldfix: 1 failed test was stopped by the dynamic loader" in text
+
+
+@pytest.mark.bazel
+@needs_bazel
 def test_a_changed_ld_library_path_rebuilds_as_the_docs_and_env_shell_warn(
         ws: Workspace, tmp_path: Path) -> None:
     assert ws.bazel("build", "//app:vendor_test").returncode == 0
@@ -67,8 +80,9 @@ def test_a_changed_ld_library_path_rebuilds_as_the_docs_and_env_shell_warn(
     shell = ws.ldfix("env", "--format", "shell", "//app:vendor_test")
     assert shell.returncode == 0, shell.stderr
     assert shell.stdout.startswith("export LD_LIBRARY_PATH=")
-    assert ("do not export it in the shell that runs Bazel" in shell.stderr
-            and "rebuilds everything" in shell.stderr)
+    said = " ".join(shell.stderr.replace("\nbazel-ldfix:  ", "").split())   # wrapped lines
+    assert "do not export it in the shell that runs Bazel" in said
+    assert "rebuilds everything" in said
 
 
 def test_a_json_error_is_json_on_stdout_and_one_line_on_stderr(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bazelws import BAZEL, Workspace, clean_env, make_workspace, sdk
+from bazelws import BAZEL, LDFIX, Workspace, clean_env, make_workspace, sdk
 from diagnose_fixtures import EXTENSION_SRC, versioned_lib
 from elfbuild import patch_class, patch_machine
 
@@ -173,7 +173,7 @@ def test_a_missing_library_with_the_three_fixes(scenario: Scenario) -> None:
         os.path.realpath(f"{ob}/external/xsdk/lib/libxdemo.so.11")]
     value = f"{ob}/external/xsdk/lib:{ob}/external/ysdk/lib"
     assert f["fix"]["flag"] == f"--test_env=LD_LIBRARY_PATH={value}"
-    assert f["fix"]["command"] == "bazel-ldfix test //t:needs_xy"
+    assert f["fix"]["command"] == "bazel-ldfix test //t:needs_xy"   # cli.main, a library call
     assert f["fix"]["bazelrc"].endswith(f"\ntest --test_env=LD_LIBRARY_PATH={value}")
     assert "@xsdk//:xdemo (a cc_import" in f["fix"]["build"]
     assert 'shared_library = "lib/libxdemo.so.11",  # was "lib/libxdemo.so"' \
@@ -343,7 +343,7 @@ def test_the_bazel_ldfix_test_run_is_followed_by_the_diagnosis(scenario: Scenari
     assert plain.returncode == 3, plain.stderr[-3000:]
     ours = [line for line in plain.stderr.splitlines() if line.startswith("bazel-ldfix: ")]
     # Bazel's summary first, then the command that repairs it, then the library.
-    assert ours[0] == "bazel-ldfix: run first: bazel-ldfix test //t:needs_xy"
+    assert ours[0] == f"bazel-ldfix: run first: {LDFIX} test //t:needs_xy"
     assert any(re.match(r"bazel-ldfix:     libxdemo\.so\.11 +in \S+  for //t:needs_xy$",
                         line) for line in ours), ours
 

@@ -89,7 +89,7 @@ def test_a_tag_filter_asks_no_query_for_tags(ws: Workspace) -> None:
 def test_a_rules_own_value_is_kept_on_the_first_run_and_the_next(ws: Workspace) -> None:
     zdir = str(ws.zdir)  # type: ignore[attr-defined]
     for _ in range(2):  # the second run starts the query while the tests are resolved
-        # (with no remembered answer of the rules: tests/test_bazel_rulecache.py has those)
+        # (with no remembered answer of the rules: tests/bazel/test_rulecache_bazel.py has those)
         shutil.rmtree(Path(ws.env["XDG_CACHE_HOME"]) / "bazel-ldfix" / "rules",
                       ignore_errors=True)
         code, out, commands = _commands(ws, "//t:with_env", "//t:needs_x")

@@ -2,7 +2,7 @@
 
 The paths here are ones a real Bazel cannot be made to take on demand (a bug of ours, put
 in for the test; an interrupted build step), so a stand-in script plays Bazel and logs
-every call. tests/test_failopen_bazel.py covers the rest with a real Bazel.
+every call. tests/repair/test_failopen_bazel.py covers the rest with a real Bazel.
 """
 
 from __future__ import annotations

@@ -79,6 +79,17 @@ def test_the_split_run_gives_each_test_its_own_file(two_sdks: Workspace) -> None
     assert mapped(two_sdks, "t3") == {"libfoo.so.3.2.0"}
 
 
+def test_quiet_test_says_nothing_of_the_split_as_quiet_env_says_nothing(
+        two_sdks: Workspace) -> None:
+    quiet = two_sdks.ldfix("test", "--quiet", "//t:all")
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert [line for line in quiet.stderr.splitlines() if line.startswith("bazel-ldfix")] == []
+    assert "//t:t3" in quiet.stdout + quiet.stderr       # Bazel's own summaries, both runs
+    env = two_sdks.ldfix("env", "--quiet", "//t:all")
+    assert env.returncode == 0, env.stderr[-3000:]
+    assert [line for line in env.stderr.splitlines() if line.startswith("bazel-ldfix")] == []
+
+
 def test_env_lists_the_groups_and_refuses_one_bazelrc_line(two_sdks: Workspace) -> None:
     flags = two_sdks.ldfix("env", "//t:all")
     assert flags.returncode == 0, flags.stderr[-3000:]

@@ -7,13 +7,23 @@ gives. Each test prints the objects it has loaded, so what is asserted is what i
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, SHOWS_FOO, Workspace, clean_env, loaded, make_workspace, sdk
+from bazelws import (
+    BAZEL,
+    LDFIX,
+    SHOWS_FOO,
+    Workspace,
+    clean_env,
+    loaded,
+    make_workspace,
+    sdk,
+)
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
@@ -77,10 +87,17 @@ def test_a_library_opened_at_run_time_that_fails_points_at_the_rerun(setup: Setu
     result = ws.ldfix("test", "//t:all")
     assert result.returncode == 3, result.stderr[-3000:]
     assert "libacme.so.3: cannot open shared object file" in ws.test_log("t", "acme_test")
-    lines = [line for line in result.stderr.splitlines() if "--rerun-loader-failures" in line]
-    assert lines == ["bazel-ldfix: //t:acme_test failed to open libacme.so.3 at run time, "
-                     "which no file names; `bazel-ldfix test --rerun-loader-failures //t:all` "
-                     "runs it once more with what this run revealed"]
+    lines = result.stderr.splitlines()
+    at = lines.index("bazel-ldfix: //t:acme_test failed to open libacme.so.3 at run time, "
+                     "which no file names;")
+    told = [lines[at], *itertools.takewhile(lambda line: line.startswith("bazel-ldfix:   "),
+                                            lines[at + 1:])]
+    assert " ".join(line.removeprefix("bazel-ldfix:").strip() for line in told) == (
+        "//t:acme_test failed to open libacme.so.3 at run time, which no file names; "
+        f"`{LDFIX} test --rerun-loader-failures //t:all` runs it once more with what this run "
+        "revealed")
+    # The command whole, on one line.
+    assert any(f"`{LDFIX} test --rerun-loader-failures //t:all`" in line for line in told)
 
 
 

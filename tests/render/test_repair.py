@@ -3,8 +3,19 @@ are many of them, and nothing else of the summary moves."""
 
 from __future__ import annotations
 
+import re
+import shlex
+
+from bazel_ldfix.bazel.declared import Leftover
 from bazel_ldfix.bazel.given import Given
-from bazel_ldfix.render.repair import NAMED, repair_summary
+from bazel_ldfix.render.common import LINE_WIDTH
+from bazel_ldfix.render.repair import (
+    NAMED,
+    SHELL_CAVEAT,
+    caveat_lines,
+    repair_summary,
+    repaired_line,
+)
 from bazel_ldfix.repair.results import Missing, Repair, TestResult
 
 BASE = "/ob"
@@ -69,3 +80,65 @@ def test_tests_that_miss_the_same_names_in_another_order_are_one_group() -> None
     tests += [_test(f"//t:b{i}", ("libb.so.2", "liba.so.1")) for i in range(3)]
     lines = [line for line in _lines(_repair(tests)) if "cannot load" in line]
     assert lines == ["6 tests cannot load liba.so.1, libb.so.2: //t:a0, //t:a1, //t:a2 and 3 more"]
+
+
+LONG_BASE = "/root/.cache/bazel/_bazel_root/4ca518f6a8930332e076c58b6d48ed43"
+PROG = "/home/user/src/bazel-ldfix/.venv/bin/bazel-ldfix"
+
+
+def too_long(text: str) -> list[str]:
+    """The lines longer than LINE_WIDTH that are more than one word: a path, a flag or a
+    command in backticks stays whole."""
+    word = re.compile(r"(?:[^\s`]|`[^`]*`)+")
+    return [line for line in text.splitlines() if len(line) > LINE_WIDTH
+            and len(word.findall(line.removeprefix("bazel-ldfix:"))) > 1]
+
+
+def test_a_leftover_warning_is_wrapped_and_says_its_path_under_the_output_base_once() -> None:
+    left = Leftover("libldemo.so.4", f"{LONG_BASE}/execroot/ws/bazel-out/k8-fastbuild/bin/"
+                                     "_solib_k8/_U@lsdk_S_S_Cldemo___Ulib/libldemo.so.4")
+    # Alone, the path is the one that names the output_base: written as it is.
+    alone = Repair(LONG_BASE, (), "", (_test("//l:needs_l", ()),), (), (), None)
+    assert f"bazel-ldfix:   {left.path}" in repair_summary(alone, PROG, [("//l:needs_l", (left,))])
+    # Beside a repair whose lines name it too, written once, then $OUTPUT_BASE.
+    found = f"{LONG_BASE}/external/demo_tensorrt/lib"
+    repair = Repair(LONG_BASE, (), "", (_test("//t:infer_test", ("libdemoinfer.so.11",)),
+                                        _test("//l:needs_l", ())),
+                    (Missing("libdemoinfer.so.11", ("/x/test",), found, ()),), (found,),
+                    Given(found))
+    text = repair_summary(repair, PROG, [("//l:needs_l", (left,))])
+    lines = text.splitlines()
+    assert lines[0] == f"bazel-ldfix: $OUTPUT_BASE is {LONG_BASE}"
+    assert text.count(LONG_BASE) == 1
+    start = lines.index("bazel-ldfix: warning: //l:needs_l loads libldemo.so.4 from a file no "
+                        "rule declares for it now:")
+    assert lines[start + 1] == ("bazel-ldfix:   $OUTPUT_BASE/execroot/ws/bazel-out/k8-fastbuild/"
+                                "bin/_solib_k8/_U@lsdk_S_S_Cldemo___Ulib/libldemo.so.4")
+    said = " ".join(line.removeprefix("bazel-ldfix:").strip() for line in lines[start + 2:])
+    assert said == ("an earlier build left it in bazel-out: the test passes here by accident, "
+                    "and fails under remote execution and after `bazel clean`; "
+                    f"`{PROG} fix` makes the BUILD change")
+    assert too_long(text) == []
+
+
+def test_the_lines_after_a_repaired_run_fit_and_give_each_command_whole() -> None:
+    tests = [_test(f"//app/very/deep/package:test_{i}", ("libdemoinfer.so.11",))
+             for i in range(12)]
+    args = [t.label for t in tests]
+    text = repaired_line(_repair(tests), args, 0, prog=PROG)
+    assert text is not None
+    assert too_long(text) == []
+    commands = re.findall(r"`([^`]*)`", text)
+    assert commands == [f"{PROG} env --format bazelrc {' '.join(args)} >> .bazelrc",
+                        f"{PROG} fix {' '.join(args)}"]
+    # Each command whole on one line, as a shell reads it back.
+    for command in commands:
+        assert any(command in line for line in text.splitlines())
+        assert shlex.split(command)[0] == PROG
+
+
+def test_a_caveat_is_wrapped_to_lines_that_fit() -> None:
+    text = caveat_lines(SHELL_CAVEAT)
+    assert len(text.splitlines()) > 1 and too_long(text) == []
+    assert " ".join(line.removeprefix("bazel-ldfix:").strip()
+                    for line in text.splitlines()) == SHELL_CAVEAT

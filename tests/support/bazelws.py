@@ -23,6 +23,9 @@ from elfbuild import cc
 REPO = Path(__file__).resolve().parents[2]
 OFFLINE = REPO / "examples" / "offline"
 BAZEL = os.environ.get("BAZEL") or shutil.which("bazel")
+# How the commands the tool suggests name it when it runs as Workspace.ldfix runs it
+# (`python -m bazel_ldfix`, this interpreter by its full path).
+LDFIX = shlex.join([sys.executable, "-m", "bazel_ldfix"])
 
 
 # Debian's rules repositories (packages bazel-rules-java, bazel-platforms, bazel-skylib),
