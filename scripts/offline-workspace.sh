@@ -36,6 +36,11 @@ dir=$(cd "$dir" && pwd -P)
 if [ ! -f "$dir/WORKSPACE" ] && [ ! -f "$dir/WORKSPACE.bazel" ]; then
   refuse "$dir is not a Bazel workspace (no WORKSPACE or WORKSPACE.bazel)"
 fi
+# The paths go into .bazelrc lines unquoted (and through the shell's word splitting here).
+case "$dir" in
+  *[[:space:]\"\'\\]*)
+    refuse "$dir holds a blank, a quote or a backslash, which a .bazelrc line cannot carry unquoted; use the workspace through a path without them" ;;
+esac
 
 version=$("$bazel" --version 2>/dev/null) || refuse "cannot run '$bazel --version'"
 case "$version" in

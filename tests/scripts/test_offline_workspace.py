@@ -161,6 +161,8 @@ def refusal_cases(top: Path) -> dict[str, tuple[Path, str, dict[str, str]]]:
     (foreign / ".bazel-offline").mkdir()
     (foreign / ".bazel-offline" / "notes.txt").write_text("mine\n")
     cases["foreign"] = (foreign, f"{foreign}/.bazel-offline exists and was not written", env)
+    blank = workspace("my ws")
+    cases["blank"] = (blank, f"{blank} holds a blank, a quote or a backslash", env)
     bare = top / "bare"
     bare.mkdir()
     cases["bare"] = (bare, f"{bare} is not a Bazel workspace", env)
@@ -172,7 +174,8 @@ def refusal_cases(top: Path) -> dict[str, tuple[Path, str, dict[str, str]]]:
     return cases
 
 
-@pytest.mark.parametrize("case", ["linked", "damaged", "foreign", "bare", "newer"])
+@pytest.mark.parametrize("case", ["linked", "damaged", "foreign", "blank", "bare",
+                                  "newer"])
 def test_what_it_cannot_do_safely_is_refused_in_one_line_and_nothing_is_written(
         tmp_path: Path, case: str) -> None:
     directory, words, env = refusal_cases(tmp_path)[case]
