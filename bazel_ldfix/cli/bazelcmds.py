@@ -71,7 +71,7 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
                                    bazel_args, output_base=output_base, prepend=prepend,
                                    no_cache=no_cache)
     if isinstance(repair, repairing.StepFailed):
-        raise testing.build_step_error(repair)
+        raise repairing.build_failed(repair)
     repair = testing.remote_guard(caller, repair, force_local_path)
     split = bool(repair.groups) and fmt in ("shell", "bazelrc")
     render = {"flags": group_flags if repair.groups else repair_flags, "shell": repair_shell,

@@ -48,9 +48,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     repair = repairing.for_command(caller, bazel, bazel_args,
                                    output_base=options.output_base, no_cache=options.no_cache)
     if isinstance(repair, repairing.StepFailed):
-        from bazel_ldfix.flow.test import build_step_error
-
-        raise build_step_error(repair)
+        raise repairing.build_failed(repair)
     workspace = workspace_of(caller.cwd) or caller.cwd
     result = plan_for(repair, workspace, interface=options.interface)
     document = to_jsonable(result, workspace) if options.as_json else None

@@ -424,15 +424,23 @@ def for_command(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], *,
 class BuildStepError(BazelError):
     """The build step of ``bazel test`` failed with Bazel's exit code ``code``."""
 
-    def __init__(self, message: str, code: int) -> None:
+    def __init__(self, message: str, code: int, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
-def build_failed(code: int) -> BuildStepError:
-    """The error of a build step that failed (exit code ``code``)."""
+def build_failed(failed: StepFailed) -> BuildStepError:
+    """The error ``test``, ``env`` and ``fix`` alike end with when the build step fails.
+    Where it failed as ``bazel test BAZEL_ARGS`` would (a target that does not exist, a
+    compile error, a command line Bazel refuses), the exit code is Bazel's own, which
+    ``test`` always exits with; otherwise the step is one of the tool's own (66), which
+    ``test`` falls back from."""
+    code = failed.code
+    exit_code = code if failed.same_as_test else None
     if code == INTERRUPTED:
         return BuildStepError("the build step of `bazel test` was interrupted (exit code 8)",
-                              code)
+                              code, exit_code)
     return BuildStepError(f"the build step of `bazel test` failed (exit code {code}); "
-                          "see Bazel's output above", code)
+                          "see Bazel's output above", code, exit_code)

@@ -205,22 +205,11 @@ def leftovers(repair: Repair) -> list[tuple[str, tuple[Leftover, ...]]]:
     return out
 
 
-def build_step_error(failed: repairing.StepFailed) -> repairing.BuildStepError:
-    """The error ``test``, ``env`` and ``fix`` alike end with when the build step fails as
-    ``bazel test BAZEL_ARGS`` would (a target that does not exist, a compile error, a command
-    line Bazel refuses): Bazel's own code, which ``test`` always exits with. A step that
-    failed otherwise is one of the tool's own (66), which ``test`` falls back from."""
-    error = repairing.build_failed(failed.code)
-    if failed.same_as_test:
-        error.exit_code = failed.code
-    return error
-
-
 def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
                        options: Options) -> Repair | failopen.Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
     the command unchanged), or Bazel's code when the build step was interrupted. A build
-    step that failed as ``bazel test BAZEL_ARGS`` would raises :func:`build_step_error`:
+    step that failed as ``bazel test BAZEL_ARGS`` would raises ``repair.build_failed``:
     running the command would only show the same error again.
     """
     from bazel_ldfix.bazel.exitcodes import INTERRUPTED
@@ -233,7 +222,7 @@ def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
     if planned.code == INTERRUPTED:
         return planned.code
     if planned.same_as_test:
-        raise build_step_error(planned)
+        raise repairing.build_failed(planned)
     why = (": it built more than `bazel test --build_tests_only` builds"
            if planned.builds_more else "")
     return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
