@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import stat
 
 from bazel_ldfix.fs.bounded import read_at_most
 
@@ -63,7 +64,8 @@ def read_calls(path: str) -> list[ast.Call] | None:
     except (OSError, ValueError):
         return None
     try:
-        data = read_at_most(fd, MAX_BUILD) if os.path.isfile(path) else None
+        # The file opened, not the path again: what is read is what was checked.
+        data = read_at_most(fd, MAX_BUILD) if stat.S_ISREG(os.fstat(fd).st_mode) else None
     except OSError:
         return None
     finally:
