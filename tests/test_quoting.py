@@ -17,23 +17,23 @@ import pytest
 from bazelws import BAZEL, Workspace, clean_env, make_workspace
 
 from bazel_ldfix import quoting
-from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.diagnosis import fixes
+from bazel_ldfix.given import Given
 from bazel_ldfix.render import repair as report
 from bazel_ldfix.repair.results import Repair
 
 pytestmark = pytest.mark.security
 
 # Blanks, both quotes, a comment sign, backslashes, a line-ending backslash, shell
-# expansions, Bazel's rc "${...}" expansion, % and non-ASCII: everything but ":" (which no
+# expansions, Bazel's rc "${...}" expansion, % and non-ASCII: everything but ":" and ";" (which no
 # search path can carry) and control characters.
-HOSTILE = ("/tmp/a b/c'd\"e#f\\g${HOME}h{i}$(touch MARKER)`id`;&|<>*?~!%workspace%/é\t"
+HOSTILE = ("/tmp/a b/c'd\"e#f\\g${HOME}h{i}$(touch MARKER)`id`,&|<>*?~!%workspace%/é\t"
            "x\\")
 LABEL = "//pkg:t$(touch MARKER) x;y"
 
 
 def repair_with(value: str) -> Repair:
-    return Repair("/ob", (), "nothing", (), (), (value,), Given(value))
+    return Repair("/ob", "nothing", (), (), Given((), (value,)))
 
 
 def bash(script: str, cwd: Path) -> str:

@@ -172,7 +172,7 @@ def starlark_string(text: str) -> str:
 class TestEnvironment:
     """LD_LIBRARY_PATH as Bazel would hand it to the tests, before any repair."""
 
-    base: tuple[str, ...]               # entries every test keeps, in order
+    base: tuple[str, ...]               # what the flags give every test, in order
     source: str                         # where the base comes from, in words
     current: Mapping[str, str | None]   # label -> the value that test gets today
     # label -> whether a --test_env added last reaches it (missing: it does)
@@ -180,6 +180,15 @@ class TestEnvironment:
     order: Order = Order.FLAGS_WIN
     version: str | None = None          # Bazel's own word for its version
     rule: Mapping[str, str | None] = field(default_factory=dict)  # the rules' own values
+
+    def base_of(self, label: str) -> tuple[str, ...]:
+        """What a ``--test_env`` added last must keep for this test: the whole value it
+        gets today, its own rule's ``env`` included where the flag replaces it. Another
+        test's rule ``env`` is never part of it."""
+        return pathlist.split(self.current.get(label))
+
+    def reaches(self, label: str) -> Reach:
+        return self.reach.get(label, Reach.YES)
 
 
 def environment_of(options: Sequence[Option], client_env: Mapping[str, str],
@@ -193,7 +202,8 @@ def environment_of(options: Sequence[Option], client_env: Mapping[str, str],
     default before Bazel 9), then ``--test_env``, then, by version, the rule's ``env`` and
     ``env_inherit`` below them (before 7.2) or over them (7.2 and later). The repair is a
     ``--test_env`` added last: it replaces the flags' value, and the rule's where the flags
-    win, so those entries are kept in the base; a test whose rule's value wins keeps it.
+    win, so each test's own value is what it must keep (:meth:`TestEnvironment.base_of`);
+    a test whose rule's value wins keeps it.
     """
     major = major_version(version)
     strict = bool_option(options, "incompatible_strict_action_env",
@@ -207,13 +217,5 @@ def environment_of(options: Sequence[Option], client_env: Mapping[str, str],
     current = {label: test_value(flags, rule_values[label], order)
                for label in labels}
     reaches = {label: reach(rule_values[label], order) for label in labels}
-    entries: list[str] = list(pathlist.split(flags.value))
-    source = flags.source
-    replaced = [rule_values[label] for label in labels
-                if rule_values[label] is not None and reaches[label] is not Reach.NO]
-    for rv in replaced:
-        entries += pathlist.split(rv)
-    if replaced:
-        source += ", plus the env attribute of the test rules"
-    return TestEnvironment(pathlist.merge(entries, ()), source, current, reaches, order,
+    return TestEnvironment(pathlist.split(flags.value), flags.source, current, reaches, order,
                            version, rule_values)

@@ -69,10 +69,10 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     caller = session.caller()
     repair = repairing.for_command(caller, session.bazel(bazel_path, startup, bazel_timeout),
                                    bazel_args, output_base=output_base, prepend=prepend,
-                                   no_cache=no_cache)
+                                   no_cache=no_cache, force_local_path=force_local_path)
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair)
-    repair = testing.remote_guard(caller, repair, force_local_path)
+    testing.say_held_back(caller, repair)
     split = bool(repair.groups) and fmt in ("shell", "bazelrc")
     render = {"flags": group_flags if repair.groups else repair_flags, "shell": repair_shell,
               "bazelrc": repair_bazelrc, "json": repair_json}[fmt]

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import PROG, pathlist, quoting
-from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.bazel.solib import SolibImport, package_relative
+from bazel_ldfix.given import Given
 
 BAZELRC_CAVEAT = ("# machine-specific: absolute paths of this machine (an output_base moves "
                   "with the user, the workspace path and `bazel clean --expunge`)")
@@ -43,11 +43,12 @@ def library_path_value(base: Sequence[str], append: Sequence[str],
     None when a directory cannot be an entry of it (':' or ';': the BUILD fix remains)."""
     if (not append and not prepend) or not all(map(pathlist.listable, (*append, *prepend))):
         return None
-    return pathlist.join(pathlist.merge(pathlist.merge(base, append), prepend, prepend=True))
+    after = Given(tuple(base), tuple(append)).entries
+    return Given(after, tuple(prepend), prepend=True).ld_library_path
 
 
 def flag(value: str | None) -> str | None:
-    return None if value is None else Given(value).flag
+    return None if value is None else Given.of_value(value).flag
 
 
 def command(label: str | None, value: str | None, *, ldfix: bool,
@@ -59,7 +60,7 @@ def command(label: str | None, value: str | None, *, ldfix: bool,
         return f"{prog} test {target}"
     if value is None:
         return None
-    return f"bazel test {target} {quoting.shell(Given(value).flag)}"
+    return f"bazel test {target} {quoting.shell(Given.of_value(value).flag)}"
 
 
 def bazelrc(value: str | None) -> str | None:
@@ -67,7 +68,7 @@ def bazelrc(value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        line = Given(value).bazelrc_line()
+        line = Given.of_value(value).bazelrc_line()
     except quoting.UnquotableError:
         return None
     return f"{BAZELRC_CAVEAT}\n{line}"

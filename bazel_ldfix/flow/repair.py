@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.bazel.buildstep import BuildStep, download_outputs
 from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.bazel.exitcodes import (
@@ -35,8 +34,9 @@ from bazel_ldfix.bazel.targets import StepHead, TestTarget
 from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.errors import BadInputError, BazelError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix.given import flags as given_flags
 from bazel_ldfix.pathlist import VARIABLE
-from bazel_ldfix.repair.context import PlanContext, Setting
+from bazel_ldfix.repair.context import PlanContext, RunFacts, Setting
 from bazel_ldfix.repair.lastrun import LastRun
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.loader.resolve import LoaderFactory
     from bazel_ldfix.repair.models import Models
-    from bazel_ldfix.repair.results import Repair, TestInput, TestResult
+    from bazel_ldfix.repair.results import Repair
 
 @dataclass(frozen=True)
 class StepFailed:
@@ -119,7 +119,8 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     rules = _Rules(runner, events, events.workspace or workspace, selected,
                    setting.cache_dir, built.output_base)
     # The same command again, with nothing it read changed: the same repair.
-    inputs = replay.inputs_of(events, client_env, built.output_base, setting.prepend) \
+    inputs = replay.inputs_of(events, client_env, built.output_base, setting.prepend,
+                              force_local=setting.force_local_path) \
         if last.keeps and not built.absent else None
     if last.kept is not None and inputs is not None:
         again = last.given_again(inputs, replay.rules_of(rules.known)
@@ -130,8 +131,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
 
                 linkdir.renew(again.links_dir)
             last.remember(again.given)
-            return dataclasses.replace(again, options=events.options,
-                                       patterns=events.patterns, given_again=True)
+            return again
     # Where a rule's env may win over the flags (Bazel 7.2+, or a version not known), a
     # test that loads with the flags' value may not load with its rule's: ask the rules.
     # (Tags come from the build step's events: a tag filter needs no query.)
@@ -155,7 +155,6 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     finally:
         rules.close()
     last.remember(result.given)
-    result = dataclasses.replace(result, options=events.options, patterns=events.patterns)
     if inputs is not None and not result.groups:
         # (A split run is made anew each time: the kept record holds one value.)
         last.keep(inputs, replay.rules_of(used), built.session.memo.facts(), result)
@@ -179,7 +178,7 @@ class _Built:
 def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str],
                 last: LastRun, output_base: str | None) -> _Built | StepFailed:
     """The build step, with the tests read and resolved as soon as Bazel has built each."""
-    step = BuildStep(runner, args, given_.flags(last.given))
+    step = BuildStep(runner, args, given_flags(last.given))
     read_ahead: Callable[[TestTarget, StepHead], None] | None = None
     try:
         # While Bazel builds: the model, and what the host's loader says first; then each
@@ -256,7 +255,7 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
         # option, so neither this step nor the `bazel test` after it re-analyses.
         try:
-            got = download_outputs(runner, args, given_.flags(last.given))
+            got = download_outputs(runner, args, given_flags(last.given))
         except BazelError as exc:   # it did not end in time: the tests run as they are
             notes.append(exc.lines()[0])
         else:
@@ -318,9 +317,10 @@ class _Rules:
 def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str],
                 setting: Setting, rules: Mapping[str, RuleInfo],
                 search: bool = True) -> Repair:
-    """The plan for the selected tests, given the rules' ``env``; split where one value
-    cannot serve them all."""
+    """The plan for the selected tests, given the rules' ``env``: one value, or one per
+    group where one value cannot serve them all (:mod:`bazel_ldfix.repair.plan`)."""
     from bazel_ldfix.bazel.testenv import environment_of
+    from bazel_ldfix.given import Given
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import Repair, TestInput
 
@@ -335,7 +335,8 @@ def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str
                   *(built.unreadable[t.label] for t in chosen if t.label in built.unreadable))
     if not tests:
         # Nothing to model; the user's `bazel test` still runs, unchanged.
-        return Repair(built.output_base, (), "nothing", (), (), (), None, notes=step_notes)
+        return Repair(built.output_base, "nothing", (), (), Given(), options=events.options,
+                      notes=step_notes, patterns=events.patterns)
     env = environment_of(events.options, client_env,
                          {k: r.env for k, r in rules.items()}, [t.label for t in tests],
                          events.version, {k: r.env_inherit for k, r in rules.items()})
@@ -348,59 +349,9 @@ def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str
             setting.on_error(path, exc)
 
     context = PlanContext(built.output_base, built.host_loader, session, built.host,
-                          dataclasses.replace(setting, on_error=noted))
-
-    def plan_for(members: Sequence[TestInput]) -> Repair:
-        return plan_repair(members, env, context, search=search)
-
-    planned = plan_for(inputs)
-    if planned.conflicts:
-        planned = split(planned, inputs, plan_for)
-    return dataclasses.replace(planned, notes=(*step_notes, *planned.notes))
-
-
-def split(whole: Repair, inputs: Sequence[TestInput],
-          plan_for: Callable[[Sequence[TestInput]], Repair]) -> Repair:
-    """The run split into groups of tests that one value serves (see ``Repair.groups``).
-
-    The first group takes the files the whole run chose, and every test that agrees with
-    them; each other test joins the first group whose files agree with its own. Each group
-    is planned again for its tests alone, so a test is given the files its own libraries
-    lead to, never those chosen for another test.
-    """
-    from bazel_ldfix.repair.results import Group
-
-    chosen = {m.soname: os.path.realpath(m.path) for m in whole.missing if m.path}
-    wants: dict[str, dict[str, str]] = {}
-    for c in whole.conflicts:
-        wants.setdefault(c.label, {})[c.soname] = os.path.realpath(c.own)
-    names = {c.soname for c in whole.conflicts}
-    assigned: list[tuple[dict[str, str], list[TestInput]]] = [
-        ({n: chosen[n] for n in names if n in chosen}, [])]
-    for test in inputs:
-        own = wants.get(test.label, {})
-        for files, members in assigned:
-            if all(files.get(n, f) == f for n, f in own.items()):
-                files.update(own)
-                members.append(test)
-                break
-        else:
-            assigned.append((dict(own), [test]))
-    groups = []
-    results: dict[str, TestResult] = {}
-    notes: list[str] = []
-    for _files, members in assigned:
-        if not members:
-            continue
-        part = plan_for(members)
-        groups.append(Group(tuple(t.label for t in members), part.given,
-                            part.added, part.tests, part.missing))
-        results.update((t.label, t) for t in part.tests)
-        notes += [f"{c.label} still gets {c.chosen} for {c.soname}, not {c.own}, which its "
-                  "own libraries lead to" for c in part.conflicts]
-    tests = tuple(results.get(t.label, t) for t in whole.tests)
-    return dataclasses.replace(whole, tests=tests, groups=tuple(groups),
-                               notes=(*whole.notes, *notes))
+                          dataclasses.replace(setting, on_error=noted),
+                          RunFacts(events.options, events.patterns, step_notes))
+    return plan_repair(inputs, env, context, search=search)
 
 
 def _all_there(value: str) -> bool:
@@ -412,11 +363,12 @@ def _all_there(value: str) -> bool:
 
 def for_command(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], *,
                 output_base: str | None = None, prepend: bool = False,
-                no_cache: bool = False) -> Repair | StepFailed:
+                no_cache: bool = False, force_local_path: bool = False
+                ) -> Repair | StepFailed:
     """:func:`repair_tests` for the caller: its environment, its per-user directories
     (none with ``no_cache``), its progress and unreadable-file lines."""
     setting = Setting(prepend, None if no_cache else caller.cache_dir, caller.links_root,
-                      caller.cuda, caller.on_error, caller.progress)
+                      caller.cuda, caller.on_error, caller.progress, force_local_path)
     return repair_tests(bazel, bazel_args, caller.env, output_base=output_base,
                         setting=setting)
 

@@ -15,11 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import pathlist
-from bazel_ldfix.bazel import given as given_
-from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.given import Given
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import failopen
 from bazel_ldfix.repair.results import Repair
@@ -41,12 +40,13 @@ class RerunPlan:
 
     @property
     def ld_library_path(self) -> str | None:
-        return given_.value(self.given)
+        return None if self.given is None else self.given.ld_library_path
 
 
-def plan_rerun(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -> RerunPlan:
-    """Which loader failures of the first run one rerun can repair, and with what value."""
-    first = pathlist.merge(repair.base, repair.added, prepend=prepend)
+def plan_rerun(diagnosis: Diagnosis, repair: Repair) -> RerunPlan:
+    """Which loader failures of the first run one rerun can repair, and with what value:
+    the first run's, with what the diagnosis found added the same way."""
+    first = repair.given.entries
     # Per test: (soname, the directory found, the entries the diagnosis' value adds to the
     # first run's: that directory, or a links directory where it would shadow something).
     by_test: dict[str, list[tuple[str | None, str | None, tuple[str, ...]]]] = {}
@@ -81,10 +81,7 @@ def plan_rerun(diagnosis: Diagnosis, repair: Repair, *, prepend: bool = False) -
         for soname, directory, _ in found:
             if directory is not None:
                 new.setdefault(soname or "", directory)
-    value = None
-    if labels:
-        value = Given(pathlist.join(pathlist.merge(repair.base, [*repair.added, *extra],
-                                                   prepend=prepend)))
+    value = repair.given.adding(list(extra)) if labels else None
     return RerunPlan(tuple(labels), tuple(new.items()), value, tuple(not_rerun),
                  tuple(diagnosis.other_failures))
 
@@ -123,7 +120,7 @@ def arguments(args: Sequence[str], patterns: Sequence[str], labels: Sequence[str
         out.append(word)
     if remaining:
         return None
-    return [*out, *given_.flags(given), "--", *labels]
+    return [*out, *(given.flags if given is not None else ()), "--", *labels]
 
 
 def combined_code(first: int, second: int, rerun: RerunPlan) -> int:

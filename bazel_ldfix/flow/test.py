@@ -3,15 +3,14 @@ the diagnosis of what still failed in the loader, and the one rerun."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.flow import repair as repairing
+from bazel_ldfix.given import flags as given_flags
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.render import github
 from bazel_ldfix.repair import failopen
@@ -78,7 +77,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         return code
     from bazel_ldfix.render.repair import repair_summary, repaired_line
 
-    repair = remote_guard(caller, repair, options.force_local_path)
+    say_held_back(caller, repair)
     if not caller.quiet:
         caller.say(repair_summary(repair, caller.prog, leftovers(repair)))
     if repair.groups:
@@ -108,8 +107,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
             caller.inform("bazel-ldfix: no rerun: under remote execution, directories of this "
                           f"machine mean nothing to the executors (see `{caller.prog} fix`)")
         else:
-            outcome = rerun_failed(caller, bazel, bazel_args, repair, diagnosis, code,
-                                   options.prepend)
+            outcome = rerun_failed(caller, bazel, bazel_args, repair, diagnosis, code)
             code, rerun_ok, revealed = outcome.code, outcome.now_pass, outcome.added
             if outcome.rerun:
                 # What the rerun says of the tests it ran; the first run of the others.
@@ -169,15 +167,12 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
     return code
 
 
-def remote_guard(caller: Caller, repair: Repair, force_local_path: bool) -> Repair:
-    """Under remote execution, no --test_env naming this machine's paths (one line why)."""
+def say_held_back(caller: Caller, repair: Repair) -> None:
+    """Under remote execution the repair gives no path of this machine: one line why."""
     from bazel_ldfix.bazel import execution
 
-    if force_local_path or not repair.flags or not is_remote(repair):
-        return repair
-    caller.say(f"bazel-ldfix: {execution.remote_refusal(caller.prog)}")
-    # (A split run would name them too: one run, as Bazel's own.)
-    return dataclasses.replace(repair, given=None, groups=())
+    if repair.held_back:
+        caller.say(f"bazel-ldfix: {execution.remote_refusal(caller.prog)}")
 
 
 def is_remote(repair: Repair) -> bool:
@@ -189,15 +184,14 @@ def is_remote(repair: Repair) -> bool:
 def leftovers(repair: Repair) -> list[tuple[str, tuple[Leftover, ...]]]:
     """Each test that loads here only what an earlier build left in bazel-out, with those
     files (the summary warns of each)."""
-    from bazel_ldfix import pathlist
     from bazel_ldfix.bazel import declared
 
-    base = pathlist.join(repair.base) if repair.base else None
     listed: dict[str, tuple[str, list[str]]] = {}   # each directory listed once
     out = []
     for t in repair.tests:
         if t.missing_after:
             continue    # it fails anyway: the diagnosis says why
+        base = ":".join(repair.given_to(t.label).base) or None   # the value it had
         found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
                                                    listed))
         if isinstance(found, tuple) and found:
@@ -216,7 +210,7 @@ def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
 
     planned = failopen.attempt(lambda: repairing.for_command(
         caller, bazel, bazel_args, output_base=options.output_base, prepend=options.prepend,
-        no_cache=options.no_cache))
+        no_cache=options.no_cache, force_local_path=options.force_local_path))
     if not isinstance(planned, repairing.StepFailed):
         return planned
     if planned.code == INTERRUPTED:
@@ -233,7 +227,7 @@ def ran_with_group(repair: Repair, group: Group) -> RanWith:
     """Each test's LD_LIBRARY_PATH in the run of one group of a split run."""
     from bazel_ldfix.diagnosis.ranwith import RanWith
 
-    default = group.given.ld_library_path if group.given else ":".join(repair.base) or None
+    default = group.given.ld_library_path or None
     return RanWith("the options of this run (rc files included, from the build step's "
                    "events) and this group's --test_env",
                    {t.label: t.library_path for t in group.tests}, default)
@@ -244,9 +238,9 @@ def ran_with_repair(repair: Repair) -> RanWith | None:
     when the repair's flag was held back under remote execution)."""
     from bazel_ldfix.diagnosis.ranwith import RanWith
 
-    if repair.added and not repair.flags:
+    if repair.held_back:
         return None
-    default = repair.ld_library_path or ":".join(repair.base) or None
+    default = repair.given.ld_library_path or None
     return RanWith("the options of this run (rc files included, from the build step's "
                    "events) and the repair's --test_env",
                    {t.label: t.library_path for t in repair.tests}, default)
@@ -298,7 +292,7 @@ def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
     from bazel_ldfix.diagnosis.cause import CauseKind
     from bazel_ldfix.flow import rerun
 
-    planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair, prepend=prepend))
+    planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
     if isinstance(planned, failopen.Fallback) or not planned.labels:
         return
     served = [f for f in diagnosis.findings if f.test in planned.labels]
@@ -322,11 +316,11 @@ def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
 
 
 def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
-                 diagnosis: Diagnosis, first: int, prepend: bool) -> RerunOutcome:
+                 diagnosis: Diagnosis, first: int) -> RerunOutcome:
     """The one rerun of the tests that failed in the loader; the two runs' combined code."""
     from bazel_ldfix.flow import rerun
 
-    planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair, prepend=prepend))
+    planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
     if isinstance(planned, failopen.Fallback):
         caller.inform(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
         return RerunOutcome(first)
@@ -342,7 +336,7 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
     for soname, directory in planned.added:
         caller.inform(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
     caller.inform(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
-                            f"{' '.join(given_.flags(planned.given))}"))
+                            f"{' '.join(given_flags(planned.given))}"))
     second = bazel.stream("test", args)
     now_pass, still = rerun.outcome(planned, second, repair.output_base)
     if now_pass:

@@ -15,8 +15,9 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bazel_ldfix import elf, pathlist
+from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.given import Given
 from bazel_ldfix.loader import conformance, ldconfig, trace
 from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, CudaNote, HostDriver, notes_for
 from bazel_ldfix.loader.resolution import Resolution
@@ -219,13 +220,13 @@ def matrix(path: str, dirs: Sequence[str], options: Options,
     interp = trusted_for(info, options.loader).path
     _refuse_audit(info)
     named = by_path(path)
-    base = pathlist.split(options.library_path)
-    everything = pathlist.join(pathlist.merge(base, dirs)) or None
+    base = Given.of_value(options.library_path)
+    everything = base.adding(dirs).ld_library_path or None
     _refuse_blocking(loader_for(info, dataclasses.replace(options, library_path=everything))
                      .resolve(named, info=info))
 
     def run(chosen: Sequence[str]) -> trace.Trace:
-        value = pathlist.join(pathlist.merge(base, chosen)) or None
+        value = base.adding(chosen).ld_library_path or None
         return trace.run_trace(interp, opened_path(named, info), library_path=value,
                                inhibit_cache=options.inhibit_cache, cwd=options.cwd)
 

@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix import PROG
-from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.pathlist import VARIABLE
@@ -18,7 +17,7 @@ from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.declared import Leftover
     from bazel_ldfix.repair.exposure import Shadowed
-    from bazel_ldfix.repair.results import Repair
+    from bazel_ldfix.repair.results import Repair, Stray
 from bazel_ldfix.render.common import (
     OUTPUT_BASE,
     abbreviate,
@@ -56,8 +55,10 @@ def repair_json(repair: Repair) -> str:
         "notes": list(repair.notes),
         "given_again": repair.given_again,
         "conflicts": to_jsonable(repair.conflicts),
-        "groups": [{"labels": list(g.labels), "ld_library_path": given_.value(g.given),
+        "groups": [{"labels": list(g.labels), "ld_library_path":
+                    g.given.ld_library_path if g.given.changes else None,
                     "flags": list(g.flags)} for g in repair.groups],
+        "held_back": repair.held_back,
     })
 
 
@@ -85,12 +86,12 @@ def links_caveat(prog: str = PROG) -> str:
 
 
 def repair_shell(repair: Repair) -> str:
-    return "" if repair.given is None else repair.given.export_line()
+    return repair.given.export_line() if repair.given.changes else ""
 
 
 def repair_bazelrc(repair: Repair) -> str:
     # Quoted for Bazel's rc tokenizer; a value it cannot carry raises UnquotableError.
-    return "" if repair.given is None else repair.given.bazelrc_line()
+    return repair.given.bazelrc_line() if repair.given.changes else ""
 
 
 def _indirect(repair: Repair) -> frozenset[str]:
@@ -174,10 +175,11 @@ def repair_summary(repair: Repair, prog: str = PROG,
                          f"(needed by {', '.join(m.needed_by)})")
         lines += [f"    passed over {p.path}: {p.reason}" for p in m.passed_over
                   if p.kind is not PassReason.SAME_FILE]
-    added = repair.given is not None
     lines += _missing_lines(repair.tests, "will still miss",
-                            lambda t: tuple(t.missing_after) if added else (),
+                            lambda t: tuple(t.missing_after)
+                            if repair.given_to(t.label).changes else (),
                             lambda t: _reach_lines(t, prog))
+    lines += [_stray_line(t.label, s) for t in repair.tests for s in t.strays]
     lines += [f"note: {note}" for note in repair.notes]
     if repair.given_again:
         lines += [line.removeprefix(SAID) for line in wrap(
@@ -186,7 +188,7 @@ def repair_summary(repair: Repair, prog: str = PROG,
     lines += [_shadowed_line(shadow) for shadow in repair.shadowed]
     if repair.groups:
         lines += _group_lines(repair)
-    elif repair.given is not None:
+    elif repair.given.changes:
         lines.append(f"adding {repair.given.flag}")
         if repair.base:
             lines.append(f"  (keeps {repair.base_source})")
@@ -228,7 +230,11 @@ def leftover_lines(label: str, found: Sequence[Leftover], prog: str = PROG) -> l
 def _group_lines(repair: Repair) -> list[str]:
     """Why the run is split, then each group: its tests, where its files are, its flag."""
     lines = [f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, not from "
-             f"{os.path.dirname(c.chosen)}" for c in repair.conflicts]
+             f"{os.path.dirname(c.chosen) if c.chosen else 'nowhere'}"
+             for c in repair.conflicts]
+    if not repair.conflicts:
+        lines.append(f"a test's own {VARIABLE} (its rule's env) is never given to another "
+                     "test")
     lines.append(f"one {VARIABLE} cannot serve every test: the run is split into "
                  f"{len(repair.groups)} `bazel test` runs")
     for number, group in enumerate(repair.groups, 1):
@@ -236,7 +242,8 @@ def _group_lines(repair: Repair) -> list[str]:
             f" and {len(group.labels) - 3} more" if len(group.labels) > 3 else "")
         lines.append(f"run {number}: {shown}")
         lines += [f"  {m.soname} is in {m.dir}" for m in group.missing if m.dir]
-        lines.append(f"  adding {group.given.flag}" if group.given else "  adding nothing")
+        lines.append(f"  adding {group.given.flag}" if group.given.changes
+                     else "  adding nothing: each test keeps the value it has")
     return lines
 
 
@@ -247,12 +254,25 @@ def group_flags(repair: Repair) -> str:
 
 def conflict_error(repair: Repair, prog: str = PROG) -> str:
     """Why no one value (a .bazelrc line, an export) serves the run."""
+    if not repair.conflicts:
+        return (f"the tests of this run need {len(repair.groups)} values of {VARIABLE}: "
+                "a test keeps its own value (its rule's env), which no other test may be "
+                f"given; `{prog} test` runs each group on its own (`--format flags` or "
+                "`json` lists the groups)")
     c = repair.conflicts[0]
     more = f" (and {len(repair.conflicts) - 1} more)" if len(repair.conflicts) > 1 else ""
     return (f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, while another "
-            f"test of the run needs it from {os.path.dirname(c.chosen)}{more}: one "
+            f"test of the run needs it from {os.path.dirname(c.chosen or '')}{more}: one "
             f"{VARIABLE} cannot serve both; `{prog} test` runs each group on its own "
             "(`--format flags` or `json` lists the groups)")
+
+
+def _stray_line(label: str, stray: Stray) -> str:
+    """One line: a test that, even planned alone, would not load exactly its own file."""
+    loads = f"loads {stray.soname} from {stray.loads}" if stray.loads \
+        else f"no longer loads {stray.soname}"
+    return (f"warning: {label} {loads}, not from {stray.own}, the file chosen for it: "
+            f"no {VARIABLE} gives it exactly its own libraries")
 
 
 def _shadowed_line(shadow: Shadowed) -> str:
@@ -277,14 +297,17 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
     together."""
     if exit_code not in (0, TESTS_FAILED):
         return None     # the tests did not run (a build error, an interruption, a kill)
-    given = repair.given is not None
+    def given(t: Any) -> bool:
+        # Proved to load its own files in the value its run gives (repair/plan.py).
+        return repair.given_to(t.label).changes and not t.strays
+
     repaired = [*(t.label for t in repair.tests
-                  if given and t.missing_before and not t.missing_after), *rerun_ok]
+                  if given(t) and t.missing_before and not t.missing_after), *rerun_ok]
     repaired = list(dict.fromkeys(repaired))
     if not repaired:
         return None
-    linked = [s for t in repair.tests if given and t.label in repaired and not t.missing_after
-              for s in t.missing_before]
+    linked = [s for t in repair.tests if given(t) and t.label in repaired
+              and not t.missing_after for s in t.missing_before]
     opened = [s for s in dict.fromkeys(revealed) if s not in linked]
     names = ", ".join(dict.fromkeys((*linked, *opened)))
     count = f"{len(repaired)} test{'s' if len(repaired) != 1 else ''}"

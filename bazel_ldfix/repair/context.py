@@ -14,6 +14,7 @@ from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 
 if TYPE_CHECKING:
     from bazel_ldfix import elf
+    from bazel_ldfix.bazel.bep import Option
     from bazel_ldfix.loader.search import LoaderSource
     from bazel_ldfix.outputbase.index import ProgressFn
     from bazel_ldfix.repair.models import Models
@@ -26,7 +27,8 @@ class Setting:
     ``cache_dir`` is the per-user cache (None: the index of ``external/`` is walked, the
     rules are queried, and nothing is kept or given again); ``links_root`` is where links
     directories may be made (None: nowhere). ``on_error`` hears of each file that could
-    not be read, ``progress`` of a long walk of ``external/``.
+    not be read, ``progress`` of a long walk of ``external/``. ``force_local_path``: the
+    tests run on this machine even under ``--remote_executor``, so its paths are given.
     """
 
     prepend: bool = False
@@ -35,6 +37,17 @@ class Setting:
     cuda: HostDriver = NO_HOST_DRIVER
     on_error: Callable[[str, OSError], None] | None = None
     progress: ProgressFn | None = None
+    force_local_path: bool = False
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What Bazel said of the run a plan is for: its canonical options (where its tests
+    run), its target patterns as Bazel read them, and notes of its build step."""
+
+    options: tuple[Option, ...] = ()
+    patterns: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,3 +64,4 @@ class PlanContext:
     session: Models | None = None
     host: elf.ElfHeader | None = None
     setting: Setting = Setting()
+    run: RunFacts = RunFacts()

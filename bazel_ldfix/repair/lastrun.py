@@ -23,8 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import userdir
-from bazel_ldfix.bazel import given as given_
-from bazel_ldfix.bazel.given import Given
+from bazel_ldfix.given import Given
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.client import Bazel
@@ -63,7 +62,7 @@ def write_flags(path: str | None, given: Given | None) -> None:
     """Best effort: a file that cannot be written only costs time."""
     if path is None or userdir.private_dir(os.path.dirname(path)) is None:
         return
-    text = "".join(f"{flag}\n" for flag in given_.flags(given))
+    text = "".join(f"{flag}\n" for flag in (given.flags if given is not None else ()))
     userdir.write_private(path, text.encode("utf-8", "surrogateescape"))
 
 

@@ -1,309 +1,243 @@
-"""The repair's rounds: what each test cannot load, where those files are, and the merged
-value.
+"""The plan of a run: each test's files chosen for it alone, then the run's values proved.
 
-The value a test would otherwise see is the base, and it is kept whole: entries are only
-ever added (after the base, or before it with ``prepend``), never dropped or replaced."""
+Bazel runs a set of tests, and one ``--test_env`` reaches every test of a ``bazel test``.
+So the plan works in three steps:
+
+1. The tests are grouped by the value each must keep, its base
+   (:meth:`~bazel_ldfix.bazel.testenv.TestEnvironment.base_of`): a test whose own rule
+   ``env`` the flag replaces keeps that value, and no other test is given it.
+2. Each group's rounds (:mod:`bazel_ldfix.repair.rounds`) find what its tests miss and
+   the value that gives it.
+3. The proof: for every test, the model, given the exact value of its group (every level
+   of DT_NEEDED, the runfiles' objects), must load exactly the files chosen for the test
+   alone: each library it loaded before from the same file, each one it missed from the
+   file its own libraries lead to (:func:`own_files`). A test the proof refuses leaves its
+   group, and both parts are planned again, until the proof holds for every test of every
+   group (or a test is alone, when what remains is said in its ``strays``).
+
+Each group is one ``bazel test`` of its own (``Repair.groups``). The words "repaired",
+"given its libraries" and "will still miss" come from the proved result. The result is
+made here, once: the run's options and notes, and the rule for remote execution (no
+path of this machine is given to a remote executor) are part of it.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
-from bazel_ldfix import elf, pathlist
-from bazel_ldfix.bazel import testenv
-from bazel_ldfix.bazel.given import Given
-from bazel_ldfix.bazel.testenv import TestEnvironment
-from bazel_ldfix.fs.memo import Memo
-from bazel_ldfix.loader.search import LoaderSource
+from bazel_ldfix import elf
+from bazel_ldfix.bazel import execution
+from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
+from bazel_ldfix.given import Given
 from bazel_ldfix.outputbase import index
-from bazel_ldfix.pathlist import VARIABLE
-from bazel_ldfix.repair import exposure
 from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.failopen import Skipped
-from bazel_ldfix.repair.inventory import PER_FILE_ERRORS
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.outcome import Outcome
-from bazel_ldfix.repair.results import Conflict, Missing, Repair, TestInput, TestResult
+from bazel_ldfix.repair.results import (
+    Conflict,
+    Group,
+    Missing,
+    Part,
+    Repair,
+    Stray,
+    TestInput,
+)
+from bazel_ldfix.repair.rounds import plan_rounds
 from bazel_ldfix.repair.subject import Subject
-
-_MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
-
-
-# Each settling gives one more directory as links, or withholds one more link.
-_MAX_SETTLES = 16
 
 
 def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanContext,
                 *, search: bool = True, given: Sequence[index.Choice] = ()) -> Repair:
-    """Find what the tests cannot load and how to give them exactly that.
+    """The repair of a run of ``tests``: what each cannot load, the value (or, where one
+    value cannot serve them all, the values of groups) that gives each exactly its own
+    files, proved for every test. ``search`` and ``given`` are those of
+    :func:`~bazel_ldfix.repair.rounds.plan_rounds`."""
+    if context.session is None:
+        context = dataclasses.replace(context, session=Models())
+    assert context.session is not None
+    prover = _Prover(context)
+    parts: list[tuple[list[TestInput], Part]] = []
+    conflicts: list[Conflict] = []
+    for base, members in _by_base(tests, env).items():
+        pending = [members]
+        while pending:
+            work = pending.pop(0)
+            part = plan_rounds(work, env, context, base, search=search, given=given)
+            strays = prover.strays(work, part)
+            part = _with_strays(part, strays)
+            refused = [t for t in work if strays.get(t.label)]
+            if not refused or len(work) == 1:
+                parts.append((work, part))
+                continue
+            conflicts += [Conflict(t.label, s.soname, s.loads, s.own)
+                          for t in refused for s in strays[t.label]]
+            kept = [t for t in work if not strays.get(t.label)]
+            # The tests kept are planned again without the others (their value may then
+            # be smaller), and those refused together, apart from them. When every test
+            # is refused, the first is planned alone, which always ends.
+            pending[:0] = [kept, refused] if kept else [refused[:1], refused[1:]]
+    return result(tests, env, context, _joined(parts), tuple(conflicts))
 
-    Each round resolves every test in the environment it would get with what was found so
-    far; a library found in one round can reveal its own missing dependencies in the next.
-    Each test's missing names are looked for first where its own libraries lead
-    (:func:`index.test_dirs`). The executables' closures go first, so that a dependency is
-    reported as needed by the library that really needs it; the other shared objects of
-    the runfiles (which a test may dlopen) follow. Without ``search``, only what is missing
-    is found (each test's ``missing_before``); nothing is looked for.
 
-    Then every test's whole load is compared with its load before the repair: a name it
-    loaded must load the same file (:mod:`exposure`). A directory that would change one is
-    given as links in a directory under ``links_root`` instead (None: no such directory can
-    be trusted), and the rounds run again through them, until nothing that loaded before
-    changes; what cannot be kept so is withheld, or (when a library given looks the name up
-    itself) reported in ``shadowed``.
+def _by_base(tests: Sequence[TestInput], env: TestEnvironment
+             ) -> dict[tuple[str, ...], list[TestInput]]:
+    """The tests by the value a flag must keep for them, in the order they come. A test
+    the flag does not reach (its rule's value wins) goes with the flags' own base."""
+    out: dict[tuple[str, ...], list[TestInput]] = {}
+    for t in tests:
+        key = env.base if env.reaches(t.label) is Reach.NO else env.base_of(t.label)
+        out.setdefault(key, []).append(t)
+    return out
 
-    ``given`` are libraries known to be needed that no DT_NEEDED names (opened by name at
-    run time, as a test's log shows): they are given as the others are, and what the tests
-    load is kept the same in the same way.
 
-    A file the model cannot take (see :mod:`failopen`) is skipped and listed in
-    ``skipped``; it never stops the plan.
+def _with_strays(part: Part, strays: Mapping[str, tuple[Stray, ...]]) -> Part:
+    if not any(strays.values()):
+        return part
+    tests = tuple(dataclasses.replace(t, strays=strays.get(t.label, ())) for t in part.tests)
+    return dataclasses.replace(part, tests=tests)
 
-    A test is resolved once per environment (the context's ``session``, shared by the
-    plans of one command): the first round, the rounds with and without the runfiles'
-    objects and the final check read the same resolution when they ask about the same
-    environment.
-    """
-    output_base, loaders, setting = context.output_base, context.loaders, context.setting
-    prepend, cache_dir, links_root = setting.prepend, setting.cache_dir, setting.links_root
-    cuda, on_error, progress = setting.cuda, setting.on_error, setting.progress
-    host = context.host
-    if host is None:
-        from bazel_ldfix.loader.resolve import host_header
 
-        host = host_header()
-    session = context.session or Models()
-    memo = session.memo
-    subjects = [session.subject(t, host) for t in tests]
-    roots = [os.path.join(output_base, "external")]
-    scan = _Scan(subjects, loaders, session)
-    # Not recorded, so that "needed by" comes from the rounds below (closures first).
-    before = {s.label: o for s, o in scan.run(env.current, extras=True, record=False)}
-    if links_root is not None and (":" in links_root or ";" in links_root):
-        links_root = None   # LD_LIBRARY_PATH could not carry its directories
-    exposer = exposure.Exposer(links_root, lambda d: memo.listing(d).names or frozenset(),
-                               memo.realpath, _system_lookup(subjects, loaders, memo))
-    for choice in given:
-        exposer.choose(choice)
-    added: tuple[str, ...] = exposer.added() if given else ()
+def _joined(parts: list[tuple[list[TestInput], Part]]) -> list[tuple[list[TestInput], Part]]:
+    """The groups, those that add nothing as one: without a flag, each test of theirs
+    keeps its own value, so one ``bazel test`` serves them all."""
+    changing = [(m, p) for m, p in parts if p.given.changes]
+    plain = [(m, p) for m, p in parts if not p.given.changes]
+    if len(plain) <= 1:
+        return parts
+    members = [t for m, _ in plain for t in m]
+    first = plain[0][1]
+    merged = dataclasses.replace(
+        first, tests=tuple(r for _, p in plain for r in p.tests),
+        missing=tuple(m for _, p in plain for m in p.missing),
+        notes=tuple(n for _, p in plain for n in p.notes),
+        skipped=tuple(s for _, p in plain for s in p.skipped),
+        shadowed=tuple(s for _, p in plain for s in p.shadowed))
+    return [*changing, (members, merged)] if changing else [(members, merged)]
 
-    def current(rule_wins: bool = False) -> dict[str, str | None]:
-        """Each test's value with the flag; ``rule_wins``: as if an unknown Bazel were 7.2+."""
-        value = pathlist.join(pathlist.merge(env.base, added, prepend=prepend)) \
-            if added else None
-        out = {}
-        for s in subjects:
-            reach = env.reach.get(s.label, testenv.Reach.YES)
-            if reach is testenv.Reach.NO or (rule_wins and reach is testenv.Reach.UNKNOWN):
-                out[s.label] = env.rule.get(s.label, env.current.get(s.label))
-            else:
-                out[s.label] = value if added else env.current.get(s.label)
+
+class _Prover:
+    """Whether a group's value gives each of its tests exactly the files chosen for it
+    alone, by the model (the outcomes the rounds computed, in that value)."""
+
+    def __init__(self, context: PlanContext) -> None:
+        assert context.session is not None
+        self.context = context
+        self.session: Models = context.session
+        self.host = context.host
+        self._proved: set[Hashable] = set()   # families of twins proved exact
+
+    def strays(self, tests: Sequence[TestInput], part: Part) -> dict[str, tuple[Stray, ...]]:
+        """Each test's strays in the group's value (no entry: none)."""
+        out: dict[str, tuple[Stray, ...]] = {}
+        host = self.host or _host()
+        for test in tests:
+            subject = self.session.subject(test, host)
+            before, after = part.before.get(test.label), part.after.get(test.label)
+            if before is None or after is None or after is before:
+                continue    # not modelled, or nothing changed for it
+            # A twin's load is the other's, moved to its own tree: in the same value,
+            # with the same names missed, its proof is the other's.
+            twin = self.session.twin_key(subject)
+            missed = tuple(n for p, n, _ in before.entries if p is None)
+            family = None if twin is None else (twin, part.given, missed)
+            if family is not None and family in self._proved:
+                continue
+            found = self._strays_of(subject, before, after, part)
+            if found:
+                out[test.label] = found
+            elif family is not None:
+                self._proved.add(family)
         return out
 
-    def locate_round(outcomes: Sequence[tuple[Subject, Outcome]]) -> bool:
-        """Look for what the tests miss, each test where its own libraries lead (the first
-        test that misses a name decides where it is taken from); whether anything new was
-        found to give them."""
-        found = False
-        for subject, outcome in outcomes:
-            new = [n for n in outcome.missing if n not in exposer.choices]
-            header = outcome.header or scan.expect
-            if not new or header is None:
-                continue
-            dirs = session.test_dirs(subject, outcome)
-            located = index.locate(new, roots, header, dirs, on_error, cache_dir=cache_dir,
-                                   progress=progress, memo=memo, cuda=cuda)
-            for name, choice in located.items():
-                other = index.renamed(name, dirs, header, memo, cuda) if choice.dir is None \
-                    else None
-                if other is not None:
-                    passed = (*choice.passed_over, *other.passed_over)
-                    found |= exposer.choose(dataclasses.replace(other, passed_over=passed),
-                                            renamed=True)
-                else:
-                    found |= exposer.choose(choice)
-        return found
+    def _strays_of(self, subject: Subject, before: Outcome, after: Outcome, part: Part
+                   ) -> tuple[Stray, ...]:
+        same = self.session.same_file
+        had = {name: path for path, name, _ in before.entries if path is not None}
+        now = {name: path for path, name, _ in after.entries}
+        strays: list[Stray] = []
+        for name, path in had.items():
+            if name in now and (now[name] is None or not same(now[name] or "", path)):
+                strays.append(Stray(name, now[name], path))
+        new = [name for name, path in now.items() if path is not None and name not in had]
+        if new:
+            own = own_files(subject, after, new, part.expect, self.context)
+            for name in new:
+                loads, mine = now[name], own.get(name)
+                if loads is not None and mine is not None and not same(loads, mine):
+                    strays.append(Stray(name, loads, mine))
+        return tuple(strays)
 
-    after: dict[str, Outcome] = {}
-    final: dict[str, str | None] = {}
-    for _ in range(_MAX_SETTLES):
-        for extras in (False, True) if search else ():
-            for _ in range(_MAX_ROUNDS):
-                if not locate_round(scan.run(current(), extras=extras)):
-                    break
-                added = exposer.added()
-        final = current()
-        after = {s.label: o for s, o in scan.run(final, extras=True)}
-        changed = [(label, change) for label, outcome in after.items()
-                   if outcome is not before[label]
-                   for change in exposure.changes(before[label].entries, outcome.entries,
-                                                  session.same_file,
-                                                  stopped=outcome.error is not None)]
-        settled = [exposer.settle(label, change) for label, change in changed]
-        if not any(settled):
-            break
-        added = exposer.added()
-    exposer.discard_unused()
-    if cache_dir is not None and scan.expect is not None:
-        # Every other copy, from the cached index if there is one (never a walk for this),
-        # for what was found beside the tests' libraries: a wrong version elsewhere is
-        # named too.
-        chosen = [name for name, c in exposer.choices.items() if c.path is not None]
-        elsewhere = index.candidates(chosen, roots, cache_dir=cache_dir, memo=memo,
-                                     cached_only=True)
-        for name in chosen:
-            exposer.choices[name] = index.with_others(exposer.choices[name], elsewhere[name],
-                                                      scan.expect, memo)
-    # What stays changed: a library given looks the name up itself (its own RUNPATH).
-    shadowed = [exposure.Shadowed(label, change.soname, change.before, change.after,
-                                  os.path.dirname(change.after) if change.after else None,
-                                  exposure.ShadowCause.REPAIR)
-                for label, change in changed]
-    if any(r is testenv.Reach.UNKNOWN for r in env.reach.values()):
-        # Fixed only if fixed in both orders: the other one gives the rule's value.
-        other = {s.label: o for s, o in scan.run(current(rule_wins=True), extras=True)}
-        missing_after = {k: (tuple(dict.fromkeys((*a.missing, *other[k].missing))),
-                             a.error or other[k].error) for k, a in after.items()}
-    else:
-        missing_after = {k: (a.missing, a.error) for k, a in after.items()}
-    merged = Given(pathlist.join(pathlist.merge(env.base, added, prepend=prepend))) \
-        if added else None
-    missing_out = tuple(
-        Missing(name, tuple(scan.needed_by.get(name, ())), c.dir, c.passed_over, c.path,
-                exposer.exposure.get(name), exposer.why.get(name))
-        for name, c in exposer.choices.items())
-    results = []
-    for s in subjects:
-        reach = env.reach.get(s.label, testenv.Reach.YES)
-        still, error = missing_after[s.label]
-        rule_fix = _rule_fix(env.rule.get(s.label), added, prepend) \
-            if reach is not testenv.Reach.YES and still else None
-        was = before[s.label]
-        results.append(TestResult(s.label, s.executable, was.missing, still,
-                                  error, reach, rule_fix, final[s.label]))
-        if was.missing and env.current.get(s.label):
-            # What the test's own value already makes it load instead (kept as it is).
-            plain = session.outcomes([s], {s.label: None}, loaders,
-                                     extras=True)[0]
-            shadowed += exposure.caller_shadows(s.label, plain.entries, was,
-                                                pathlist.split(env.current.get(s.label)),
-                                                session.same_file)
-    conflicts = _conflicts(subjects, before, env.current, exposer.choices, session,
-                           scan.expect)
-    notes = tuple(note for s in subjects for note in s.notes)
+
+def own_files(subject: Subject, outcome: Outcome, names: Sequence[str],
+              expect: elf.ElfHeader | None, context: PlanContext) -> dict[str, str | None]:
+    """The file of each name that the test's own libraries lead to, as the rounds choose
+    for a test alone (:func:`index.locate` beside them, then the whole index; a file
+    that carries the name under another one, given by a link). None: no usable copy."""
+    session = context.session
+    assert session is not None
+    setting = context.setting
+    header = outcome.header or expect
+    if header is None:
+        return {}
+    dirs = session.test_dirs(subject, outcome)
+    roots = [os.path.join(context.output_base, "external")]
+    located = index.locate(names, roots, header, dirs, setting.on_error,
+                           cache_dir=setting.cache_dir, memo=session.memo, cuda=setting.cuda)
+    out: dict[str, str | None] = {}
+    for name, choice in located.items():
+        if choice.path is None:
+            other = index.renamed(name, dirs, header, session.memo, setting.cuda)
+            out[name] = other.path if other is not None else None
+        else:
+            out[name] = choice.path
+    return out
+
+
+def _host() -> elf.ElfHeader:
+    from bazel_ldfix.loader.resolve import host_header
+
+    return host_header()
+
+
+def result(tests: Sequence[TestInput], env: TestEnvironment, context: PlanContext,
+            parts: list[tuple[list[TestInput], Part]], conflicts: tuple[Conflict, ...]
+            ) -> Repair:
+    """The run's result, made once: one value, or one per group; held back under remote
+    execution (one plain run, as Bazel's own)."""
+    run = context.run
+    remote = execution.of(run.options) is execution.Execution.REMOTE \
+        and not context.setting.force_local_path
+    order = {t.label: at for at, t in enumerate(tests)}
+    results = sorted((r for _, p in parts for r in p.tests),
+                     key=lambda r: order.get(r.label, len(order)))
+    missing: dict[tuple[str, str | None], Missing] = {}
+    for _, p in parts:
+        for m in p.missing:
+            missing.setdefault((m.soname, m.path), m)
     skipped: dict[str, Skipped] = {}
-    for s in subjects:
-        for skip in s.skipped:
-            skipped.setdefault(memo.realpath(skip.path), skip)
-    for skip in scan.skipped.values():
-        skipped.setdefault(memo.realpath(skip.path), skip)
-    return Repair(output_base, env.base, env.source, tuple(results), missing_out, added,
-                  merged, notes=notes, skipped=tuple(skipped.values()),
-                  links=exposer.links if exposer.links_dir else (),
-                  links_dir=exposer.links_dir, shadowed=tuple(shadowed),
-                  conflicts=conflicts)
-
-
-def _conflicts(subjects: Sequence[Subject], before: Mapping[str, Outcome],
-               values: Mapping[str, str | None], choices: Mapping[str, index.Choice],
-               session: Models, expect: elf.ElfHeader | None) -> tuple[Conflict, ...]:
-    """Tests that missed a name whose own libraries lead to another usable file of it than
-    the one chosen: the first directory of the test's own (:func:`index.test_dirs`) that
-    holds the name, where the loader would take it.
-
-    A twin of a test without a conflict, in the same value, has none either: its load is
-    the other's, moved to its own tree, whose entries lead to the same files."""
-    memo = session.memo
-    out: list[Conflict] = []
-    clear: set[Hashable] = set()
-    for subject in subjects:
-        outcome = before[subject.label]
-        header = outcome.header or expect
-        names = [n for n in outcome.missing if choices.get(n) and choices[n].path]
-        if not names or header is None:
-            continue
-        twin = session.twin_key(subject)
-        family = None if twin is None else (twin, values.get(subject.label), *names)
-        if family in clear:
-            continue
-        found_before = len(out)
-        dirs = session.test_dirs(subject, outcome)
-        for name in names:
-            chosen = choices[name].path
-            assert chosen is not None
-            own = next((os.path.join(d, name) for d in dirs
-                        if name in (memo.listing(d).names or ())), None)
-            if own is None or session.same_file(own, chosen) \
-                    or index.check_candidate(own, header, memo) is not None:
-                continue
-            out.append(Conflict(subject.label, name, chosen, own))
-        if family is not None and len(out) == found_before:
-            clear.add(family)
-    return tuple(out)
-
-
-def _system_lookup(subjects: Sequence[Subject], loaders: LoaderSource,
-                   memo: Memo) -> Callable[[str], str | None] | None:
-    """The loader cache's answer for the tests' kind of program (a script's: that of the
-    libraries in its runfiles); None when there is no cache or no ELF file to ask for."""
-    for subject in subjects:
-        for path in subject.extras[:1] if subject.info is None else ():
-            with contextlib.suppress(*PER_FILE_ERRORS):
-                return loaders.cache_for(memo.read_elf(path))
-        if subject.info is not None:
-            with contextlib.suppress(*PER_FILE_ERRORS):
-                return loaders.cache_for(subject.info)
-    return None
-
-
-def _rule_fix(value: str | None, added: Sequence[str], prepend: bool) -> str | None:
-    """The ``env`` of a test rule whose own LD_LIBRARY_PATH wins over any flag, with the
-    found directories (absolute paths of this machine: the BUILD fix of ``diagnose``, a
-    ``cc_import`` of the versioned file, is the one that travels)."""
-    if not added:
-        return None
-    merged = pathlist.join(pathlist.merge(pathlist.split(value), added, prepend=prepend))
-    return f"env = {{{testenv.starlark_string(VARIABLE)}: {testenv.starlark_string(merged)}}}"
-
-
-class _Scan:
-    """Resolves every test, collecting missing names (and who needs them) across runs."""
-
-    def __init__(self, subjects: Sequence[Subject], loaders: LoaderSource,
-                 session: Models) -> None:
-        self.subjects = subjects
-        self.loaders = loaders
-        self.session = session
-        self.needed_by: dict[str, dict[str, None]] = {}   # name -> requesters, in order
-        self.linked: dict[str, None] = {}
-        self.expect: elf.ElfHeader | None = None
-        self.skipped: dict[str, Skipped] = {}
-        self._absorbed: dict[int, Outcome] = {}
-
-    def run(self, values: Mapping[str, str | None], *, extras: bool, record: bool = True
-            ) -> list[tuple[Subject, Outcome]]:
-        """Each test's outcome in the value ``values`` gives it; with ``record``, what it
-        found and who needs what it missed are added to the scan's (each outcome once:
-        adding one again would change nothing, as every table keeps its first entries in
-        order)."""
-        out = []
-        needed_by, linked, absorbed = self.needed_by, self.linked, self._absorbed
-        outcomes = self.session.outcomes(self.subjects, values, self.loaders, extras=extras)
-        for subject, outcome in zip(self.subjects, outcomes, strict=True):
-            out.append((subject, outcome))
-            if not record or id(outcome) in absorbed:
-                continue
-            absorbed[id(outcome)] = outcome   # kept: its id stays its own
-            for skip in outcome.skipped:
-                self.skipped.setdefault(skip.path, skip)
-            self.expect = self.expect or outcome.header
-            for path, name, requesters in outcome.entries:
-                if path is not None:
-                    linked.setdefault(path, None)
-                else:
-                    bucket = needed_by.setdefault(name, {})
-                    for requester in requesters:
-                        bucket.setdefault(requester, None)
-        return out
+    for _, p in parts:
+        for s in p.skipped:
+            skipped.setdefault(s.path, s)
+    first = parts[0][1] if parts else None
+    split = len(parts) > 1 and not remote
+    groups = tuple(Group(tuple(t.label for t in members), p.given, p.tests, p.missing)
+                   for members, p in parts) if split else ()
+    given = first.given if first is not None else Given(env.base)
+    if remote and given.changes:
+        given = Given(env.base)
+    links = [link for _, p in parts for link in p.links]
+    # (A base other than the flags' is a test's own, which its rule's env gave it.)
+    source = env.source if given.base == env.base else "the env attribute of its test rule"
+    return Repair(
+        context.output_base, source, tuple(results), tuple(missing.values()), given,
+        options=tuple(run.options),
+        notes=tuple(dict.fromkeys((*run.notes, *(n for _, p in parts for n in p.notes)))),
+        skipped=tuple(skipped.values()), patterns=tuple(run.patterns),
+        links=tuple(links),
+        links_dir=next((p.links_dir for _, p in parts if p.links_dir), None),
+        shadowed=tuple(s for _, p in parts for s in p.shadowed),
+        conflicts=conflicts if split else (), groups=groups,
+        held_back=remote and any(p.given.changes for _, p in parts))

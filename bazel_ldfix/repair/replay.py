@@ -71,7 +71,7 @@ class Kept:
 
 
 def inputs_of(events: BuildEvents, client_env: Mapping[str, str], output_base: str,
-              prepend: bool) -> str:
+              prepend: bool, *, force_local: bool = False) -> str:
     """The digest of everything a repair depends on besides the file system's facts."""
     from bazel_ldfix.loader.resolve import host_header
 
@@ -83,7 +83,8 @@ def inputs_of(events: BuildEvents, client_env: Mapping[str, str], output_base: s
                          if not a.startswith("--build_event_json_file="))
     steady = dataclasses.replace(events, options=options, command_line=command_line)
     for part in (repr(steady), repr(sorted(client_env.items())), output_base,
-                 repr((prepend, os.geteuid(), os.getegid())), repr(host_header()),
+                 repr((prepend, force_local, os.geteuid(), os.getegid())),
+                 repr(host_header()),
                  _own_files()):
         digest.update(part.encode("utf-8", "surrogateescape"))
         digest.update(b"\0")
@@ -150,7 +151,7 @@ def given_again(kept: Kept | None, inputs: str, rules: str | None) -> Repair | N
         return None
     if kept.rules and kept.rules != rules:
         return None
-    return kept.repair if holds(kept.facts) else None
+    return dataclasses.replace(kept.repair, given_again=True) if holds(kept.facts) else None
 
 
 def save(path: str | None, inputs: str, rules: str, facts: Facts | None, repair: Repair,

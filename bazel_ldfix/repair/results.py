@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from bazel_ldfix.bazel import given as given_
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.bep import Option
-from bazel_ldfix.bazel.given import Given
+from bazel_ldfix.given import Given
 from bazel_ldfix.loader.resolution import PassedOver
 from bazel_ldfix.repair import exposure
 from bazel_ldfix.repair.failopen import Skipped
+
+if TYPE_CHECKING:
+    from bazel_ldfix import elf
+    from bazel_ldfix.repair.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -39,44 +44,74 @@ class TestResult:
     # The LD_LIBRARY_PATH the test gets with the repair's flag (without one: the value it
     # had), as Bazel lays the options, the rc files' included, and the rule's env.
     library_path: str | None = None
+    # What the proof found the test would load from another file than the one chosen for
+    # it alone (empty: exactly its own files; see repair/plan.py).
+    strays: tuple[Stray, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stray:
+    """A library a test loads, in its group's value, from another file than the one chosen
+    for it alone: the one it loaded before, or the one its own libraries lead to."""
+
+    soname: str
+    loads: str | None                   # the file the group's value gives (None: none)
+    own: str                            # the file chosen for the test alone
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """A test whose own libraries lead to another file of a name than the one chosen (the
-    first test that missed it chose): one LD_LIBRARY_PATH cannot give both."""
+    """Why a test left a group: in the value planned for the group it would load a name
+    from another file than the one chosen for it alone (the proof of repair/plan.py)."""
 
     label: str
     soname: str
-    chosen: str                         # the file the run's value gives
-    own: str                            # the file the test's own libraries lead to
+    chosen: str | None                  # the file the group's value gives (None: none)
+    own: str                            # the file chosen for the test alone
 
 
 @dataclass(frozen=True)
 class Group:
-    """Tests one value serves, where conflicts split the run: a ``bazel test`` of their own,
-    with this group's repair (planned for these tests alone)."""
+    """Tests one value serves, where the run is split: a ``bazel test`` of their own, with
+    this group's repair (planned for these tests alone, and proved for each)."""
 
     labels: tuple[str, ...]
-    given: Given | None
-    added: tuple[str, ...]
+    given: Given
     tests: tuple[TestResult, ...]
     missing: tuple[Missing, ...]
 
     @property
     def flags(self) -> tuple[str, ...]:
-        return given_.flags(self.given)
+        return self.given.flags
+
+
+@dataclass(frozen=True)
+class Part:
+    """The rounds of one group (repair/rounds.py), before the proof: what the plan of
+    the run is made of. Not kept: ``before`` and ``after`` are the model's outcomes."""
+
+    given: Given
+    tests: tuple[TestResult, ...]
+    missing: tuple[Missing, ...]
+    notes: tuple[str, ...] = ()
+    skipped: tuple[Skipped, ...] = ()
+    links: tuple[exposure.Link, ...] = ()
+    links_dir: str | None = None
+    shadowed: tuple[exposure.Shadowed, ...] = ()
+    before: Mapping[str, Outcome] = field(default_factory=dict)   # label -> before
+    after: Mapping[str, Outcome] = field(default_factory=dict)    # label -> in the value
+    expect: elf.ElfHeader | None = None     # the class and machine the tests are built for
 
 
 @dataclass(frozen=True)
 class Repair:
     output_base: str
-    base: tuple[str, ...]
     base_source: str
     tests: tuple[TestResult, ...]
     missing: tuple[Missing, ...]
-    added: tuple[str, ...]
-    given: Given | None            # the merged value; None when nothing needs adding
+    # What the run's tests are given: the value of the first group (or the only one), its
+    # base the flags' value. Nothing added: no flag.
+    given: Given
     options: tuple[Option, ...] = ()  # the build step's canonical options
     notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
     skipped: tuple[Skipped, ...] = ()   # files left out of the model, once each
@@ -88,17 +123,36 @@ class Repair:
     links_dir: str | None = None             # one of ``added``, when there are links
     shadowed: tuple[exposure.Shadowed, ...] = ()
     conflicts: tuple[Conflict, ...] = ()
-    # Where conflicts split the run: one repair per group of tests that one value serves,
-    # each run by a ``bazel test`` of its own (empty: one run serves every test).
+    # Where the run is split: one repair per group of tests that one value serves, each
+    # run by a ``bazel test`` of its own (empty: one run serves every test).
     groups: tuple[Group, ...] = ()
+    # Tests run on remote executors, where this machine's paths mean nothing: the value
+    # found is not given (``given`` adds nothing), and only the BUILD change helps.
+    held_back: bool = False
 
     @property
     def flags(self) -> tuple[str, ...]:
-        return given_.flags(self.given)
+        return self.given.flags
 
     @property
     def ld_library_path(self) -> str | None:
-        return given_.value(self.given)
+        """The flag's value (None: no flag is added)."""
+        return self.given.ld_library_path if self.given.changes else None
+
+    @property
+    def base(self) -> tuple[str, ...]:
+        return self.given.base
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        return self.given.added
+
+    def given_to(self, label: str) -> Given:
+        """The value the run gives one test: its group's, or the run's."""
+        for group in self.groups:
+            if label in group.labels:
+                return group.given
+        return self.given
 
     @property
     def unresolved(self) -> tuple[str, ...]:

@@ -7,16 +7,18 @@ line (recorded: `--strategy=TestRunner=local` is optionName "strategy", optionVa
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.execution import Execution, of, remote_refusal
-from bazel_ldfix.bazel.given import Given
+from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.flow.caller import Caller
-from bazel_ldfix.flow.test import remote_guard
-from bazel_ldfix.repair.results import Group, Repair
+from bazel_ldfix.flow.test import say_held_back
+from bazel_ldfix.given import Given
+from bazel_ldfix.loader.resolve import LoaderFactory
+from bazel_ldfix.repair.context import PlanContext, RunFacts, Setting
+from bazel_ldfix.repair.plan import result
+from bazel_ldfix.repair.results import Part, Repair, TestInput
 
 REMOTE = Option("remote_executor", "grpc://re.example:8980")
 
@@ -42,9 +44,18 @@ def test_where_the_tests_run(options: list[Option], expected: Execution) -> None
     assert of(options) is expected
 
 
-def repair(options: tuple[Option, ...]) -> Repair:
-    return Repair("/ob", (), "nothing", (), (), ("/ob/external/x/lib",),
-                  Given("/ob/external/x/lib"), options)
+def repair(options: tuple[Option, ...], *, split: bool = False,
+           force_local_path: bool = False) -> Repair:
+    """The result the plan makes of one group's value (two, ``split``) under ``options``."""
+    given = Given((), ("/ob/external/x/lib",))
+    parts = [([TestInput("//t:a", "/t/a")], Part(given, (), ()))]
+    if split:
+        parts.append(([TestInput("//t:b", "/t/b")],
+                      Part(Given((), ("/ob/external/v2/lib",)), (), ())))
+    env = TestEnvironment((), "nothing", {})
+    context = PlanContext("/ob", LoaderFactory(), setting=Setting(
+        force_local_path=force_local_path), run=RunFacts(options))
+    return result([t for members, _ in parts for t in members], env, context, parts, ())
 
 
 def caller(said: list[str]) -> Caller:
@@ -53,29 +64,29 @@ def caller(said: list[str]) -> Caller:
 
 def test_no_test_env_under_remote_execution() -> None:
     said: list[str] = []
-    guarded = remote_guard(caller(said), repair((REMOTE,)), force_local_path=False)
-    assert guarded.flags == ()
+    held = repair((REMOTE,))
+    assert held.flags == () and held.held_back
+    say_held_back(caller(said), held)
     assert said == [f"bazel-ldfix: {remote_refusal()}"]
     assert "bazel-ldfix fix" in said[0]
 
 
 def test_no_split_run_under_remote_execution() -> None:
     # Each group of a split run names directories of this machine too.
-    split = dataclasses.replace(repair((REMOTE,)), groups=(
-        Group(("//t:a",), Given("/ob/external/v1/lib"), (), (), ()),
-        Group(("//t:b",), Given("/ob/external/v2/lib"), (), (), ())))
-    guarded = remote_guard(caller([]), split, force_local_path=False)
-    assert guarded.flags == () and guarded.groups == ()
+    held = repair((REMOTE,), split=True)
+    assert held.flags == () and held.groups == ()
+    assert repair((), split=True).groups != ()
 
 
 @pytest.mark.parametrize("options", [
     (REMOTE, Option("strategy", "TestRunner=local")), (Option("disk_cache", "/d"),), ()])
 def test_the_flag_stays_where_the_tests_run_here(options: tuple[Option, ...]) -> None:
     said: list[str] = []
-    assert remote_guard(caller(said), repair(options), force_local_path=False).flags == (
-        "--test_env=LD_LIBRARY_PATH=/ob/external/x/lib",)
-    assert said == []
+    kept = repair(options)
+    say_held_back(caller(said), kept)
+    assert kept.flags == ("--test_env=LD_LIBRARY_PATH=/ob/external/x/lib",)
+    assert said == [] and not kept.held_back
 
 
 def test_force_local_path_keeps_the_old_behaviour() -> None:
-    assert remote_guard(caller([]), repair((REMOTE,)), force_local_path=True).flags
+    assert repair((REMOTE,), force_local_path=True).flags

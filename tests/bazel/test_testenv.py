@@ -65,18 +65,20 @@ def test_since_7_2_the_rules_env_wins_over_test_env() -> None:
     assert dict(new.current) == {"//p:plain": "/flag", "//p:attr": "/from/attr"}
     assert dict(new.reach) == {"//p:plain": Reach.YES, "//p:attr": Reach.NO}
     # The repair's flag replaces only the flag's value there: the rule's is not in the base.
-    assert new.base == ("/flag",)
+    assert new.base == ("/flag",) and new.base_of("//p:plain") == ("/flag",)
     old = env(opts, {}, "7.1.2")
     assert dict(old.current) == {"//p:plain": "/flag", "//p:attr": "/flag"}
     assert set(old.reach.values()) == {Reach.YES}
-    assert old.base == ("/flag", "/from/attr")
+    # Each test keeps the value it has: the flag's, which replaced the rule's already. No
+    # test's base holds another test's rule value.
+    assert old.base_of("//p:plain") == old.base_of("//p:attr") == ("/flag",)
 
 
 def test_an_unknown_version_computes_the_older_order_and_marks_rule_tests_uncertain() -> None:
     result = env([Option("test_env", f"{V}=/flag")], {}, "no_version")
     assert dict(result.current) == {"//p:plain": "/flag", "//p:attr": "/flag"}
     assert dict(result.reach) == {"//p:plain": Reach.YES, "//p:attr": Reach.UNKNOWN}
-    assert result.base == ("/flag", "/from/attr")
+    assert result.base_of("//p:attr") == ("/flag",)
 
 
 # TestPolicy.java: --action_env is laid over the policy's variables for every test, in every

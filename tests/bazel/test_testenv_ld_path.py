@@ -17,15 +17,17 @@ def env(options: list[Option], client: dict[str, str]):  # type: ignore[no-untyp
 def test_without_anything_only_the_rule_attribute_applies() -> None:
     result = env([], {})
     assert dict(result.current) == {"//p:plain": None, "//p:attr": "/from/attr"}
-    assert result.base == ("/from/attr",)
+    # A flag would replace the attribute: the test's own base keeps it, no other test's.
+    assert result.base == () and result.base_of("//p:plain") == ()
+    assert result.base_of("//p:attr") == ("/from/attr",)
 
 
 def test_the_last_test_env_value_replaces_the_rule_attribute() -> None:
     opts = [Option("test_env", "LD_LIBRARY_PATH=/old"), Option("test_env", "LD_LIBRARY_PATH=/f")]
     result = env(opts, {"LD_LIBRARY_PATH": "/client"})
     assert dict(result.current) == {"//p:plain": "/f", "//p:attr": "/f"}
-    # The repair is itself a --test_env, so the attribute's entries are kept in the base.
-    assert result.base == ("/f", "/from/attr")
+    # The last flag replaced the attribute already: every test keeps that value.
+    assert result.base == ("/f",) and result.base_of("//p:attr") == ("/f",)
 
 
 def test_the_clients_value_reaches_tests_when_strict_action_env_is_off() -> None:

@@ -12,12 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.flow import rerun
+from bazel_ldfix.given import Given
 from bazel_ldfix.repair.results import Repair
 
 # The event a real Bazel ends every --build_event_json_file with.
@@ -112,7 +112,7 @@ def test_a_usage_error_of_our_own_options_stops_before_bazel(tmp_path: Path) -> 
 # -- the rerun's rules ------------------------------------------------------------------------
 
 def test_the_rerun_keeps_the_options_and_names_exactly_the_tests() -> None:
-    given = Given("/a:/b")
+    given = Given((), ("/a", "/b"))
     flag = "--test_env=LD_LIBRARY_PATH=/a:/b"
     args = ["--config=ci", "--test_output", "errors", "//t:all", "-c", "opt", "//u/..."]
     assert rerun.arguments(args, ["//t:all", "//u/..."], ["//t:x"], given) == [
@@ -139,8 +139,9 @@ def diagnosis(*findings: Finding, other: tuple[str, ...] = ()) -> Diagnosis:
     return Diagnosis("the last `bazel test`", "/ob", findings, len(findings), other, 0)
 
 
-def repair_with(base: tuple[str, ...], added: tuple[str, ...]) -> Repair:
-    return Repair("/ob", base, "", (), (), added, None)
+def repair_with(base: tuple[str, ...], added: tuple[str, ...], *,
+                prepend: bool = False) -> Repair:
+    return Repair("/ob", "", (), (), Given(base, added, prepend))
 
 
 def test_only_tests_whose_every_library_was_found_are_rerun() -> None:
@@ -158,7 +159,7 @@ def test_only_tests_whose_every_library_was_found_are_rerun() -> None:
     assert planned.other_failures == ("//t:d",)
     with_prepend = rerun.plan_rerun(diagnosis(
         finding("//t:a", "libp.so.3", ("/ob/external/s/plib/libp.so.3",))),
-        repair_with(("/base",), ()), prepend=True)
+        repair_with(("/base",), (), prepend=True))
     assert with_prepend.ld_library_path == "/ob/external/s/plib:/base"
 
 

@@ -19,7 +19,7 @@ from elfbuild import lib
 
 from bazel_ldfix import userdir
 from bazel_ldfix.bazel.client import Bazel
-from bazel_ldfix.bazel.given import Given
+from bazel_ldfix.given import Given
 from bazel_ldfix.outputbase import index, indexcache
 from bazel_ldfix.repair import lastrun
 
@@ -197,9 +197,9 @@ def memo_path(tmp_path: Path) -> str:
 
 def test_remembered_flags_round_trip(tmp_path: Path) -> None:
     path = memo_path(tmp_path)
-    lastrun.write_flags(path, Given("/a:/b"))
+    lastrun.write_flags(path, Given((), ("/a", "/b")))
     assert Path(path).read_text() == "--test_env=LD_LIBRARY_PATH=/a:/b\n"
-    assert lastrun.read_flags(path) == Given("/a:/b")
+    assert lastrun.read_flags(path) == Given((), ("/a", "/b"))
 
 
 def test_only_the_tools_own_line_is_taken_from_remembered_flags(tmp_path: Path) -> None:
@@ -208,12 +208,12 @@ def test_only_the_tools_own_line_is_taken_from_remembered_flags(tmp_path: Path) 
     path.write_text("--workspace_status_command=/tmp/evil.sh\n--run_under=/tmp/evil\n"
                     "--test_env=LD_LIBRARY_PATH=/a\n")
     path.chmod(0o600)
-    assert lastrun.read_flags(str(path)) == Given("/a")
+    assert lastrun.read_flags(str(path)) == Given((), ("/a",))
 
 
 def test_remembered_flags_of_another_user_are_ignored(tmp_path: Path) -> None:
     path = Path(memo_path(tmp_path))
-    lastrun.write_flags(str(path), Given("/a"))
+    lastrun.write_flags(str(path), Given((), ("/a",)))
     os.chown(path, OTHER, OTHER)
     assert lastrun.read_flags(str(path)) is None
     os.chown(path, 0, 0)

@@ -7,7 +7,7 @@ import re
 import shlex
 
 from bazel_ldfix.bazel.declared import Leftover
-from bazel_ldfix.bazel.given import Given
+from bazel_ldfix.given import Given
 from bazel_ldfix.render.common import LINE_WIDTH
 from bazel_ldfix.render.repair import (
     NAMED,
@@ -25,8 +25,8 @@ def _repair(tests: list[TestResult], *, added: bool = True) -> Repair:
     names = dict.fromkeys(n for t in tests for n in (*t.missing_before, *t.missing_after))
     missing = tuple(Missing(n, ("/x/test",), f"{BASE}/external/r/lib" if added else None, ())
                     for n in names)
-    return Repair(BASE, (), "", tuple(tests), missing, (),
-                  Given(f"{BASE}/external/r/lib") if added else None)
+    return Repair(BASE, "", tuple(tests), missing,
+                  Given((), (f"{BASE}/external/r/lib",) if added else ()))
 
 
 def _test(label: str, before: tuple[str, ...], after: tuple[str, ...] = (),
@@ -98,14 +98,14 @@ def test_a_leftover_warning_is_wrapped_and_says_its_path_under_the_output_base_o
     left = Leftover("libldemo.so.4", f"{LONG_BASE}/execroot/ws/bazel-out/k8-fastbuild/bin/"
                                      "_solib_k8/_U@lsdk_S_S_Cldemo___Ulib/libldemo.so.4")
     # Alone, the path is the one that names the output_base: written as it is.
-    alone = Repair(LONG_BASE, (), "", (_test("//l:needs_l", ()),), (), (), None)
+    alone = Repair(LONG_BASE, "", (_test("//l:needs_l", ()),), (), Given())
     assert f"bazel-ldfix:   {left.path}" in repair_summary(alone, PROG, [("//l:needs_l", (left,))])
     # Beside a repair whose lines name it too, written once, then $OUTPUT_BASE.
     found = f"{LONG_BASE}/external/demo_tensorrt/lib"
-    repair = Repair(LONG_BASE, (), "", (_test("//t:infer_test", ("libdemoinfer.so.11",)),
-                                        _test("//l:needs_l", ())),
-                    (Missing("libdemoinfer.so.11", ("/x/test",), found, ()),), (found,),
-                    Given(found))
+    repair = Repair(LONG_BASE, "", (_test("//t:infer_test", ("libdemoinfer.so.11",)),
+                                    _test("//l:needs_l", ())),
+                    (Missing("libdemoinfer.so.11", ("/x/test",), found, ()),),
+                    Given((), (found,)))
     text = repair_summary(repair, PROG, [("//l:needs_l", (left,))])
     lines = text.splitlines()
     assert lines[0] == f"bazel-ldfix: $OUTPUT_BASE is {LONG_BASE}"

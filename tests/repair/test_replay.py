@@ -27,6 +27,7 @@ from bazel_ldfix import userdir
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.facts import PROBES, Facts, holds
 from bazel_ldfix.fs.memo import Memo
+from bazel_ldfix.given import Given
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
 from bazel_ldfix.outputbase import indexcache  # noqa: F401  (registers the "index" facts)
 from bazel_ldfix.repair import replay
@@ -239,12 +240,13 @@ def test_a_kept_repair_is_given_again_for_the_same_inputs_only(tmp_path: Path) -
     kept = replay.load(str(where))
     assert kept is not None
     assert kept.facts == facts
-    assert replay.given_again(kept, "inputs", None) == planned
+    again = dataclasses.replace(planned, given_again=True)
+    assert replay.given_again(kept, "inputs", None) == again
     assert replay.given_again(kept, "other inputs", None) is None
     rules = replay.Kept(kept.inputs, "some rules", kept.facts, kept.repair)
     assert replay.given_again(rules, "inputs", None) is None   # not known without asking
     assert replay.given_again(rules, "inputs", "other rules") is None
-    assert replay.given_again(rules, "inputs", "some rules") == planned
+    assert replay.given_again(rules, "inputs", "some rules") == again
 
 
 def test_a_kept_repair_is_not_given_again_once_a_fact_changed(tmp_path: Path) -> None:
@@ -256,7 +258,7 @@ def test_a_kept_repair_is_not_given_again_once_a_fact_changed(tmp_path: Path) ->
 def test_a_repair_made_anew_without_the_cache_replaces_a_kept_one_that_differs(
         tmp_path: Path) -> None:
     where, planned, facts = _kept(tmp_path)
-    other = dataclasses.replace(planned, given=None, added=())
+    other = dataclasses.replace(planned, given=Given())
     assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _later())
     assert replay.replace_differing(str(where), "inputs", "", facts, other, _later())
     kept = replay.load(str(where))

@@ -108,10 +108,10 @@ def test_a_search_path_naming_one_tree_is_not_moved(tmp_path: Path) -> None:
     together, alone, moved = _shared_and_alone(tmp_path / "ob", inputs, value=staged_dir)
     assert together == alone
     # Today's value names t0's tree: t0 is resolved on its own, t1 too (the first of the
-    # others), t2 gets t1's answer. The repaired value (the SDK's directory alone: this
-    # environment has no base to keep) names no tree: t1 and t2 get t0's. So does the load
-    # without any value, against which what the tests' own value shadows is told.
-    assert moved == 1 + 2 + 2
+    # others), t2 gets t1's answer. The repaired value keeps each test's own value, so it
+    # names t0's tree too: the same again. The load without any value, against which what
+    # the tests' own value shadows is told, names no tree: t1 and t2 get t0's.
+    assert moved == 1 + 1 + 2
 
 
 def test_a_twin_whose_needed_name_is_its_own_name_is_resolved_alone(tmp_path: Path) -> None:
