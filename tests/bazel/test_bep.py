@@ -35,8 +35,10 @@ def test_the_recorded_file_read_whole() -> None:
     assert events.events == len(LINES) and events.skipped == ()
     assert events.cut_short is None and events.misshaped_from is None
     # Debian's Bazel has no build label (`bazel --version`: "bazel no_version"), and JSON
-    # leaves out an empty buildToolVersion.
-    assert events.started == bep.Started(None, "/ws")
+    # leaves out an empty buildToolVersion. Its start time is in milliseconds alone.
+    assert events.started == bep.Started(None, "/ws", frozenset({
+        "uuid", "startTimeMillis", "optionsDescription", "command", "workingDirectory",
+        "workspaceDirectory", "serverPid"}))
     assert events.patterns == ("//t:all",)
     assert events.exec_root == "/OB/execroot/cap" and events.output_base == "/OB"
     # Only the canonical command line's "command options", in their order.
