@@ -52,7 +52,7 @@ class Started:
     version: str | None         # buildToolVersion
     workspace: str | None       # workspaceDirectory
     # The names of the fields the event sets (JSON leaves out an empty one). Which ones a
-    # Bazel sets tells its age where it has no version.
+    # Bazel sets tells its age where it has no version (:mod:`bazel_ldfix.bazel.version`).
     fields: frozenset[str] = frozenset()
 
 

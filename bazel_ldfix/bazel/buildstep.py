@@ -32,6 +32,7 @@ from bazel_ldfix.bazel.targets import (
     parse_bep,
     test_target,
 )
+from bazel_ldfix.bazel.version import BazelVersion
 
 # What Bazel says about the tag filter of the build step, which would only mislead.
 # Its "Build completed" lines too: the real `bazel test` prints its own.
@@ -145,7 +146,7 @@ class EventFollower:
             try:
                 self._fh = open(self.path, "rb")  # noqa: SIM115
             except FileNotFoundError:
-                return BuildEvents((), (), None, None, None, complete=False)
+                return BuildEvents((), (), BazelVersion(), None, None, complete=False)
         with self._fh:
             while self.step():
                 pass
@@ -192,9 +193,11 @@ class EventFollower:
         """The step's head, as read when its first test is told (Bazel writes its command
         line and its started event first)."""
         if self._head is None:
+            from bazel_ldfix.bazel.version import of_started
+
             reader = self.reader
             self._head = StepHead(without(reader.options, self.expected),
-                                  reader.started.version if reader.started else None)
+                                  of_started(reader.started))
         return self._head
 
 
