@@ -32,7 +32,7 @@ from bazel_ldfix.bazel.targets import (
     parse_bep,
     test_target,
 )
-from bazel_ldfix.bazel.version import BazelVersion
+from bazel_ldfix.bazel.version import BazelVersion, of_started
 
 # What Bazel says about the tag filter of the build step, which would only mislead.
 # Its "Build completed" lines too: the real `bazel test` prints its own.
@@ -193,8 +193,6 @@ class EventFollower:
         """The step's head, as read when its first test is told (Bazel writes its command
         line and its started event first)."""
         if self._head is None:
-            from bazel_ldfix.bazel.version import of_started
-
             reader = self.reader
             self._head = StepHead(without(reader.options, self.expected),
                                   of_started(reader.started))
