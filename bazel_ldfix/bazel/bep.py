@@ -3,9 +3,9 @@
 :func:`read` turns the lines into one :class:`EventFile` of frozen records: the targets
 configured (kind, size, tags), the outputs of targets completed (named sets of files
 expanded), the test results (status, logs, timing), the canonical and the as-given command
-lines, the started event (version, workspace) and the workspace info (exec root). Field
-names and types follow Bazel's schema (src/main/java/com/google/devtools/build/lib/
-buildeventstream/proto/build_event_stream.proto).
+lines, the started event (version, workspace, the fields it sets) and the workspace info
+(exec root). Field names and types follow Bazel's schema (src/main/java/com/google/devtools/
+build/lib/buildeventstream/proto/build_event_stream.proto).
 
 The reader is lenient and never raises on content: a line that is not JSON, or not an
 event (nested deeper than the JSON reader goes, an integer of 100,000 digits), is recorded
@@ -51,6 +51,9 @@ class File:
 class Started:
     version: str | None         # buildToolVersion
     workspace: str | None       # workspaceDirectory
+    # The names of the fields the event sets (JSON leaves out an empty one). Which ones a
+    # Bazel sets tells its age where it has no version (:mod:`bazel_ldfix.bazel.version`).
+    fields: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -253,8 +256,11 @@ class Reader:
     def event(self, event: dict[str, Any]) -> None:
         ident = event["id"]
         if "started" in event:
-            self.started = Started(event["started"].get("buildToolVersion") or None,
-                                   event["started"].get("workspaceDirectory") or None)
+            started = event["started"]
+            self.started = Started(started.get("buildToolVersion") or None,
+                                   started.get("workspaceDirectory") or None,
+                                   frozenset(k for k, v in started.items()
+                                             if v not in (None, "")))
         pattern = ident.get("pattern")
         if isinstance(pattern, dict) and not self.patterns:
             words = pattern.get("pattern", [])

@@ -32,6 +32,7 @@ from bazel_ldfix.bazel.targets import (
     parse_bep,
     test_target,
 )
+from bazel_ldfix.bazel.version import BazelVersion, of_started
 
 # What Bazel says about the tag filter of the build step, which would only mislead.
 # Its "Build completed" lines too: the real `bazel test` prints its own.
@@ -145,7 +146,7 @@ class EventFollower:
             try:
                 self._fh = open(self.path, "rb")  # noqa: SIM115
             except FileNotFoundError:
-                return BuildEvents((), (), None, None, None, complete=False)
+                return BuildEvents((), (), BazelVersion(), None, None, complete=False)
         with self._fh:
             while self.step():
                 pass
@@ -194,7 +195,7 @@ class EventFollower:
         if self._head is None:
             reader = self.reader
             self._head = StepHead(without(reader.options, self.expected),
-                                  reader.started.version if reader.started else None)
+                                  of_started(reader.started))
         return self._head
 
 

@@ -97,13 +97,6 @@ def flag_value(options: Sequence[Option], name: str, default: bool) -> bool:
     return value
 
 
-def major_version(version: str | None) -> int | None:
-    if not version:
-        return None
-    head = version.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
-
-
 @dataclass(frozen=True)
 class OptionNames:
     """The names (``--keep_going``, ``--nokeep_going``) of the options a Bazel takes."""

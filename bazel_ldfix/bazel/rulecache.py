@@ -106,7 +106,7 @@ def key_of(bazel: Bazel, events: BuildEvents, workspace: str) -> Key:
     """The key of the build step's answer (the events' options, less the tool's own)."""
     options = tuple(o for o in events.options if _loading(o))
     return Key(os.path.abspath(workspace), bazel.executable, tuple(bazel.startup),
-               events.version, options)
+               events.version.label, options)
 
 
 def _loading(option: Option) -> bool:

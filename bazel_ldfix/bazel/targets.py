@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import bep
     from bazel_ldfix.bazel.bep import Option
+    from bazel_ldfix.bazel.version import BazelVersion
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class BuildEvents:
 
     tests: tuple[TestTarget, ...]
     options: tuple[Option, ...]     # canonical command options, rc files included, in order
-    version: str | None
+    version: BazelVersion           # from the started event (:mod:`bazel_ldfix.bazel.version`)
     workspace: str | None
     exit_code: int | None
     # rc-file and explicit options as given (optionsParsed.cmdLine): the canonical list keeps
@@ -49,7 +50,7 @@ class StepHead:
     (less the ones the caller added) and Bazel's version."""
 
     options: tuple[Option, ...]
-    version: str | None
+    version: BazelVersion
 
 
 def parse_bep(lines: Iterable[str]) -> BuildEvents:
@@ -66,7 +67,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
 
 def build_events(events: bep.EventFile) -> BuildEvents:
     """The tests of a build step's events, each with its executable, and its options."""
-    from bazel_ldfix.bazel import bep
+    from bazel_ldfix.bazel import bep, version
 
     configured = {target.label: target for target in events.configured if target.is_test}
     outputs = {done.label: done.outputs for done in events.completed if done.success}
@@ -76,9 +77,9 @@ def build_events(events: bep.EventFile) -> BuildEvents:
         if test is not None:
             tests.append(test)
     started = events.started or bep.Started(None, None)
-    return BuildEvents(tuple(tests), events.options, started.version, started.workspace,
-                       events.exit_code, events.command_line, events.exec_root,
-                       events.patterns, events.complete)
+    return BuildEvents(tuple(tests), events.options, version.of_started(events.started),
+                       started.workspace, events.exit_code, events.command_line,
+                       events.exec_root, events.patterns, events.complete)
 
 
 def test_target(target: bep.ConfiguredTarget, outputs: Sequence[bep.File],

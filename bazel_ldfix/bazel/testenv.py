@@ -16,25 +16,28 @@ Before Bazel 7.2 the rule's variables came first, so any flag replaced them; sin
 come last and win. Both orders were measured on Bazel 4.2.3 (the older one) and read from
 the source for the newer one.
 
-A version Bazel does not report (Debian's build says ``no_version``) is :attr:`Order.UNKNOWN`:
-the repair is computed as for the older order, and a test whose rule sets the variable
-counts as fixed only if it is fixed in both orders.
+Bazel's version comes from its build events (:mod:`bazel_ldfix.bazel.version`): its label,
+else what its started event's fields bound it to (Debian's 4.2.3, whose build says
+``no_version``, is older than 7.2 by them). A version nothing tells is
+:attr:`Order.UNKNOWN`: the repair is computed as for the older order, and a test whose rule
+sets the variable counts as fixed only if it is fixed in both orders.
 """
 
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bazel_ldfix import pathlist
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.options import flag_value as bool_option
-from bazel_ldfix.bazel.options import major_version
 from bazel_ldfix.pathlist import VARIABLE
 
-_VERSION = re.compile(r"^\s*(\d+)\.(\d+)")
+if TYPE_CHECKING:
+    from bazel_ldfix.bazel.version import BazelVersion
+
 RULE_ENV_WINS_SINCE = (7, 2)
 
 
@@ -43,7 +46,7 @@ class Order(enum.Enum):
 
     FLAGS_WIN = "flags_win"     # before Bazel 7.2: rule env, then --action_env, --test_env
     RULE_WINS = "rule_wins"     # Bazel 7.2 and later: --action_env, --test_env, rule env
-    UNKNOWN = "unknown"         # Bazel did not say its version
+    UNKNOWN = "unknown"         # nothing tells whether Bazel is 7.2 or later
 
 
 class Reach(enum.Enum):
@@ -54,18 +57,11 @@ class Reach(enum.Enum):
     UNKNOWN = "unknown"  # the rule's env wins if the unknown Bazel is 7.2 or later
 
 
-def version_tuple(version: str | None) -> tuple[int, int] | None:
-    """``(major, minor)`` of a ``started.buildToolVersion`` (``7.2.0``, ``8.0.0rc1``,
-    ``9.0.0-pre.20250101.1``); None for ``no_version``, ``development version`` or nothing."""
-    match = _VERSION.match(version or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def order_of(version: str | None) -> Order:
-    parsed = version_tuple(version)
-    if parsed is None:
+def order_of(version: BazelVersion) -> Order:
+    before = version.before(RULE_ENV_WINS_SINCE)
+    if before is None:
         return Order.UNKNOWN
-    return Order.RULE_WINS if parsed >= RULE_ENV_WINS_SINCE else Order.FLAGS_WIN
+    return Order.FLAGS_WIN if before else Order.RULE_WINS
 
 
 @dataclass(frozen=True)
@@ -178,7 +174,7 @@ class TestEnvironment:
     # label -> whether a --test_env added last reaches it (missing: it does)
     reach: Mapping[str, Reach] = field(default_factory=dict)
     order: Order = Order.FLAGS_WIN
-    version: str | None = None          # Bazel's own word for its version
+    version: str | None = None          # Bazel's own word for its version (its label)
     rule: Mapping[str, str | None] = field(default_factory=dict)  # the rules' own values
 
     def base_of(self, label: str) -> tuple[str, ...]:
@@ -193,7 +189,7 @@ class TestEnvironment:
 
 def environment_of(options: Sequence[Option], client_env: Mapping[str, str],
                      rule_envs: Mapping[str, Mapping[str, str]], labels: Sequence[str],
-                     version: str | None,
+                     version: BazelVersion,
                      rule_inherits: Mapping[str, Sequence[str]] | None = None
                      ) -> TestEnvironment:
     """Apply Bazel's rules for a test's LD_LIBRARY_PATH (:mod:`bazel_ldfix.bazel.testenv`).
@@ -205,7 +201,7 @@ def environment_of(options: Sequence[Option], client_env: Mapping[str, str],
     win, so each test's own value is what it must keep (:meth:`TestEnvironment.base_of`);
     a test whose rule's value wins keeps it.
     """
-    major = major_version(version)
+    major = version.major
     strict = bool_option(options, "incompatible_strict_action_env",
                          default=major is not None and major >= 9)
     order = order_of(version)
@@ -218,4 +214,4 @@ def environment_of(options: Sequence[Option], client_env: Mapping[str, str],
                for label in labels}
     reaches = {label: reach(rule_values[label], order) for label in labels}
     return TestEnvironment(pathlist.split(flags.value), flags.source, current, reaches, order,
-                           version, rule_values)
+                           version.label, rule_values)

@@ -164,6 +164,12 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
     code = worst(codes)
     caller.inform(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
                      f"{', '.join(map(str, codes))}: exit code {code}")
+    from bazel_ldfix.render.repair import repaired_line
+
+    line = None if caller.quiet or len(codes) < len(runs) else repaired_line(
+        repair, bazel_args, code, prog=caller.prog)
+    if line:
+        caller.say(line)
     return code
 
 

@@ -320,8 +320,9 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
                             f"not see {it}, opened at run time: the rerun's --test_env gave "
                             f"{it}", SAID, MORE))
     lines = wrap(f"{count} {outcome} ({names}); to make it permanent:", SAID, MORE)
-    lines += wrap(f"on this machine: `{prog} env --format bazelrc {args} >> .bazelrc`",
-                  MORE, MORE + "  ")
+    if not repair.groups:   # (one .bazelrc line cannot give a split run's values)
+        lines += wrap(f"on this machine: `{prog} env --format bazelrc {args} >> .bazelrc`",
+                      MORE, MORE + "  ")
     lines += wrap(f"on every machine: the BUILD change `{prog} fix {args}` shows "
                   "(--write makes it)", MORE, MORE + "  ")
     if opened:

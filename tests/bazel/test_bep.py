@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from bazel_ldfix.bazel import bep
 from bazel_ldfix.bazel.targets import TestTarget as Target
 from bazel_ldfix.bazel.targets import parse_bep
+from bazel_ldfix.bazel.version import BazelVersion
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.errors import BadInputError
 
@@ -35,8 +36,10 @@ def test_the_recorded_file_read_whole() -> None:
     assert events.events == len(LINES) and events.skipped == ()
     assert events.cut_short is None and events.misshaped_from is None
     # Debian's Bazel has no build label (`bazel --version`: "bazel no_version"), and JSON
-    # leaves out an empty buildToolVersion.
-    assert events.started == bep.Started(None, "/ws")
+    # leaves out an empty buildToolVersion. Its start time is in milliseconds alone.
+    assert events.started == bep.Started(None, "/ws", frozenset({
+        "uuid", "startTimeMillis", "optionsDescription", "command", "workingDirectory",
+        "workspaceDirectory", "serverPid"}))
     assert events.patterns == ("//t:all",)
     assert events.exec_root == "/OB/execroot/cap" and events.output_base == "/OB"
     # Only the canonical command line's "command options", in their order.
@@ -67,7 +70,9 @@ def test_the_repair_reads_tests_and_executables_from_it() -> None:
     assert events.tests == (
         Target("//t:bad_test", f"{BIN}/t/bad_test", "medium", ()),
         Target("//t:ok_test", f"{BIN}/t/ok_test", "small", ("unit",)))
-    assert (events.version, events.workspace, events.output_base) == (None, "/ws", "/OB")
+    assert (events.workspace, events.output_base) == ("/ws", "/OB")
+    # No label, and the start time in milliseconds alone: older than 7.0.
+    assert events.version == BazelVersion(None, older_than=(7, 0))
     assert events.patterns == ("//t:all",)
 
 

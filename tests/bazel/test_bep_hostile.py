@@ -73,7 +73,7 @@ def test_the_repairs_reader_skips_mis_shaped_events() -> None:
         json.dumps({"id": {"buildFinished": {}}, "finished": {"exitCode": {"code": "0"}}}),
     ]
     events = parse_bep(lines)
-    assert events.version == "4.2.3" and events.workspace == "/ws"
+    assert events.version.label == "4.2.3" and events.workspace == "/ws"
     assert events.tests == ()  # no usable executable was named
     # A code of the wrong type is dropped, and a code left out is Bazel's 0 (proto3).
     assert events.exit_code == 0 and events.command_line == ()

@@ -17,6 +17,7 @@ from elfbuild import cc
 from bazel_ldfix.bazel import bep, runfiles
 from bazel_ldfix.bazel.targets import parse_bep
 from bazel_ldfix.bazel.testenv import environment_of
+from bazel_ldfix.bazel.version import BazelVersion
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.repair.context import PlanContext
@@ -61,7 +62,7 @@ def test_a_bytestream_uri_gives_the_path_from_path_prefix_and_name(tmp_path: Pat
     # Not on disk (the cache did not download it): named all the same, for the caller to
     # fetch or to report.
     assert test.executable == f"{root}/bazel-out/k8-fastbuild/bin/t/x_test"
-    assert events.version == "7.4.1"
+    assert events.version.label == "7.4.1"
 
 
 def test_a_path_prefix_that_leaves_the_exec_root_is_not_followed(tmp_path: Path) -> None:
@@ -109,7 +110,7 @@ def test_without_a_runfiles_tree_the_manifest_leads_to_the_staged_copy(tmp_path:
     Path(str(fake.executable) + ".runfiles_manifest").write_text(
         f"ws/_solib_k8/_U@xsdk_S_S_Cxdemo___Ulib/libxdemo.so {solib}\n"
         f"ws/t/app_test {fake.executable}\n")
-    env = environment_of([], {}, {}, ["//t:app_test"], "7.4.1")
+    env = environment_of([], {}, {}, ["//t:app_test"], BazelVersion("7.4.1"))
 
     def planned() -> Repair:
         loaders = Loaders(lambda info, e: Loader(host_of(interp_for(info)), e),

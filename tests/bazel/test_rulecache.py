@@ -21,6 +21,7 @@ from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.bazel.options import NO_TEST_TAG
 from bazel_ldfix.bazel.queryxml import RuleInfo, RulesAnswer, answer_of
 from bazel_ldfix.bazel.targets import BuildEvents
+from bazel_ldfix.bazel.version import BazelVersion
 
 OTHER = 65534
 LABELS = ("//t:a_test", "//t:b_test")
@@ -187,7 +188,7 @@ def test_the_key_leaves_out_what_changes_every_run_and_keeps_the_rc_lines() -> N
                                 Option("default_override", "0:common=--terminal_columns=80"),
                                 Option("build_event_json_file", "/tmp/bazel-ldfix-x/e.json"),
                                 Option("test_tag_filters", NO_TEST_TAG), *extra),
-                           "4.2.3", "/ws", 0)
+                           BazelVersion("4.2.3"), "/ws", 0)
 
     runner = Bazel("bazel", "/ws", {}, ("--output_base=/ob",))
     key = rulecache.key_of(runner, events(), "/ws")

@@ -24,6 +24,7 @@ from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.queryxml import aligned, parse_rules
 from bazel_ldfix.bazel.testenv import Order, Reach, TestEnvironment, environment_of
+from bazel_ldfix.bazel.version import BazelVersion
 from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.render.repair import repair_summary
@@ -50,12 +51,12 @@ RULES = {"//p:attr": {V: "/from/attr"}}
 ])
 def test_the_order_follows_started_build_tool_version(version: str | None,
                                                       order: Order) -> None:
-    assert testenv.order_of(version) is order
+    assert testenv.order_of(BazelVersion(version)) is order
 
 
 def env(options: list[Option], client: dict[str, str], version: str | None,
         inherit: dict[str, list[str]] | None = None) -> TestEnvironment:
-    return environment_of(options, client, RULES, LABELS, version,
+    return environment_of(options, client, RULES, LABELS, BazelVersion(version),
                                    {k: tuple(v) for k, v in (inherit or {}).items()})
 
 
@@ -86,11 +87,12 @@ def test_an_unknown_version_computes_the_older_order_and_marks_rule_tests_uncert
 @pytest.mark.parametrize("version", ["7.2.0", "8.1.0", "9.0.0"])
 def test_action_env_reaches_tests(version: str) -> None:
     result = environment_of([Option("action_env", f"{V}=/from/action")], {},
-                                     {}, ["//p:t"], version)
+                                     {}, ["//p:t"], BazelVersion(version))
     assert dict(result.current) == {"//p:t": "/from/action"}
     assert result.base == ("/from/action",)
     over = environment_of([Option("action_env", f"{V}=/a"),
-                                    Option("test_env", f"{V}=/t")], {}, {}, ["//p:t"], version)
+                                    Option("test_env", f"{V}=/t")], {}, {}, ["//p:t"],
+                          BazelVersion(version))
     assert dict(over.current) == {"//p:t": "/t"}
 
 
@@ -98,9 +100,9 @@ def test_action_env_keeps_the_shells_value_under_strict_action_env() -> None:
     # Bazel 9 turns --incompatible_strict_action_env on (PR #27670): the shell's value
     # reaches tests only through a bare --action_env (or --test_env) naming it.
     client = {V: "/shell"}
-    strict = environment_of([], client, {}, ["//p:t"], "9.0.0")
+    strict = environment_of([], client, {}, ["//p:t"], BazelVersion("9.0.0"))
     assert dict(strict.current) == {"//p:t": None}
-    kept = environment_of([Option("action_env", V)], client, {}, ["//p:t"], "9.0.0")
+    kept = environment_of([Option("action_env", V)], client, {}, ["//p:t"], BazelVersion("9.0.0"))
     assert dict(kept.current) == {"//p:t": "/shell"}
     assert kept.base == ("/shell",)
     assert "bare --action_env" in kept.source
@@ -108,7 +110,7 @@ def test_action_env_keeps_the_shells_value_under_strict_action_env() -> None:
 
 def test_a_bare_test_env_the_client_lacks_leaves_the_action_env_value() -> None:
     result = environment_of([Option("action_env", f"{V}=/a"), Option("test_env", V)],
-                                     {}, {}, ["//p:t"], "7.4.1")
+                                     {}, {}, ["//p:t"], BazelVersion("7.4.1"))
     assert dict(result.current) == {"//p:t": "/a"}
 
 
@@ -117,11 +119,11 @@ def test_a_bare_test_env_the_client_lacks_leaves_the_action_env_value() -> None:
 def test_test_env_equals_name_unsets_an_earlier_test_env() -> None:
     opts = [Option("action_env", f"{V}=/a"), Option("test_env", f"{V}=/t"),
             Option("test_env", f"={V}")]
-    result = environment_of(opts, {}, {}, ["//p:t"], "8.3.0")
+    result = environment_of(opts, {}, {}, ["//p:t"], BazelVersion("8.3.0"))
     assert dict(result.current) == {"//p:t": "/a"}
     gone = environment_of([Option("action_env", f"{V}=/a"),
                                     Option("action_env", f"={V}")],
-                                   {}, {}, ["//p:t"], "8.3.0")
+                                   {}, {}, ["//p:t"], BazelVersion("8.3.0"))
     assert dict(gone.current) == {"//p:t": None}
 
 
@@ -131,7 +133,7 @@ def test_env_inherit_takes_the_clients_value_and_wins_like_env() -> None:
     client = {V: "/shell"}
     result = environment_of(
         [Option("incompatible_strict_action_env", "true"), Option("test_env", f"{V}=/flag")],
-        client, {}, ["//p:inherits"], "8.0.0", {"//p:inherits": (V,)})
+        client, {}, ["//p:inherits"], BazelVersion("8.0.0"), {"//p:inherits": (V,)})
     assert dict(result.current) == {"//p:inherits": "/shell"}
     assert dict(result.reach) == {"//p:inherits": Reach.NO}
 
@@ -168,7 +170,7 @@ def _layout(tmp: Path) -> tuple[Path, Path, Path]:
 def _plan(tmp: Path, version: str | None) -> Repair:
     ob, _, prog = _layout(tmp)
     env = environment_of([], {}, {"//p:attr": {V: "/rule/dir"}}, ["//p:attr"],
-                                  version)
+                                  BazelVersion(version))
     loaders = Loaders(lambda info, e: Loader(host_of(interp_for(info)), e), lambda info: None)
     return plan_repair([TestInput("//p:attr", str(prog))], env, PlanContext(str(ob), loaders))
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.options import without
 from bazel_ldfix.bazel.testenv import environment_of
+from bazel_ldfix.bazel.version import BazelVersion
 
 LABELS = ["//p:plain", "//p:attr"]
 RULES = {"//p:attr": {"LD_LIBRARY_PATH": "/from/attr"}}
 
 
 def env(options: list[Option], client: dict[str, str]):  # type: ignore[no-untyped-def]
-    return environment_of(options, client, RULES, LABELS, version=None)
+    return environment_of(options, client, RULES, LABELS, BazelVersion("4.2.3"))
 
 
 def test_without_anything_only_the_rule_attribute_applies() -> None:
@@ -44,7 +45,7 @@ def test_a_bare_test_env_passes_the_clients_value_even_when_strict() -> None:
 
 
 def test_strict_action_env_is_the_default_from_bazel_9() -> None:
-    result = environment_of([], {"LD_LIBRARY_PATH": "/c"}, {}, ["//p:t"], version="9.0.0")
+    result = environment_of([], {"LD_LIBRARY_PATH": "/c"}, {}, ["//p:t"], BazelVersion("9.0.0"))
     assert dict(result.current) == {"//p:t": None}
 
 
