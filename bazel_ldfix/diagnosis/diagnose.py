@@ -85,9 +85,11 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
     other = [o for o in other if o not in grouped]
     findings: list[Finding] = []
     for entries in grouped.values():
-        library_path = ran_with.value(entries[0][0].label) if ran_with else None
+        label = entries[0][0].label
+        library_path = ran_with.value(label) if ran_with else None
+        planned = ran_with.planned.get(label) if ran_with and label else None
         test = TestContext.build(entries, found_logs.output_base, library_path, loaders,
-                                 on_error, links_root)
+                                 on_error, links_root, planned)
         findings += explain_test(test, entries, prog)
     if ran_with is None and shell_library_path and any(f.fix.flag for f in findings):
         notes.append(f"your shell has LD_LIBRARY_PATH={shell_library_path}, which Bazel 4 "

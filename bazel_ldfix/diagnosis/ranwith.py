@@ -33,6 +33,9 @@ class RanWith:
     source: str                                     # in words
     values: Mapping[str, str | None] = field(default_factory=dict)  # by label
     default: str | None = None                      # a test not in ``values``
+    # By label, what the run's own plan found each test still missing in its value (not
+    # kept on disk): a test it proved to load everything it links is not planned again.
+    planned: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def value(self, label: str | None) -> str | None:
         return self.values.get(label, self.default) if label is not None else self.default

@@ -236,7 +236,8 @@ def ran_with_group(repair: Repair, group: Group) -> RanWith:
     default = group.given.ld_library_path or None
     return RanWith("the options of this run (rc files included, from the build step's "
                    "events) and this group's --test_env",
-                   {t.label: t.library_path for t in group.tests}, default)
+                   {t.label: t.library_path for t in group.tests}, default,
+                   {t.label: t.missing_after for t in group.tests if t.error is None})
 
 
 def ran_with_repair(repair: Repair) -> RanWith | None:
@@ -249,7 +250,8 @@ def ran_with_repair(repair: Repair) -> RanWith | None:
     default = repair.given.ld_library_path or None
     return RanWith("the options of this run (rc files included, from the build step's "
                    "events) and the repair's --test_env",
-                   {t.label: t.library_path for t in repair.tests}, default)
+                   {t.label: t.library_path for t in repair.tests}, default,
+                   {t.label: t.missing_after for t in repair.tests if t.error is None})
 
 
 def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWith | None,
