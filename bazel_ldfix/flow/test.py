@@ -129,25 +129,27 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
 def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
               options: Options) -> int:
     """One ``bazel test`` per group of tests that one value serves (``Repair.groups``):
-    the first with the user's arguments less the other groups' tests, each other one
-    with the user's options and its own tests. Every run's output and summary are
-    Bazel's; the code is the worst of theirs, as Bazel's own would be."""
-    from bazel_ldfix.bazel.exitcodes import TESTS_FAILED, worst
-    from bazel_ldfix.bazel.options import with_options
-    from bazel_ldfix.flow import rerun
+    each is the user's command, with its group's flag and the other groups' tests taken
+    out. So Bazel selects as the user's command does (patterns, exclusions, test_suites,
+    tag and size filters), within the group, and never runs a test the command does not.
+    Every run's output and summary are Bazel's; the code is theirs merged, as Bazel's
+    own would be (``exitcodes.worst``)."""
+    from bazel_ldfix.bazel.exitcodes import NO_TESTS_FOUND, TESTS_FAILED, worst
+    from bazel_ldfix.bazel.options import leaving_out, pattern_file
 
-    first, *rest = repair.groups
-    others = [label for g in rest for label in g.labels]
-    runs = [with_options(bazel_args, first.flags) + (
-        ["--"] if "--" not in bazel_args else []) + [f"-{label}" for label in others]]
-    for group in rest:
-        args = rerun.arguments(bazel_args, repair.patterns, group.labels, group.given)
-        if args is None:
-            caller.inform("bazel-ldfix: the run cannot be split (the target patterns cannot "
-                          "be told apart from the options' values); running `bazel test` "
+    file_patterns = None
+    if pattern_file(repair.options) is not None:
+        if not repair.patterns:
+            caller.inform("bazel-ldfix: the run cannot be split (the patterns of "
+                          "--target_pattern_file are not known); running `bazel test` "
                           "unchanged")
             return bazel.stream("test", bazel_args)
-        runs.append(args)
+        file_patterns = repair.patterns
+    # (A test no group holds, one whose executable could not be read, runs in each.)
+    runs = [leaving_out(bazel_args, group.flags,
+                        [label for other in repair.groups if other is not group
+                         for label in other.labels], file_patterns)
+            for group in repair.groups]
     if options.dry_run:
         for args in runs:
             caller.show(shlex.join(bazel.argv("test", args)))
@@ -158,8 +160,11 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
                                 f"{', '.join(group.labels)}"))
         code = bazel.stream("test", args)
         codes.append(code)
+        if code == NO_TESTS_FOUND:
+            caller.inform(f"bazel-ldfix: run {number} of {len(runs)} ran no test: the "
+                          "command selects none of these")
         diagnose_after(caller, repair.output_base, code, ran_with_group(repair, group))
-        if code not in (0, TESTS_FAILED):
+        if code not in (0, TESTS_FAILED, NO_TESTS_FOUND):
             break       # a build error or an interruption: the next runs would not help
     if options.rerun_failures:
         caller.inform("bazel-ldfix: no rerun: the run was split")
