@@ -70,7 +70,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         code = bazel.stream("test", bazel_args)
         diagnosis = diagnose_after(caller, base, code, None, repaired=False) \
             if isinstance(base, str) else None
-        if diagnosis is not None and options.rerun_failures:
+        if diagnosis is not None and diagnosis.findings and options.rerun_failures:
             caller.inform("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
                           "(no repair was computed)")
         if options.github:
@@ -96,8 +96,10 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         # For a later `diagnose` of this run (its command.log): what each test was given.
         ranwith.keep(userdir.cache_root(caller.env), repair.output_base, ran_with.values)
     remote = is_remote(repair) and not options.force_local_path
-    diagnosis = diagnose_after(caller, repair.output_base, code, ran_with, remote=remote)
+    failed = diagnose_after(caller, repair.output_base, code, ran_with, remote=remote)
+    diagnosis = failed if failed is not None and failed.findings else None
     stopped = list(diagnosis.findings) if diagnosis else []
+    otherwise = list(failed.other_failures) if failed else []
     stopped_first = tuple(stopped)
     rerun_ok: tuple[str, ...] = ()
     revealed: tuple[tuple[str, str], ...] = ()
@@ -115,8 +117,10 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
                 # What the rerun says of the tests it ran; the first run of the others.
                 stopped = [f for f in stopped if f.test not in outcome.rerun] + list(
                     outcome.diagnosis.findings if outcome.diagnosis else ())
+                otherwise = [t for t in otherwise if t not in outcome.rerun] + list(
+                    outcome.diagnosis.other_failures if outcome.diagnosis else ())
     if options.github:
-        annotate(caller, stopped, repair, rerun_ok, revealed)
+        annotate(caller, stopped, repair, rerun_ok, revealed, otherwise=otherwise)
     # What the rerun let load: the sonames the first run's diagnosis found for those tests.
     opened = [f.soname for f in stopped_first if f.test in rerun_ok and f.soname]
     line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened,
@@ -259,7 +263,9 @@ def ran_with_repair(repair: Repair) -> RanWith | None:
 
 def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWith | None,
                    *, repaired: bool = True, remote: bool = False) -> Diagnosis | None:
-    """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
+    """After Bazel's summary: why tests still failed in the dynamic loader, if they did
+    (said). Returns the diagnosis of every failed test, the ones that failed for another
+    reason included (None: no test failed, or it cannot be told).
     ``repaired``: the run had the repair, so `bazel-ldfix test` is not suggested again.
 
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
@@ -272,14 +278,14 @@ def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWit
     from bazel_ldfix.diagnosis import diagnose as diagnosing
     from bazel_ldfix.render import brief
 
-    result = failopen.attempt(lambda: diagnosing.after_test(
+    result = failopen.attempt(lambda: diagnosing.of_run(
         output_base, code, ran_with=ran_with, on_error=caller.on_error,
         shell_library_path=caller.env.get("LD_LIBRARY_PATH"),
         links_root=caller.links_root, prog=caller.prog))
     if isinstance(result, failopen.Fallback):
         caller.say(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"))
         return None
-    if result is not None:
+    if result is not None and result.findings:
         if remote:
             result = diagnosing.remote_only(result, caller.prog)
         caller.say(brief.to_text(result, prefix="bazel-ldfix: ", color=caller.color,
@@ -372,16 +378,19 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
 
 def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None = None,
              rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
+             otherwise: Sequence[str] = (),
              to_stdout: bool = True) -> None:
     """The run's GitHub Actions annotations (see render/github.py): on stdout, or
-    said (stderr) where stdout holds a document."""
+    said (stderr) where stdout holds a document. ``otherwise``: the tests that failed for
+    another reason than the loader."""
     from bazel_ldfix.bazel.workspace import workspace_of
 
     places = github.Places(workspace_of(caller.cwd), caller.env.get("GITHUB_WORKSPACE"))
     lines = github.errors(stopped, places, caller.prog)
     if repair is not None:
         failing = [f.test for f in stopped if f.test]
-        lines += github.notices(repair, [*failing, *rerun_ok], places, caller.prog)
+        lines += github.notices(repair, [*failing, *rerun_ok], places, caller.prog,
+                                otherwise)
     lines += github.revealed(rerun_ok, revealed, places)
     out = caller.show if to_stdout else caller.say
     for line in lines:

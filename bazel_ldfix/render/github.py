@@ -1,5 +1,6 @@
 """GitHub Actions annotations of a run: one ``::error`` per test the loader stopped, one
-``::notice`` per test the repair let load, so that the CI page shows them.
+``::notice`` per test the repair let load (whether it then passed or failed for another
+reason), so that the CI page shows them.
 
 They are workflow commands, one line each (``::error title=T,file=F,line=N::message``),
 escaped as the runner reads them back (``ActionCommand.TryParseV2`` of actions/runner): in
@@ -112,10 +113,12 @@ def errors(findings: Sequence[Finding], places: Places, prog: str = PROG) -> lis
 
 
 def notices(repair: Repair, failing: Iterable[str], places: Places,
-            prog: str = PROG) -> list[str]:
+            prog: str = PROG, otherwise: Iterable[str] = ()) -> list[str]:
     """One ``::notice`` per test the repair let load (it missed something, and the run did
-    not stop it in the loader)."""
+    not stop it in the loader). A test in ``otherwise`` loaded and failed for another
+    reason: its notice says so, and does not call it repaired."""
     stopped = set(failing)
+    failed = set(otherwise)
     given = _given_in(repair)
     out = []
     for test in repair.tests:
@@ -124,9 +127,15 @@ def notices(repair: Repair, failing: Iterable[str], places: Places,
         added = list(dict.fromkeys(d for s in test.missing_before if (d := given.get(s))))
         message = (f"{test.label} could not load {', '.join(test.missing_before)}; "
                    f"bazel-ldfix test added {', '.join(added) or 'their directories'} to its "
-                   f"LD_LIBRARY_PATH. For good: {prog} fix {shlex.quote(test.label)}")
-        out.append(command("notice", message, {"title": f"{test.label}: repaired",
-                                               **places.of(test.label)}))
+                   "LD_LIBRARY_PATH")
+        if test.label in failed:
+            message += (", and it loads now. It failed for another reason: its test.log "
+                        "says why")
+            title = f"{test.label}: loads, failed otherwise"
+        else:
+            title = f"{test.label}: repaired"
+        message += f". For good: {prog} fix {shlex.quote(test.label)}"
+        out.append(command("notice", message, {"title": title, **places.of(test.label)}))
     return out
 
 
