@@ -76,13 +76,17 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         if options.github:
             annotate(caller, diagnosis.findings if diagnosis else ())
         return code
-    from bazel_ldfix.render.repair import repair_summary, repaired_line
+    from bazel_ldfix.render.repair import leftover_warnings, repair_summary, repaired_line
 
     repair = remote_guard(caller, repair, options.force_local_path)
+    left = leftovers(repair)
     if not caller.quiet:
-        caller.say(repair_summary(repair, caller.prog, leftovers(repair)))
+        caller.say(repair_summary(repair, caller.prog, left))
+    elif left:
+        # (Kept under --quiet: such a test passes here by accident.)
+        caller.say(leftover_warnings(left, caller.prog))
     if repair.groups:
-        return run_split(caller, bazel, bazel_args, repair, options)
+        return run_split(caller, bazel, bazel_args, repair, options, left)
     args = with_options(bazel_args, repair.flags)
     if options.dry_run:
         caller.show(shlex.join(bazel.argv("test", args)))
@@ -120,7 +124,8 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
                 otherwise = [t for t in otherwise if t not in outcome.rerun] + list(
                     outcome.diagnosis.other_failures if outcome.diagnosis else ())
     if options.github:
-        annotate(caller, stopped, repair, rerun_ok, revealed, otherwise=otherwise)
+        annotate(caller, stopped, repair, rerun_ok, revealed, otherwise=otherwise,
+                 left=left)
     # What the rerun let load: the sonames the first run's diagnosis found for those tests.
     opened = [f.soname for f in stopped_first if f.test in rerun_ok and f.soname]
     line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened,
@@ -131,13 +136,14 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
 
 
 def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
-              options: Options) -> int:
+              options: Options, left: Sequence[tuple[str, tuple[Leftover, ...]]] = ()) -> int:
     """One ``bazel test`` per group of tests that one value serves (``Repair.groups``):
     each is the user's command, with its group's flag and the other groups' tests taken
     out. So Bazel selects as the user's command does (patterns, exclusions, test_suites,
     tag and size filters), within the group, and never runs a test the command does not.
     Every run's output and summary are Bazel's; the code is theirs merged, as Bazel's
-    own would be (``exitcodes.worst``)."""
+    own would be (``exitcodes.worst``). Under ``--github``, ``left`` (the tests that load
+    leftovers, :func:`leftovers`) are annotated."""
     from bazel_ldfix.bazel.exitcodes import NO_TESTS_FOUND, TESTS_FAILED, worst
     from bazel_ldfix.bazel.options import leaving_out, pattern_file
 
@@ -172,6 +178,8 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
             break       # a build error or an interruption: the next runs would not help
     if options.rerun_failures:
         caller.inform("bazel-ldfix: no rerun: the run was split")
+    if options.github:
+        annotate(caller, (), left=left)
     code = worst(codes)
     caller.inform(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
                      f"{', '.join(map(str, codes))}: exit code {code}")
@@ -379,10 +387,12 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
 def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None = None,
              rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
              otherwise: Sequence[str] = (),
+             left: Sequence[tuple[str, Sequence[Leftover]]] = (),
              to_stdout: bool = True) -> None:
     """The run's GitHub Actions annotations (see render/github.py): on stdout, or
     said (stderr) where stdout holds a document. ``otherwise``: the tests that failed for
-    another reason than the loader."""
+    another reason than the loader; ``left``: each test that loads files an earlier build
+    left, with those files (:func:`leftovers`)."""
     from bazel_ldfix.bazel.workspace import workspace_of
 
     places = github.Places(workspace_of(caller.cwd), caller.env.get("GITHUB_WORKSPACE"))
@@ -392,6 +402,7 @@ def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None =
         lines += github.notices(repair, [*failing, *rerun_ok], places, caller.prog,
                                 otherwise)
     lines += github.revealed(rerun_ok, revealed, places)
+    lines += github.leftovers(left, places, caller.prog)
     out = caller.show if to_stdout else caller.say
     for line in lines:
         out(line)

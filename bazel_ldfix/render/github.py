@@ -1,6 +1,7 @@
 """GitHub Actions annotations of a run: one ``::error`` per test the loader stopped, one
 ``::notice`` per test the repair let load (whether it then passed or failed for another
-reason), so that the CI page shows them.
+reason), one ``::warning`` per test that loads what an earlier build left, so that the CI
+page shows them.
 
 They are workflow commands, one line each (``::error title=T,file=F,line=N::message``),
 escaped as the runner reads them back (``ActionCommand.TryParseV2`` of actions/runner): in
@@ -21,6 +22,7 @@ from bazel_ldfix import PROG
 # Only the standard library here (and the package's root): `test` imports this before
 # Bazel starts.
 if TYPE_CHECKING:
+    from bazel_ldfix.bazel.declared import Leftover
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.repair.results import Repair
 
@@ -152,6 +154,22 @@ def _given_in(repair: Repair) -> dict[str, str]:
             m.dir if m.exposure is Exposure.DIRECTORY else None
         if entry is not None and entry in repair.added:
             out[m.soname] = entry
+    return out
+
+
+def leftovers(found: Sequence[tuple[str, Sequence[Leftover]]], places: Places,
+              prog: str = PROG) -> list[str]:
+    """One ``::warning`` per test that loads a library only from a file an earlier build
+    left in bazel-out (see render/repair.py ``leftover_lines``)."""
+    out = []
+    for label, files in found:
+        where = ", ".join(f"{f.soname} from {f.path}" for f in files)
+        message = (f"{label} loads {where}, which no rule declares for it now: an earlier "
+                   "build left it in bazel-out. The test passes here by accident, and fails "
+                   f"under remote execution and after bazel clean. For good: {prog} fix "
+                   f"{shlex.quote(label)}")
+        out.append(command("warning", message, {"title": f"{label}: loads a leftover",
+                                                **places.of(label)}))
     return out
 
 

@@ -4,7 +4,7 @@
 only the repair lets it load; then its ``main`` returns 1. It is not called repaired: its
 notice says it loads and failed for another reason. ``//t:left`` loads ``libydemo.so.5``
 from a file an earlier build left in ``bazel-out`` (the ``cc_import`` named that file, then
-the unversioned one).
+the unversioned one); under ``--quiet`` its warning is still said, and annotated.
 """
 
 from __future__ import annotations
@@ -66,3 +66,14 @@ def test_a_test_that_loads_and_fails_otherwise_is_not_called_repaired(ws: Worksp
     assert "It failed for another reason" in message
     assert "repaired" not in result.stdout
 
+
+def test_a_test_that_loads_a_leftover_is_named_under_quiet(ws: Workspace) -> None:
+    result = ws.ldfix("test", "--quiet", "--github", "//t:left")
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = [line for line in result.stderr.splitlines() if line.startswith("bazel-ldfix:")]
+    assert said[0] == ("bazel-ldfix: warning: //t:left loads libydemo.so.5 from a file no "
+                       "rule declares for it now:")
+    assert said[1].endswith("/_solib_k8/_U@ysdk_S_S_Cydemo___Ulib/libydemo.so.5")
+    [(kind, props, message)] = annotations(result.stdout)
+    assert kind == "warning" and props["title"] == "//t:left: loads a leftover"
+    assert message.startswith("//t:left loads libydemo.so.5 from ")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bazel_ldfix.bazel.declared import Leftover
 from bazel_ldfix.bazel.given import Given
 from bazel_ldfix.diagnosis.cause import Cause, CauseKind
 from bazel_ldfix.diagnosis.diagnose import Diagnosis
@@ -107,3 +108,14 @@ def test_a_test_that_loads_and_fails_otherwise_is_not_called_repaired() -> None:
     assert github.notices(repaired("//t:a"), ["//t:a"], github.Places(None, None),
                           otherwise=["//t:a"]) == []
 
+
+def test_a_test_that_loads_a_leftover_gets_a_warning() -> None:
+    left = Leftover("libx.so.11", "/ob/execroot/ws/bazel-out/k8-fastbuild/bin/_solib_k8/"
+                                  "_U_t/libx.so.11")
+    [line] = github.leftovers([("//t:x", (left,))], github.Places(None, None), "ldfix")
+    parsed = runner_parse(line)
+    assert parsed is not None
+    name, properties, data = parsed
+    assert name == "warning" and properties == {"title": "//t:x: loads a leftover"}
+    assert data.startswith(f"//t:x loads libx.so.11 from {left.path}, which no rule declares")
+    assert data.endswith("For good: ldfix fix //t:x")
