@@ -227,7 +227,7 @@ def leftover_lines(label: str, found: Sequence[Leftover], prog: str = PROG) -> l
 
 def leftover_warnings(leftovers: Sequence[tuple[str, Sequence[Leftover]]],
                       prog: str = PROG) -> str:
-    """The warnings of :func:`leftover_lines` alone, for stderr (``test --quiet``)."""
+    """The warnings of :func:`leftover_lines` alone, for stderr (under ``--quiet``)."""
     return text_of([f"{SAID}{line}" for label, found in leftovers
                     for line in leftover_lines(label, found, prog)])
 

@@ -77,3 +77,7 @@ def test_a_test_that_loads_a_leftover_is_named_under_quiet(ws: Workspace) -> Non
     [(kind, props, message)] = annotations(result.stdout)
     assert kind == "warning" and props["title"] == "//t:left: loads a leftover"
     assert message.startswith("//t:left loads libydemo.so.5 from ")
+    # `env --quiet` says it too: `test --quiet` says no more than it.
+    env = ws.ldfix("env", "--quiet", "//t:left")
+    assert env.returncode == 0, env.stderr[-3000:]
+    assert [line for line in env.stderr.splitlines() if line.startswith("bazel-ldfix:")] == said
