@@ -23,6 +23,7 @@ from bazel_ldfix.errors import BazelError
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import bep
 from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.bazel.exitcodes import NO_TESTS_FOUND, SUCCESS
 from bazel_ldfix.bazel.options import NO_TEST_TAG, with_options, without
 from bazel_ldfix.bazel.targets import (
     BuildEvents,
@@ -61,6 +62,7 @@ class BuildStep:
     :meth:`result` (always: it waits for Bazel and removes the events' directory)."""
 
     def __init__(self, bazel: Bazel, args: Sequence[str], expected: Sequence[str] = ()) -> None:
+        self.bazel = bazel
         self.expected = tuple(expected)
         self._tmp = tempfile.TemporaryDirectory(prefix="bazel-ldfix-")
         self._bep = os.path.join(self._tmp.name, "events.json")
@@ -78,7 +80,8 @@ class BuildStep:
         """Bazel's events and exit code, once it ends. The events are read while Bazel
         writes them; ``on_test`` is told of each test as soon as it is built (its
         executable on disk, with this build's outputs done), which lets the caller read
-        it while Bazel goes on. What is returned is the whole file's reading."""
+        it while Bazel goes on. What is returned is the whole file's reading, less the
+        tests built that ``bazel test`` would not run (:func:`_tests_run`)."""
         try:
             follower = EventFollower(self._bep, on_test, self.expected)
             try:
@@ -93,7 +96,26 @@ class BuildStep:
         if self.expected:
             events = dataclasses.replace(events,
                                          options=without(events.options, self.expected))
+        if code in (SUCCESS, NO_TESTS_FOUND) and events.complete:
+            events = _tests_run(self.bazel, events)
         return events, code
+
+
+def _tests_run(bazel: Bazel, events: BuildEvents) -> BuildEvents:
+    """The events less the tests that ``bazel test`` builds and does not run: those a
+    negative pattern takes out (:func:`bazel_ldfix.bazel.query.taken_out`)."""
+    from bazel_ldfix.bazel.query import taken_out
+
+    try:
+        out = taken_out(bazel, events.patterns)
+    except BazelError:
+        out = None
+    if not out:
+        # (Not known: every test built stands in. Each `bazel test` of the tool still
+        # has the user's patterns, so Bazel decides what runs; the model may count more.)
+        return events
+    return dataclasses.replace(events, tests=tuple(t for t in events.tests
+                                                   if t.label not in out))
 
 
 _POLL = 0.005       # seconds between two looks at a build event file that has not grown

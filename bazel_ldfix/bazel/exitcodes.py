@@ -16,11 +16,14 @@ TESTS_FAILED = 3           # the tests ran and some failed: their logs can be re
 NO_TESTS_FOUND = 4         # the build worked and no test was selected
 INTERRUPTED = 8            # the command was interrupted
 
-# From the least to the most severe, where several runs are merged: success, no test to
-# run, tests failed, build failed; any other (a crash, an interruption) is worse.
-_SEVERITY = {SUCCESS: 0, NO_TESTS_FOUND: 1, TESTS_FAILED: 2, BUILD_FAILURE: 3}
+# From the least to the most severe, where several runs are merged: success, tests
+# failed, build failed; any other (a crash, an interruption) is worse.
+_SEVERITY = {SUCCESS: 0, TESTS_FAILED: 2, BUILD_FAILURE: 3}
 
 
 def worst(codes: Sequence[int]) -> int:
-    """The exit code of several ``bazel test`` runs together: the most severe one."""
-    return max(codes, key=lambda c: (_SEVERITY.get(c, 4), c))
+    """The exit code of several ``bazel test`` runs that each run a part of one command's
+    tests: the most severe one. A run that found no test to run says nothing of the
+    others, so 4 (NO_TESTS_FOUND) only when none found one, as the one command would."""
+    ran = [c for c in codes if c != NO_TESTS_FOUND] or list(codes)
+    return max(ran, key=lambda c: (_SEVERITY.get(c, 4), c))

@@ -41,6 +41,53 @@ def with_options(args: Sequence[str], options: Sequence[str]) -> list[str]:
     return [*args, *options]
 
 
+def leaving_out(args: Sequence[str], options: Sequence[str], labels: Sequence[str],
+                file_patterns: Sequence[str] | None = None) -> list[str]:
+    """The user's command with ``options`` added and the tests ``labels`` taken out by
+    negative patterns: Bazel then selects what the command selects, less those.
+
+    A negative pattern goes after a ``--`` (before it, ``-//t:x`` is read as an option).
+    ``file_patterns`` are the patterns of a ``--target_pattern_file`` in effect (an rc
+    file's included), given when there is one: Bazel refuses patterns on the command line
+    along with such a file, so the file is set aside (``--target_pattern_file=``) and
+    its patterns are given as words.
+    """
+    words = list(args)
+    patterns: list[str] = []
+    if file_patterns is not None:
+        words = _without_value(words, "target_pattern_file")
+        options = [*options, "--target_pattern_file="]
+        patterns = list(file_patterns)
+    out = with_options(words, options)
+    if "--" not in out:
+        out.append("--")
+    return [*out, *patterns, *(f"-{label}" for label in labels)]
+
+
+def pattern_file(options: Sequence[Option]) -> str | None:
+    """The ``--target_pattern_file`` the canonical options set (None: none)."""
+    value = next((o.value for o in reversed(options) if o.name == "target_pattern_file"),
+                 "")
+    return value or None
+
+
+def _without_value(args: Sequence[str], name: str) -> list[str]:
+    """``args`` less ``--name=V`` and ``--name V`` before a ``--``."""
+    words = list(args)
+    end = words.index("--") if "--" in words else len(words)
+    out: list[str] = []
+    at = 0
+    while at < end:
+        word = words[at]
+        if word == f"--{name}":
+            at += 2
+            continue
+        if not word.startswith(f"--{name}="):
+            out.append(word)
+        at += 1
+    return [*out, *words[end:]]
+
+
 def selected(tests: Sequence[TestTarget], rules: Mapping[str, RuleInfo],
              command_line: Sequence[str]) -> tuple[TestTarget, ...]:
     """The tests that ``bazel test`` will run, under the user's --test_tag_filters and

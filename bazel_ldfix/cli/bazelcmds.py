@@ -58,6 +58,7 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         caveat_lines,
         conflict_error,
         group_flags,
+        leftover_warnings,
         links_caveat,
         repair_bazelrc,
         repair_flags,
@@ -77,12 +78,16 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     render = {"flags": group_flags if repair.groups else repair_flags, "shell": repair_shell,
               "bazelrc": repair_bazelrc, "json": repair_json}[fmt]
     text = "" if split else render(repair)
+    left = testing.leftovers(repair) if fmt != "json" else []
     if fmt != "json" and not session.quiet:
-        click.echo(repair_summary(repair, session.prog, testing.leftovers(repair)), err=True)
+        click.echo(repair_summary(repair, session.prog, left), err=True)
         if fmt == "shell" and text:
             click.echo(caveat_lines(SHELL_CAVEAT), err=True)
         if fmt in ("shell", "bazelrc") and text and repair.links_dir:
             click.echo(caveat_lines(links_caveat(session.prog)), err=True)
+    elif left:
+        # (Kept under --quiet, as `test --quiet` keeps them: a pass by accident.)
+        click.echo(leftover_warnings(left, session.prog), err=True)
     if split:
         # One value cannot serve the run; say why, in the terms of the summary above.
         click.echo(f"error: {printable(conflict_error(repair, session.prog))}", err=True)

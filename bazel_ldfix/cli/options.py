@@ -225,8 +225,9 @@ def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
                              "differs).")(func)
     func = bazel_timeout_option(func)
     func = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_quiet,
-                        help="Print nothing of bazel-ldfix's own but errors and the "
-                             "diagnosis of tests that failed in the loader (for CI logs)."
+                        help="Print nothing of bazel-ldfix's own but errors, the "
+                             "diagnosis of tests that failed in the loader, and leftover "
+                             "warnings (for CI logs)."
                         )(func)
     return func
 

@@ -102,12 +102,12 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
                      ran_with.source if ran_with else None)
 
 
-def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
-               on_error: Callable[[str, OSError], None] | None = None,
-               shell_library_path: str | None = None,
-               links_root: str | None = None, prog: str = PROG) -> Diagnosis | None:
-    """What ``bazel-ldfix test`` prints after Bazel's summary: the loader failures of the
-    run that just ended, or None (no test failed, or none failed in the loader).
+def of_run(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
+           on_error: Callable[[str, OSError], None] | None = None,
+           shell_library_path: str | None = None,
+           links_root: str | None = None, prog: str = PROG) -> Diagnosis | None:
+    """The failed tests of the run that just ended: those the loader stopped (findings)
+    and those that failed otherwise (``other_failures``); None when no test failed.
 
     ``exit_code`` is Bazel's; only 3 (TESTS_FAILED) has test logs worth reading.
     ``ran_with`` is the LD_LIBRARY_PATH the run gave each test (the repair's values).
@@ -117,10 +117,21 @@ def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = N
     found = logs.from_command_log(output_base)
     if found is None:
         return None
-    result = diagnose(found, ran_with=ran_with, on_error=on_error,
-                      shell_library_path=shell_library_path, links_root=links_root,
-                      prog=prog)
-    return result if result.findings else None
+    return diagnose(found, ran_with=ran_with, on_error=on_error,
+                    shell_library_path=shell_library_path, links_root=links_root, prog=prog)
+
+
+def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
+               on_error: Callable[[str, OSError], None] | None = None,
+               shell_library_path: str | None = None,
+               links_root: str | None = None, prog: str = PROG) -> Diagnosis | None:
+    """What ``bazel-ldfix test`` prints after Bazel's summary: the loader failures of the
+    run that just ended (:func:`of_run`), or None (no test failed, or none failed in the
+    loader)."""
+    result = of_run(output_base, exit_code, ran_with=ran_with, on_error=on_error,
+                    shell_library_path=shell_library_path, links_root=links_root,
+                    prog=prog)
+    return result if result is not None and result.findings else None
 
 
 

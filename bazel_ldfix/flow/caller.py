@@ -34,6 +34,6 @@ class Caller:
 
     def inform(self, line: str) -> None:
         """Say ``line``, one of what happened on the way, unless quiet (``-q`` keeps only
-        errors and the diagnosis)."""
+        errors, the diagnosis and the leftover warnings)."""
         if not self.quiet:
             self.say(line)

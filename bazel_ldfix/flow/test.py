@@ -69,19 +69,23 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         code = bazel.stream("test", bazel_args)
         diagnosis = diagnose_after(caller, base, code, None, repaired=False) \
             if isinstance(base, str) else None
-        if diagnosis is not None and options.rerun_failures:
+        if diagnosis is not None and diagnosis.findings and options.rerun_failures:
             caller.inform("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
                           "(no repair was computed)")
         if options.github:
             annotate(caller, diagnosis.findings if diagnosis else ())
         return code
-    from bazel_ldfix.render.repair import repair_summary, repaired_line
+    from bazel_ldfix.render.repair import leftover_warnings, repair_summary, repaired_line
 
     say_held_back(caller, repair)
+    left = leftovers(repair)
     if not caller.quiet:
-        caller.say(repair_summary(repair, caller.prog, leftovers(repair)))
+        caller.say(repair_summary(repair, caller.prog, left))
+    elif left:
+        # (Kept under --quiet: such a test passes here by accident.)
+        caller.say(leftover_warnings(left, caller.prog))
     if repair.groups:
-        return run_split(caller, bazel, bazel_args, repair, options)
+        return run_split(caller, bazel, bazel_args, repair, options, left)
     args = with_options(bazel_args, repair.flags)
     if options.dry_run:
         caller.show(shlex.join(bazel.argv("test", args)))
@@ -95,8 +99,10 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         # For a later `diagnose` of this run (its command.log): what each test was given.
         ranwith.keep(userdir.cache_root(caller.env), repair.output_base, ran_with.values)
     remote = is_remote(repair) and not options.force_local_path
-    diagnosis = diagnose_after(caller, repair.output_base, code, ran_with, remote=remote)
+    failed = diagnose_after(caller, repair.output_base, code, ran_with, remote=remote)
+    diagnosis = failed if failed is not None and failed.findings else None
     stopped = list(diagnosis.findings) if diagnosis else []
+    otherwise = list(failed.other_failures) if failed else []
     stopped_first = tuple(stopped)
     rerun_ok: tuple[str, ...] = ()
     revealed: tuple[tuple[str, str], ...] = ()
@@ -113,8 +119,11 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
                 # What the rerun says of the tests it ran; the first run of the others.
                 stopped = [f for f in stopped if f.test not in outcome.rerun] + list(
                     outcome.diagnosis.findings if outcome.diagnosis else ())
+                otherwise = [t for t in otherwise if t not in outcome.rerun] + list(
+                    outcome.diagnosis.other_failures if outcome.diagnosis else ())
     if options.github:
-        annotate(caller, stopped, repair, rerun_ok, revealed)
+        annotate(caller, stopped, repair, rerun_ok, revealed, otherwise=otherwise,
+                 left=left)
     # What the rerun let load: the sonames the first run's diagnosis found for those tests.
     opened = [f.soname for f in stopped_first if f.test in rerun_ok and f.soname]
     line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened,
@@ -125,27 +134,31 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
 
 
 def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
-              options: Options) -> int:
+              options: Options, left: Sequence[tuple[str, tuple[Leftover, ...]]] = ()) -> int:
     """One ``bazel test`` per group of tests that one value serves (``Repair.groups``):
-    the first with the user's arguments less the other groups' tests, each other one
-    with the user's options and its own tests. Every run's output and summary are
-    Bazel's; the code is the worst of theirs, as Bazel's own would be."""
-    from bazel_ldfix.bazel.exitcodes import TESTS_FAILED, worst
-    from bazel_ldfix.bazel.options import with_options
-    from bazel_ldfix.flow import rerun
+    each is the user's command, with its group's flag and the other groups' tests taken
+    out. So Bazel selects as the user's command does (patterns, exclusions, test_suites,
+    tag and size filters), within the group, and never runs a test the command does not.
+    Every run's output and summary are Bazel's; the code is theirs merged, as Bazel's
+    own would be (``exitcodes.worst``). Under ``--github``, ``left`` (the tests that load
+    leftovers, :func:`leftovers`) are annotated."""
+    from bazel_ldfix.bazel.exitcodes import NO_TESTS_FOUND, TESTS_FAILED, worst
+    from bazel_ldfix.bazel.options import leaving_out, pattern_file
+    from bazel_ldfix.render.repair import repaired_line
 
-    first, *rest = repair.groups
-    others = [label for g in rest for label in g.labels]
-    runs = [with_options(bazel_args, first.flags) + (
-        ["--"] if "--" not in bazel_args else []) + [f"-{label}" for label in others]]
-    for group in rest:
-        args = rerun.arguments(bazel_args, repair.patterns, group.labels, group.given)
-        if args is None:
-            caller.inform("bazel-ldfix: the run cannot be split (the target patterns cannot "
-                          "be told apart from the options' values); running `bazel test` "
+    file_patterns = None
+    if pattern_file(repair.options) is not None:
+        if not repair.patterns:
+            caller.inform("bazel-ldfix: the run cannot be split (the patterns of "
+                          "--target_pattern_file are not known); running `bazel test` "
                           "unchanged")
             return bazel.stream("test", bazel_args)
-        runs.append(args)
+        file_patterns = repair.patterns
+    # (A test no group holds, one whose executable could not be read, runs in each.)
+    runs = [leaving_out(bazel_args, group.flags,
+                        [label for other in repair.groups if other is not group
+                         for label in other.labels], file_patterns)
+            for group in repair.groups]
     if options.dry_run:
         for args in runs:
             caller.show(shlex.join(bazel.argv("test", args)))
@@ -156,16 +169,19 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
                                 f"{', '.join(group.labels)}"))
         code = bazel.stream("test", args)
         codes.append(code)
+        if code == NO_TESTS_FOUND:
+            caller.inform(f"bazel-ldfix: run {number} of {len(runs)} ran no test: the "
+                          "command selects none of these")
         diagnose_after(caller, repair.output_base, code, ran_with_group(repair, group))
-        if code not in (0, TESTS_FAILED):
+        if code not in (0, TESTS_FAILED, NO_TESTS_FOUND):
             break       # a build error or an interruption: the next runs would not help
     if options.rerun_failures:
         caller.inform("bazel-ldfix: no rerun: the run was split")
+    if options.github:
+        annotate(caller, (), left=left)
     code = worst(codes)
     caller.inform(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
                      f"{', '.join(map(str, codes))}: exit code {code}")
-    from bazel_ldfix.render.repair import repaired_line
-
     line = None if caller.quiet or len(codes) < len(runs) else repaired_line(
         repair, bazel_args, code, prog=caller.prog)
     if line:
@@ -256,7 +272,9 @@ def ran_with_repair(repair: Repair) -> RanWith | None:
 
 def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWith | None,
                    *, repaired: bool = True, remote: bool = False) -> Diagnosis | None:
-    """After Bazel's summary: why tests still failed in the dynamic loader, if they did.
+    """After Bazel's summary: why tests still failed in the dynamic loader, if they did
+    (said). Returns the diagnosis of every failed test, the ones that failed for another
+    reason included (None: no test failed, or it cannot be told).
     ``repaired``: the run had the repair, so `bazel-ldfix test` is not suggested again.
 
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
@@ -269,14 +287,14 @@ def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWit
     from bazel_ldfix.diagnosis import diagnose as diagnosing
     from bazel_ldfix.render import brief
 
-    result = failopen.attempt(lambda: diagnosing.after_test(
+    result = failopen.attempt(lambda: diagnosing.of_run(
         output_base, code, ran_with=ran_with, on_error=caller.on_error,
         shell_library_path=caller.env.get("LD_LIBRARY_PATH"),
         links_root=caller.links_root, prog=caller.prog))
     if isinstance(result, failopen.Fallback):
         caller.say(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"))
         return None
-    if result is not None:
+    if result is not None and result.findings:
         if remote:
             result = diagnosing.remote_only(result, caller.prog)
         caller.say(brief.to_text(result, prefix="bazel-ldfix: ", color=caller.color,
@@ -369,17 +387,23 @@ def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair
 
 def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None = None,
              rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
+             otherwise: Sequence[str] = (),
+             left: Sequence[tuple[str, Sequence[Leftover]]] = (),
              to_stdout: bool = True) -> None:
     """The run's GitHub Actions annotations (see render/github.py): on stdout, or
-    said (stderr) where stdout holds a document."""
+    said (stderr) where stdout holds a document. ``otherwise``: the tests that failed for
+    another reason than the loader; ``left``: each test that loads files an earlier build
+    left, with those files (:func:`leftovers`)."""
     from bazel_ldfix.bazel.workspace import workspace_of
 
     places = github.Places(workspace_of(caller.cwd), caller.env.get("GITHUB_WORKSPACE"))
     lines = github.errors(stopped, places, caller.prog)
     if repair is not None:
         failing = [f.test for f in stopped if f.test]
-        lines += github.notices(repair, [*failing, *rerun_ok], places, caller.prog)
+        lines += github.notices(repair, [*failing, *rerun_ok], places, caller.prog,
+                                otherwise)
     lines += github.revealed(rerun_ok, revealed, places)
+    lines += github.leftovers(left, places, caller.prog)
     out = caller.show if to_stdout else caller.say
     for line in lines:
         out(line)

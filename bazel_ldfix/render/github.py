@@ -1,5 +1,7 @@
 """GitHub Actions annotations of a run: one ``::error`` per test the loader stopped, one
-``::notice`` per test the repair let load, so that the CI page shows them.
+``::notice`` per test the repair let load (whether it then passed or failed for another
+reason), one ``::warning`` per test that loads what an earlier build left, so that the CI
+page shows them.
 
 They are workflow commands, one line each (``::error title=T,file=F,line=N::message``),
 escaped as the runner reads them back (``ActionCommand.TryParseV2`` of actions/runner): in
@@ -20,6 +22,7 @@ from bazel_ldfix import PROG
 # Only the standard library here (and the package's root): `test` imports this before
 # Bazel starts.
 if TYPE_CHECKING:
+    from bazel_ldfix.bazel.declared import Leftover
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.repair.results import Repair
 
@@ -112,10 +115,12 @@ def errors(findings: Sequence[Finding], places: Places, prog: str = PROG) -> lis
 
 
 def notices(repair: Repair, failing: Iterable[str], places: Places,
-            prog: str = PROG) -> list[str]:
+            prog: str = PROG, otherwise: Iterable[str] = ()) -> list[str]:
     """One ``::notice`` per test the repair let load (it missed something, and the run did
-    not stop it in the loader)."""
+    not stop it in the loader). A test in ``otherwise`` loaded and failed for another
+    reason: its notice says so, and does not call it repaired."""
     stopped = set(failing)
+    failed = set(otherwise)
     given = _given_in(repair)
     out = []
     for test in repair.tests:
@@ -124,9 +129,15 @@ def notices(repair: Repair, failing: Iterable[str], places: Places,
         added = list(dict.fromkeys(d for s in test.missing_before if (d := given.get(s))))
         message = (f"{test.label} could not load {', '.join(test.missing_before)}; "
                    f"bazel-ldfix test added {', '.join(added) or 'their directories'} to its "
-                   f"LD_LIBRARY_PATH. For good: {prog} fix {shlex.quote(test.label)}")
-        out.append(command("notice", message, {"title": f"{test.label}: repaired",
-                                               **places.of(test.label)}))
+                   "LD_LIBRARY_PATH")
+        if test.label in failed:
+            message += (", and it loads now. It failed for another reason: its test.log "
+                        "says why")
+            title = f"{test.label}: loads, failed otherwise"
+        else:
+            title = f"{test.label}: repaired"
+        message += f". For good: {prog} fix {shlex.quote(test.label)}"
+        out.append(command("notice", message, {"title": title, **places.of(test.label)}))
     return out
 
 
@@ -143,6 +154,22 @@ def _given_in(repair: Repair) -> dict[str, str]:
             m.dir if m.exposure is Exposure.DIRECTORY else None
         if entry is not None and entry in repair.added:
             out[m.soname] = entry
+    return out
+
+
+def leftovers(found: Sequence[tuple[str, Sequence[Leftover]]], places: Places,
+              prog: str = PROG) -> list[str]:
+    """One ``::warning`` per test that loads a library only from a file an earlier build
+    left in bazel-out (see render/repair.py ``leftover_lines``)."""
+    out = []
+    for label, files in found:
+        where = ", ".join(f"{f.soname} from {f.path}" for f in files)
+        message = (f"{label} loads {where}, which no rule declares for it now: an earlier "
+                   "build left it in bazel-out. The test passes here by accident, and fails "
+                   f"under remote execution and after bazel clean. For good: {prog} fix "
+                   f"{shlex.quote(label)}")
+        out.append(command("warning", message, {"title": f"{label}: loads a leftover",
+                                                **places.of(label)}))
     return out
 
 

@@ -227,6 +227,13 @@ def leftover_lines(label: str, found: Sequence[Leftover], prog: str = PROG) -> l
     return lines + [line.removeprefix(SAID) for line in wrap(why, MORE, MORE)]
 
 
+def leftover_warnings(leftovers: Sequence[tuple[str, Sequence[Leftover]]],
+                      prog: str = PROG) -> str:
+    """The warnings of :func:`leftover_lines` alone, for stderr (under ``--quiet``)."""
+    return text_of([f"{SAID}{line}" for label, found in leftovers
+                    for line in leftover_lines(label, found, prog)])
+
+
 def _group_lines(repair: Repair) -> list[str]:
     """Why the run is split, then each group: its tests, where its files are, its flag."""
     lines = [f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, not from "

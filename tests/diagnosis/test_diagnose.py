@@ -561,6 +561,9 @@ def test_after_test_only_speaks_of_loader_failures(tmp_path: Path) -> None:
     assert flag == f"--test_env=LD_LIBRARY_PATH=/keep/me:{fake.sdk_lib}"
     fake.log.write_text("Executing tests from //t:app_test\nassertion failed\n")
     assert diagnose.after_test(str(fake.output_base), 3) is None
+    # The run's diagnosis still names it: it loaded, and failed for another reason.
+    run = diagnose.of_run(str(fake.output_base), 3)
+    assert run is not None and run.findings == () and run.other_failures == ("//t:app_test",)
 
 
 # -- the command --------------------------------------------------------------------------------

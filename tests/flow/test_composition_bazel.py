@@ -426,9 +426,6 @@ def test_a_negative_pattern_keeps_a_test_of_a_suite_out_of_plain_bazel(suite: Su
     assert not (ws.root / "bazel-testlogs" / "t" / "t3").exists()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="the split's second run is `bazel test //t:t3`, a test the user "
-                          "excluded")
 def test_a_split_runs_no_test_the_patterns_exclude(suite: Suite) -> None:
     ws = suite.ws
     forget_logs(ws, "t")
@@ -439,8 +436,6 @@ def test_a_split_runs_no_test_the_patterns_exclude(suite: Suite) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="env gives //t:t3 a group of its own")
 def test_env_groups_only_the_tests_the_patterns_select(suite: Suite) -> None:
     groups = group_labels(env_json(suite.ws, *EXCLUDING_T3), ["//t:t1", "//t:t2"])
     check_partition(groups, {"//t:t1": (1, None), "//t:t2": (1, None)})

@@ -102,7 +102,7 @@ def test_a_rules_own_value_is_kept_on_the_first_run_and_the_next(ws: Workspace) 
                 and "--build_event_json_file=" not in line]     # not the build step
         assert len(runs) == 2
         assert sum(f"--test_env=LD_LIBRARY_PATH={zdir}:" in run for run in runs) == 1
-        assert all(zdir not in run for run in runs if "-//t:needs_x" in run.split())
+        assert all(zdir not in run for run in runs if "-//t:with_env" in run.split())
         assert "//t:with_env" in out and "PASSED" in out
     assert os.listdir(Path(ws.env["XDG_CACHE_HOME"]) / "bazel-ldfix" / "last-flags")
 

@@ -107,7 +107,8 @@ def test_env_lists_the_groups_and_refuses_one_bazelrc_line(two_sdks: Workspace) 
 
 
 @pytest.mark.parametrize(("codes", "merged"), [
-    ((0, 0), 0), ((0, 3), 3), ((3, 0), 3), ((4, 0), 4), ((3, 1), 1), ((1, 8), 8),
-    ((0, 4), 4)])
+    ((0, 0), 0), ((0, 3), 3), ((3, 0), 3), ((3, 1), 1), ((1, 8), 8),
+    # A run that found no test to run (4) counts only when no run found one.
+    ((4, 0), 0), ((0, 4), 0), ((4, 3), 3), ((4, 4), 4), ((4, 1), 1)])
 def test_the_runs_exit_with_the_worst_code(codes: tuple[int, ...], merged: int) -> None:
     assert worst(codes) == merged

@@ -12,12 +12,16 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bazel_ldfix.bazel.declared import Leftover
 from bazel_ldfix.diagnosis.cause import Cause, CauseKind
 from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.given import Given
 from bazel_ldfix.render import brief, github
+from bazel_ldfix.repair.exposure import Exposure
+from bazel_ldfix.repair.results import Missing, Repair, TestResult
 
 
 def runner_parse(line: str) -> tuple[str, dict[str, str], str] | None:
@@ -81,3 +85,37 @@ def test_no_line_of_the_screen_diagnosis_is_a_runner_command() -> None:
     d = Diagnosis("the logs given", None, (finding("//t:x", "::error::forged"),), 1, (), 0)
     for line in brief.to_text(d).splitlines():
         assert runner_parse(line) is None, line
+
+
+def repaired(*labels: str) -> Repair:
+    """Each of ``labels`` missed libfoo.so.3, which the repair gives from /sdk/lib."""
+    tests = tuple(TestResult(label, "/bin/t", ("libfoo.so.3",), (), None) for label in labels)
+    missing = (Missing("libfoo.so.3", ("/bin/t",), "/sdk/lib", (), "/sdk/lib/libfoo.so.3",
+                       Exposure.DIRECTORY),)
+    return Repair("/ob", "", tests, missing, Given((), ("/sdk/lib",)))
+
+
+def test_a_test_that_loads_and_fails_otherwise_is_not_called_repaired() -> None:
+    lines = github.notices(repaired("//t:a", "//t:b"), [], github.Places(None, None),
+                           otherwise=["//t:b"])
+    parsed = [runner_parse(line) for line in lines]
+    assert [(p[0], p[1]["title"]) for p in parsed if p] == [
+        ("notice", "//t:a: repaired"), ("notice", "//t:b: loads, failed otherwise")]
+    assert parsed[1] is not None
+    assert "added /sdk/lib to its LD_LIBRARY_PATH, and it loads now. It failed for another " \
+           "reason" in parsed[1][2]
+    # A test the loader stopped gets its ::error alone.
+    assert github.notices(repaired("//t:a"), ["//t:a"], github.Places(None, None),
+                          otherwise=["//t:a"]) == []
+
+
+def test_a_test_that_loads_a_leftover_gets_a_warning() -> None:
+    left = Leftover("libx.so.11", "/ob/execroot/ws/bazel-out/k8-fastbuild/bin/_solib_k8/"
+                                  "_U_t/libx.so.11")
+    [line] = github.leftovers([("//t:x", (left,))], github.Places(None, None), "ldfix")
+    parsed = runner_parse(line)
+    assert parsed is not None
+    name, properties, data = parsed
+    assert name == "warning" and properties == {"title": "//t:x: loads a leftover"}
+    assert data.startswith(f"//t:x loads libx.so.11 from {left.path}, which no rule declares")
+    assert data.endswith("For good: ldfix fix //t:x")

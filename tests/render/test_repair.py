@@ -13,6 +13,7 @@ from bazel_ldfix.render.repair import (
     NAMED,
     SHELL_CAVEAT,
     caveat_lines,
+    leftover_warnings,
     repair_summary,
     repaired_line,
 )
@@ -119,6 +120,11 @@ def test_a_leftover_warning_is_wrapped_and_says_its_path_under_the_output_base_o
                     "and fails under remote execution and after `bazel clean`; "
                     f"`{PROG} fix` makes the BUILD change")
     assert too_long(text) == []
+    # Alone, under --quiet: the same warning, every line the tool's.
+    quiet = leftover_warnings([("//l:needs_l", (left,))], PROG).splitlines()
+    assert quiet[0] == lines[start]
+    assert quiet[1] == f"bazel-ldfix:   {left.path}"
+    assert quiet[2:] == lines[start + 2:start + len(quiet)]
 
 
 def test_the_lines_after_a_repaired_run_fit_and_give_each_command_whole() -> None:
