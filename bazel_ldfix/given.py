@@ -45,8 +45,10 @@ class Given:
     @property
     def entries(self) -> tuple[str, ...]:
         """The value's directories: the base with the added ones after it (before it with
-        ``prepend``), each once, no empty element."""
-        return pathlist.merge(self.base, self.added, prepend=self.prepend)
+        ``prepend``), each once, no empty element. A directory the base has already keeps
+        its place there: the base's order is never changed."""
+        fresh = [d for d in self.added if d not in self.base]
+        return pathlist.merge(self.base, fresh, prepend=self.prepend)
 
     @property
     def ld_library_path(self) -> str:
