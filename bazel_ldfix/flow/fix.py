@@ -136,12 +136,12 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
     from bazel_ldfix.bazel import declared
     from bazel_ldfix.diagnosis import model as diagnosis_model
 
-    base = pathlist.join(repair.base) if repair.base else None
     found = {m.soname: m.dir for m in repair.missing if m.dir}
     needed_by = {m.soname: m.needed_by for m in repair.missing}
     tests = []
     listed: dict[str, tuple[str, list[str]]] = {}
     for t in repair.tests:
+        base = pathlist.join(repair.base_of(t.label)) or None    # the value it had
         names = list(t.missing_before)
         names += [f.soname for f in declared.leftovers(t.executable, base, listed)
                   if f.soname not in names]

@@ -217,6 +217,10 @@ class Models:
                 subject.extras, loaded, self._preferred))
         return found[1]
 
+    def dirs_of(self, subject: Subject, loaded: Sequence[str]) -> tuple[str, ...]:
+        """:func:`index.test_dirs` of a test whose libraries loaded are ``loaded``."""
+        return index.test_dirs(subject.extras, loaded, self._preferred)
+
     def twin_key(self, subject: Subject) -> Hashable | None:
         """What the test's twins share (:mod:`bazel_ldfix.repair.twins`); None: it has
         none, or every test is resolved on its own."""

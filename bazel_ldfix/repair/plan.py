@@ -11,7 +11,7 @@ So the plan works in three steps:
 3. The proof: for every test, the model, given the exact value of its group (every level
    of DT_NEEDED, the runfiles' objects), must load exactly the files chosen for the test
    alone: each library it loaded before from the same file, each one it missed from the
-   file its own libraries lead to (:func:`own_files`). A test the proof refuses leaves its
+   file its own libraries lead to (:func:`own_file`). A test the proof refuses leaves its
    group, and both parts are planned again, until the proof holds for every test of every
    group (or a test is alone, when what remains is said in its ``strays``).
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import execution
@@ -60,26 +60,49 @@ def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     assert context.session is not None
     prover = _Prover(context)
     parts: list[tuple[list[TestInput], Part]] = []
-    conflicts: list[Conflict] = []
+    conflicts: dict[tuple[str, str], Conflict] = {}
     for base, members in _by_base(tests, env).items():
         pending = [members]
         while pending:
             work = pending.pop(0)
-            part = plan_rounds(work, env, context, base, search=search, given=given)
-            strays = prover.strays(work, part)
-            part = _with_strays(part, strays)
-            refused = [t for t in work if strays.get(t.label)]
+            part, refused = _proved(work, env, context, base, prover, search, given)
             if not refused or len(work) == 1:
                 parts.append((work, part))
                 continue
-            conflicts += [Conflict(t.label, s.soname, s.loads, s.own)
-                          for t in refused for s in strays[t.label]]
-            kept = [t for t in work if not strays.get(t.label)]
-            # The tests kept are planned again without the others (their value may then
-            # be smaller), and those refused together, apart from them. When every test
-            # is refused, the first is planned alone, which always ends.
-            pending[:0] = [kept, refused] if kept else [refused[:1], refused[1:]]
-    return result(tests, env, context, _joined(parts), tuple(conflicts))
+            for t in part.tests:
+                for s in t.strays if t.label in refused else ():
+                    conflicts.setdefault((t.label, s.soname),
+                                         Conflict(t.label, s.soname, s.loads, s.own))
+            kept = [t for t in work if t.label not in refused]
+            if kept:
+                # The tests kept are planned again without the others (their value may
+                # then be smaller), and those refused together, apart from them.
+                pending[:0] = [kept, [t for t in work if t.label in refused]]
+                continue
+            # Every test refused: the first planned alone. Proved so, it leaves; still
+            # refused, the split does not help (what it loads comes with its own
+            # libraries), and the tests stay together, their strays said.
+            alone, still = _proved(work[:1], env, context, base, prover, search, given)
+            if still:
+                parts.append((work, part))
+            else:
+                parts.append((work[:1], alone))
+                pending.insert(0, work[1:])
+    return result(tests, env, context, _joined(parts, env), tuple(conflicts.values()))
+
+
+def _proved(work: Sequence[TestInput], env: TestEnvironment, context: PlanContext,
+            base: tuple[str, ...], prover: _Prover, search: bool,
+            given: Sequence[index.Choice]) -> tuple[Part, set[str]]:
+    """One group's rounds, with each test's strays; the tests the proof refuses."""
+    part = plan_rounds(work, env, context, base, search=search, given=given)
+    if not search:
+        return part, set()  # nothing looked for, nothing given: what is missing, as it is
+    strays, refused = prover.strays(work, part)
+    if any(strays.values()):
+        part = dataclasses.replace(part, tests=tuple(
+            dataclasses.replace(t, strays=strays.get(t.label, ())) for t in part.tests))
+    return part, refused
 
 
 def _by_base(tests: Sequence[TestInput], env: TestEnvironment
@@ -93,29 +116,31 @@ def _by_base(tests: Sequence[TestInput], env: TestEnvironment
     return out
 
 
-def _with_strays(part: Part, strays: Mapping[str, tuple[Stray, ...]]) -> Part:
-    if not any(strays.values()):
-        return part
-    tests = tuple(dataclasses.replace(t, strays=strays.get(t.label, ())) for t in part.tests)
-    return dataclasses.replace(part, tests=tests)
-
-
-def _joined(parts: list[tuple[list[TestInput], Part]]) -> list[tuple[list[TestInput], Part]]:
-    """The groups, those that add nothing as one: without a flag, each test of theirs
-    keeps its own value, so one ``bazel test`` serves them all."""
-    changing = [(m, p) for m, p in parts if p.given.changes]
-    plain = [(m, p) for m, p in parts if not p.given.changes]
-    if len(plain) <= 1:
-        return parts
-    members = [t for m, _ in plain for t in m]
-    first = plain[0][1]
-    merged = dataclasses.replace(
-        first, tests=tuple(r for _, p in plain for r in p.tests),
-        missing=tuple(m for _, p in plain for m in p.missing),
-        notes=tuple(n for _, p in plain for n in p.notes),
-        skipped=tuple(s for _, p in plain for s in p.skipped),
-        shadowed=tuple(s for _, p in plain for s in p.shadowed))
-    return [*changing, (members, merged)] if changing else [(members, merged)]
+def _joined(parts: list[tuple[list[TestInput], Part]], env: TestEnvironment
+            ) -> list[tuple[list[TestInput], Part]]:
+    """The groups, those of one value as one: each test's proof holds in its value
+    whoever shares it. Those that add nothing are one group too: without a flag, each of
+    their tests keeps its own value (of several bases, the group's value says the flags'
+    base)."""
+    by_value: dict[Given | None, list[tuple[list[TestInput], Part]]] = {}
+    for members, part in parts:
+        by_value.setdefault(part.given if part.given.changes else None, []).append(
+            (members, part))
+    out = []
+    for value, same in by_value.items():
+        first = same[0][1]
+        # Tests of other bases that add nothing: the flags' base speaks for none of them.
+        one = len({p.given.base for _, p in same}) == 1
+        out.append(([t for m, _ in same for t in m], dataclasses.replace(
+            first, given=value or (first.given if one else Given(env.base)),
+            tests=tuple(r for _, p in same for r in p.tests),
+            missing=tuple(m for _, p in same for m in p.missing),
+            notes=tuple(n for _, p in same for n in p.notes),
+            skipped=tuple(s for _, p in same for s in p.skipped),
+            links=tuple(link for _, p in same for link in p.links),
+            shadowed=tuple(s for _, p in same for s in p.shadowed))))
+    # The groups that add something first: the user's command less the others runs first.
+    return sorted(out, key=lambda group: not group[1].given.changes)
 
 
 class _Prover:
@@ -129,71 +154,85 @@ class _Prover:
         self.host = context.host
         self._proved: set[Hashable] = set()   # families of twins proved exact
 
-    def strays(self, tests: Sequence[TestInput], part: Part) -> dict[str, tuple[Stray, ...]]:
-        """Each test's strays in the group's value (no entry: none)."""
+    def strays(self, tests: Sequence[TestInput], part: Part
+               ) -> tuple[dict[str, tuple[Stray, ...]], set[str]]:
+        """Each test's strays in the group's value (no entry: none), and the tests they
+        refuse: those with a stray another test's choice can cause (a library missed
+        before, loaded from another file or not at all). A library loaded before that a
+        given library now looks up elsewhere is a stray too, but the test's own: the
+        rounds keep every other load the same (:mod:`exposure`), and it stays whoever
+        shares the value."""
         out: dict[str, tuple[Stray, ...]] = {}
+        refused: set[str] = set()
         host = self.host or _host()
         for test in tests:
             subject = self.session.subject(test, host)
             before, after = part.before.get(test.label), part.after.get(test.label)
-            if before is None or after is None or after is before:
-                continue    # not modelled, or nothing changed for it
+            missed = tuple(n for p, n, _ in before.entries if p is None) if before else ()
+            if before is None or after is None or (after is before and not missed):
+                continue    # not modelled, or nothing changed for it and nothing missed
             # A twin's load is the other's, moved to its own tree: in the same value,
             # with the same names missed, its proof is the other's.
             twin = self.session.twin_key(subject)
-            missed = tuple(n for p, n, _ in before.entries if p is None)
             family = None if twin is None else (twin, part.given, missed)
             if family is not None and family in self._proved:
                 continue
-            found = self._strays_of(subject, before, after, part)
-            if found:
-                out[test.label] = found
-            elif family is not None:
+            kept, new = self._strays_of(subject, before, after, part)
+            if kept or new:
+                out[test.label] = (*kept, *new)
+            if new:
+                refused.add(test.label)
+            elif family is not None and not kept:
                 self._proved.add(family)
-        return out
+        return out, refused
 
     def _strays_of(self, subject: Subject, before: Outcome, after: Outcome, part: Part
-                   ) -> tuple[Stray, ...]:
+                   ) -> tuple[tuple[Stray, ...], tuple[Stray, ...]]:
+        """The strays of libraries loaded before, and of those missed before."""
         same = self.session.same_file
         had = {name: path for path, name, _ in before.entries if path is not None}
-        now = {name: path for path, name, _ in after.entries}
-        strays: list[Stray] = []
-        for name, path in had.items():
-            if name in now and (now[name] is None or not same(now[name] or "", path)):
-                strays.append(Stray(name, now[name], path))
-        new = [name for name, path in now.items() if path is not None and name not in had]
-        if new:
-            own = own_files(subject, after, new, part.expect, self.context)
-            for name in new:
-                loads, mine = now[name], own.get(name)
-                if loads is not None and mine is not None and not same(loads, mine):
-                    strays.append(Stray(name, loads, mine))
-        return tuple(strays)
+        now: dict[str, str | None] = {}
+        for path, name, _ in after.entries:
+            now.setdefault(name, path)
+        kept = tuple(Stray(name, now[name], path) for name, path in had.items()
+                     if name in now and (now[name] is None or not same(now[name] or "", path)))
+        # Each name missed before, in the order the loader meets it: the file the test's
+        # own libraries lead to, those it loaded before and those of its own found so far.
+        mine = [path for path in had.values()]
+        new: list[Stray] = []
+        for name, loads in now.items():
+            if name in had:
+                continue
+            own = own_file(subject, mine, name, after.header or part.expect, self.context)
+            if own is None:
+                continue    # no usable copy: it misses it alone too
+            if loads is not None and same(loads, own):
+                mine.append(loads)
+            else:
+                new.append(Stray(name, loads, own))
+        return kept, tuple(new)
 
 
-def own_files(subject: Subject, outcome: Outcome, names: Sequence[str],
-              expect: elf.ElfHeader | None, context: PlanContext) -> dict[str, str | None]:
-    """The file of each name that the test's own libraries lead to, as the rounds choose
-    for a test alone (:func:`index.locate` beside them, then the whole index; a file
-    that carries the name under another one, given by a link). None: no usable copy."""
+def own_file(subject: Subject, loaded: Sequence[str], name: str,
+             expect: elf.ElfHeader | None, context: PlanContext) -> str | None:
+    """The file of ``name`` that a test's own libraries lead to (``loaded``: those it
+    loads that are its own), as the rounds choose for a test alone
+    (:func:`index.locate` beside them, then the whole index; a file that carries the name
+    under another one, given by a link). None: no usable copy."""
     session = context.session
     assert session is not None
     setting = context.setting
-    header = outcome.header or expect
-    if header is None:
-        return {}
-    dirs = session.test_dirs(subject, outcome)
+    if expect is None:
+        return None
+    dirs = session.dirs_of(subject, loaded)
     roots = [os.path.join(context.output_base, "external")]
-    located = index.locate(names, roots, header, dirs, setting.on_error,
-                           cache_dir=setting.cache_dir, memo=session.memo, cuda=setting.cuda)
-    out: dict[str, str | None] = {}
-    for name, choice in located.items():
-        if choice.path is None:
-            other = index.renamed(name, dirs, header, session.memo, setting.cuda)
-            out[name] = other.path if other is not None else None
-        else:
-            out[name] = choice.path
-    return out
+    choice = index.locate([name], roots, expect, dirs, setting.on_error,
+                          cache_dir=setting.cache_dir, memo=session.memo,
+                          cuda=setting.cuda)[name]
+    if choice.path is not None:
+        return choice.path
+    other = index.renamed(name, dirs, expect, session.memo, setting.cuda)
+    return other.path if other is not None else None
 
 
 def _host() -> elf.ElfHeader:
@@ -216,19 +255,22 @@ def result(tests: Sequence[TestInput], env: TestEnvironment, context: PlanContex
     missing: dict[tuple[str, str | None], Missing] = {}
     for _, p in parts:
         for m in p.missing:
-            missing.setdefault((m.soname, m.path), m)
+            was = missing.setdefault((m.soname, m.path), m)
+            if was is not m:    # found for tests of two groups: needed by both
+                missing[(m.soname, m.path)] = dataclasses.replace(
+                    was, needed_by=tuple(dict.fromkeys((*was.needed_by, *m.needed_by))))
     skipped: dict[str, Skipped] = {}
     for _, p in parts:
         for s in p.skipped:
             skipped.setdefault(s.path, s)
-    first = parts[0][1] if parts else None
     split = len(parts) > 1 and not remote
-    groups = tuple(Group(tuple(t.label for t in members), p.given, p.tests, p.missing)
+    groups = tuple(Group(tuple(t.label for t in members), p.given, p.tests, p.missing,
+                         p.links_dir, p.links)
                    for members, p in parts) if split else ()
-    given = first.given if first is not None else Given(env.base)
-    if remote and given.changes:
-        given = Given(env.base)
-    links = [link for _, p in parts for link in p.links]
+    # One value for the run, or (split, or held back) none: each group says its own, and
+    # no test's own base stands for another's.
+    only = parts[0][1] if len(parts) == 1 and not remote else None
+    given = only.given if only is not None else Given(env.base)
     # (A base other than the flags' is a test's own, which its rule's env gave it.)
     source = env.source if given.base == env.base else "the env attribute of its test rule"
     return Repair(
@@ -236,8 +278,8 @@ def result(tests: Sequence[TestInput], env: TestEnvironment, context: PlanContex
         options=tuple(run.options),
         notes=tuple(dict.fromkeys((*run.notes, *(n for _, p in parts for n in p.notes)))),
         skipped=tuple(skipped.values()), patterns=tuple(run.patterns),
-        links=tuple(links),
-        links_dir=next((p.links_dir for _, p in parts if p.links_dir), None),
+        links=only.links if only is not None else (),
+        links_dir=only.links_dir if only is not None else None,
         shadowed=tuple(s for _, p in parts for s in p.shadowed),
         conflicts=conflicts if split else (), groups=groups,
         held_back=remote and any(p.given.changes for _, p in parts))

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bazel_ldfix import pathlist
 from bazel_ldfix.bazel import testenv
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.given import Given
@@ -79,6 +80,8 @@ class Group:
     given: Given
     tests: tuple[TestResult, ...]
     missing: tuple[Missing, ...]
+    links_dir: str | None = None             # the group's links directory, if any
+    links: tuple[exposure.Link, ...] = ()    # what it holds
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -109,8 +112,8 @@ class Repair:
     base_source: str
     tests: tuple[TestResult, ...]
     missing: tuple[Missing, ...]
-    # What the run's tests are given: the value of the first group (or the only one), its
-    # base the flags' value. Nothing added: no flag.
+    # What the run's tests are given: one value for every test, nothing added when the
+    # run is split (each group gives its own) or held back. Nothing added: no flag.
     given: Given
     options: tuple[Option, ...] = ()  # the build step's canonical options
     notes: tuple[str, ...] = ()    # what could not be read, in words (the rest was)
@@ -153,6 +156,15 @@ class Repair:
             if label in group.labels:
                 return group.given
         return self.given
+
+    def base_of(self, label: str) -> tuple[str, ...]:
+        """The value one test had before the repair: its group's base where a flag is
+        added, else the value it keeps (its own, which no flag replaces)."""
+        given = self.given_to(label)
+        if given.changes:
+            return given.base
+        had = next((t.library_path for t in self.tests if t.label == label), None)
+        return pathlist.split(had)
 
     @property
     def unresolved(self) -> tuple[str, ...]:

@@ -237,7 +237,6 @@ class _Scan:
         self.loaders = loaders
         self.session = session
         self.needed_by: dict[str, dict[str, None]] = {}   # name -> requesters, in order
-        self.linked: dict[str, None] = {}
         self.expect: elf.ElfHeader | None = None
         self.skipped: dict[str, Skipped] = {}
         self._absorbed: dict[int, Outcome] = {}
@@ -249,7 +248,7 @@ class _Scan:
         adding one again would change nothing, as every table keeps its first entries in
         order)."""
         out = []
-        needed_by, linked, absorbed = self.needed_by, self.linked, self._absorbed
+        needed_by, absorbed = self.needed_by, self._absorbed
         outcomes = self.session.outcomes(self.subjects, values, self.loaders, extras=extras)
         for subject, outcome in zip(self.subjects, outcomes, strict=True):
             out.append((subject, outcome))
@@ -260,9 +259,7 @@ class _Scan:
                 self.skipped.setdefault(skip.path, skip)
             self.expect = self.expect or outcome.header
             for path, name, requesters in outcome.entries:
-                if path is not None:
-                    linked.setdefault(path, None)
-                else:
+                if path is None:
                     bucket = needed_by.setdefault(name, {})
                     for requester in requesters:
                         bucket.setdefault(requester, None)

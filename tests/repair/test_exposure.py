@@ -229,20 +229,24 @@ def test_a_sentinel_soname_is_never_linked(tmp_path: Path) -> None:
     assert r.links == () and os.listdir(layout.links) == []
 
 
-def test_a_link_that_would_change_another_tests_load_is_withheld(tmp_path: Path) -> None:
+def test_a_link_that_would_change_another_tests_load_splits_the_run(tmp_path: Path) -> None:
     # //t:t1 finds its own libfoo.so.3 through RUNPATH; //t:t0 misses it. The copy beside
-    # t0's libraries is another file: a link to it would hand t1 that copy.
+    # t0's libraries is another file: a link to it would hand t1 that copy. One value
+    # withholds it; alone, t0 is given it, so the run is split (repair/plan.py).
     layout = Layout(tmp_path, zlib=False)
     own = lib(tmp_path / "own" / "libfoo.so.3")
     t1 = program(Path(layout.inputs[0].executable).parent / "t1", needs=[own, layout.bar],
                  runpath=f"{own.parent}:$ORIGIN/../_solib_k8/bar")
     inputs = [*layout.inputs, TestInput("//t:t1", str(t1))]
     r = layout.plan(inputs=inputs)
-    (missing,) = r.missing
-    assert missing.exposure is Exposure.WITHHELD and "//t:t1" in (missing.why or "")
-    assert r.withheld == ("libfoo.so.3",) and r.ld_library_path is None
-    assert [t.missing_after for t in r.tests] == [("libfoo.so.3",), ()]
-    assert os.listdir(layout.links) == []       # the links made on the way are gone
+    assert [c.label for c in r.conflicts] == [inputs[0].label]
+    assert [t.missing_after for t in r.tests] == [(), ()]
+    (given, plain) = r.groups
+    assert given.labels == (inputs[0].label,) and given.given.changes
+    assert plain.labels == ("//t:t1",) and not plain.given.changes
+    (missing,) = given.missing
+    assert missing.exposure is Exposure.LINK
+    assert r.withheld == () and r.ld_library_path is None   # each group gives its own
 
 
 def test_without_a_private_directory_a_needed_link_is_withheld(tmp_path: Path) -> None:

@@ -90,7 +90,8 @@ FIELDS[Result] = {"label": TEXT, "executable": TEXT, "missing_before": texts(),
 FIELDS[Conflict] = {"label": TEXT, "soname": TEXT, "chosen": OPTIONAL, "own": TEXT}
 FIELDS[Given] = {"base": texts(), "added": texts(), "prepend": st.booleans()}
 FIELDS[Group] = {"labels": texts(), "given": builds(Given),
-                 "tests": tuples(Result), "missing": tuples(Missing)}
+                 "tests": tuples(Result), "missing": tuples(Missing),
+                 "links_dir": OPTIONAL, "links": tuples(Link)}
 FIELDS[Repair] = {"output_base": TEXT, "base_source": TEXT,
                   "tests": tuples(Result), "missing": tuples(Missing),
                   "given": builds(Given), "options": tuples(Option), "notes": texts(),
