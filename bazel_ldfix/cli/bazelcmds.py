@@ -94,8 +94,8 @@ def env(session: Session, bazel_path: str | None, startup: tuple[str, ...],
         return 1
     if text:
         click.echo(text)
-    return 1 if repair.unresolved or repair.withheld or (repair.missing and not repair.flags) \
-        else 0
+    given = bool(repair.flags or any(g.flags for g in repair.groups))
+    return 1 if repair.unresolved or repair.withheld or (repair.missing and not given) else 0
 
 
 @click.command("test", cls=BazelArgsCommand, context_settings=PASSTHROUGH)

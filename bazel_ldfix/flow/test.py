@@ -164,6 +164,8 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
             caller.show(shlex.join(bazel.argv("test", args)))
         return 0
     codes = []
+    stopped: list[Finding] = []     # what each run's diagnosis found, for the annotations
+    otherwise: list[str] = []
     for number, (group, args) in enumerate(zip(repair.groups, runs, strict=True), 1):
         caller.inform(printable(f"bazel-ldfix: run {number} of {len(runs)}: "
                                 f"{', '.join(group.labels)}"))
@@ -172,13 +174,16 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
         if code == NO_TESTS_FOUND:
             caller.inform(f"bazel-ldfix: run {number} of {len(runs)} ran no test: the "
                           "command selects none of these")
-        diagnose_after(caller, repair.output_base, code, ran_with_group(repair, group))
+        failed = diagnose_after(caller, repair.output_base, code, ran_with_group(repair, group))
+        if failed is not None:
+            stopped += failed.findings
+            otherwise += failed.other_failures
         if code not in (0, TESTS_FAILED, NO_TESTS_FOUND):
             break       # a build error or an interruption: the next runs would not help
     if options.rerun_failures:
         caller.inform("bazel-ldfix: no rerun: the run was split")
     if options.github:
-        annotate(caller, (), left=left)
+        annotate(caller, stopped, repair, otherwise=otherwise, left=left)
     code = worst(codes)
     caller.inform(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
                      f"{', '.join(map(str, codes))}: exit code {code}")
@@ -213,7 +218,7 @@ def leftovers(repair: Repair) -> list[tuple[str, tuple[Leftover, ...]]]:
     for t in repair.tests:
         if t.missing_after:
             continue    # it fails anyway: the diagnosis says why
-        base = ":".join(repair.given_to(t.label).base) or None   # the value it had
+        base = ":".join(repair.base_of(t.label)) or None   # the value it had
         found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
                                                    listed))
         if isinstance(found, tuple) and found:

@@ -24,7 +24,8 @@ from bazel_ldfix import PROG
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.declared import Leftover
     from bazel_ldfix.diagnosis.explain import Finding
-    from bazel_ldfix.repair.results import Repair
+    from bazel_ldfix.given import Given
+    from bazel_ldfix.repair.results import Missing, Repair
 
 _MAX_BUILD = 4 << 20
 
@@ -121,11 +122,13 @@ def notices(repair: Repair, failing: Iterable[str], places: Places,
     reason: its notice says so, and does not call it repaired."""
     stopped = set(failing)
     failed = set(otherwise)
-    given = _given_in(repair)
+    by_group = {g.labels: _given_in(g.missing, g.links_dir, g.given) for g in repair.groups}
+    whole = _given_in(repair.missing, repair.links_dir, repair.given)
     out = []
     for test in repair.tests:
         if not test.missing_before or test.missing_after or test.label in stopped:
             continue
+        given = next((v for labels, v in by_group.items() if test.label in labels), whole)
         added = list(dict.fromkeys(d for s in test.missing_before if (d := given.get(s))))
         message = (f"{test.label} could not load {', '.join(test.missing_before)}; "
                    f"bazel-ldfix test added {', '.join(added) or 'their directories'} to its "
@@ -141,18 +144,19 @@ def notices(repair: Repair, failing: Iterable[str], places: Places,
     return out
 
 
-def _given_in(repair: Repair) -> dict[str, str]:
-    """The entry of LD_LIBRARY_PATH each missing soname is given by: its own directory, or
-    the links directory. A soname withheld, or not found, has none."""
+def _given_in(missing: Iterable[Missing], links_dir: str | None, given: Given
+              ) -> dict[str, str]:
+    """The entry of LD_LIBRARY_PATH each missing soname is given by in one value: its own
+    directory, or the links directory. A soname withheld, or not found, has none."""
     from bazel_ldfix.repair.exposure import Exposure
 
-    if not repair.flags:
+    if not given.changes:
         return {}       # nothing was added (held back under remote execution)
     out = {}
-    for m in repair.missing:
-        entry = repair.links_dir if m.exposure is Exposure.LINK else \
+    for m in missing:
+        entry = links_dir if m.exposure is Exposure.LINK else \
             m.dir if m.exposure is Exposure.DIRECTORY else None
-        if entry is not None and entry in repair.added:
+        if entry is not None and entry in given.added:
             out[m.soname] = entry
     return out
 

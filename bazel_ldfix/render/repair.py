@@ -57,7 +57,9 @@ def repair_json(repair: Repair) -> str:
         "conflicts": to_jsonable(repair.conflicts),
         "groups": [{"labels": list(g.labels), "ld_library_path":
                     g.given.ld_library_path if g.given.changes else None,
-                    "flags": list(g.flags)} for g in repair.groups],
+                    "flags": list(g.flags), "links_dir": g.links_dir,
+                    "links": [{"soname": link.soname, "target": link.target}
+                              for link in g.links]} for g in repair.groups],
         "held_back": repair.held_back,
     })
 
@@ -175,11 +177,16 @@ def repair_summary(repair: Repair, prog: str = PROG,
                          f"(needed by {', '.join(m.needed_by)})")
         lines += [f"    passed over {p.path}: {p.reason}" for p in m.passed_over
                   if p.kind is not PassReason.SAME_FILE]
+    # (Where nothing is added at all, the lines above say what is missing and why.)
     lines += _missing_lines(repair.tests, "will still miss",
                             lambda t: tuple(t.missing_after)
-                            if repair.given_to(t.label).changes else (),
+                            if repair.groups or repair.given.changes else (),
                             lambda t: _reach_lines(t, prog))
-    lines += [_stray_line(t.label, s) for t in repair.tests for s in t.strays]
+    # (A stray the exposure told of already, a library given looking a name up itself,
+    # is said once, by its note below.)
+    told = {(s.test, s.soname) for s in repair.shadowed}
+    lines += [_stray_line(t.label, s) for t in repair.tests for s in t.strays
+              if (t.label, s.soname) not in told]
     lines += [f"note: {note}" for note in repair.notes]
     if repair.given_again:
         lines += [line.removeprefix(SAID) for line in wrap(
@@ -237,8 +244,9 @@ def leftover_warnings(leftovers: Sequence[tuple[str, Sequence[Leftover]]],
 def _group_lines(repair: Repair) -> list[str]:
     """Why the run is split, then each group: its tests, where its files are, its flag."""
     lines = [f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, not from "
-             f"{os.path.dirname(c.chosen) if c.chosen else 'nowhere'}"
-             for c in repair.conflicts]
+             f"{os.path.dirname(c.chosen)}" if c.chosen else
+             f"{c.label} needs {c.soname} from {os.path.dirname(c.own)}, which a value "
+             "shared with the other tests cannot give it" for c in repair.conflicts]
     if not repair.conflicts:
         lines.append(f"a test's own {VARIABLE} (its rule's env) is never given to another "
                      "test")
@@ -248,9 +256,14 @@ def _group_lines(repair: Repair) -> list[str]:
         shown = ", ".join(group.labels[:3]) + (
             f" and {len(group.labels) - 3} more" if len(group.labels) > 3 else "")
         lines.append(f"run {number}: {shown}")
-        lines += [f"  {m.soname} is in {m.dir}" for m in group.missing if m.dir]
+        lines += [f"  {m.soname} is in {m.dir}" if m.dir else
+                  f"  {m.soname} exists nowhere under {repair.output_base}/external"
+                  for m in group.missing if m.exposure is not Exposure.WITHHELD]
         lines.append(f"  adding {group.given.flag}" if group.given.changes
                      else "  adding nothing: each test keeps the value it has")
+        if group.given.changes and group.links_dir:
+            lines += [f"  {group.links_dir}/{link.soname} -> {link.target}"
+                      for link in group.links]
     return lines
 
 
