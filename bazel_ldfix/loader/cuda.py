@@ -33,6 +33,10 @@ from bazel_ldfix.machines import EM_X86_64
 
 Version = tuple[int, ...]
 
+#: The driver's own libraries: the system provides them at run time, from the driver
+#: installed with the kernel module. The toolkit ships a stub of each to link against.
+DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
+
 #: The user-mode driver files a toolkit's ``compat`` directory holds.
 _COMPAT_NAMES = ("libcuda.so", "libnvidia-ptxjitcompiler.so", "libnvidia-nvvm.so",
                  "libnvidia-pkcs11", "libcudadebugger.so", "libnvidia-gpucomp.so")
@@ -60,6 +64,11 @@ class HostDriver:
 
     version: Version | None = None
     allow_compat: bool = False
+
+    @property
+    def absent(self) -> bool:
+        """No driver was found here, and none was vouched for: the host has none."""
+        return self.version is None and not self.allow_compat
 
 
 #: No host driver known: compat drivers are refused, as on a host without the kernel module.
