@@ -2,7 +2,9 @@
 
 This is the project's only ELF reader. It reads the ELF header, the program headers, the
 PT_DYNAMIC segment and the handful of strings the dynamic entries point at, with ``pread`` on
-one file descriptor: a 100 MB shared library costs a few small reads. It works from the
+one file descriptor: a 100 MB shared library costs a few small reads. On request it also
+reads the dynamic symbol table and the first bytes of each exported function
+(:func:`exported_functions`, for the CUDA stub rule of ``loader/cuda.py``). It works from the
 segments, not the section table, because the loader does: a stripped section table is valid
 and the loader never looks at it.
 
@@ -29,6 +31,7 @@ EV_CURRENT = 1
 ET_EXEC, ET_DYN = 2, 3
 PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 14, 15, 29
+DT_HASH, DT_SYMTAB, DT_SYMENT, DT_GNU_HASH = 4, 6, 11, 0x6FFFFEF5
 DT_STRSZ, DT_FLAGS_1 = 10, 0x6FFFFFFB
 DT_VERDEF, DT_VERDEFNUM = 0x6FFFFFFC, 0x6FFFFFFD
 DT_VERNEED, DT_RELR = 0x6FFFFFFE, 36
@@ -570,3 +573,129 @@ def version_definitions(path: str) -> tuple[str, ...]:
         return tuple(names)
     finally:
         os.close(fd)
+
+
+# -- exported functions (.dynsym) -----------------------------------------------------------
+
+STT_FUNC = 2
+STB_GLOBAL, STB_WEAK = 1, 2
+STV_DEFAULT, STV_PROTECTED = 0, 3
+_SYM_STRUCTS = {(order, is64): struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
+                for order in "<>" for is64 in (True, False)}
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function an object exports, and the first bytes of its code as the file holds them."""
+
+    name: str
+    code: bytes         # fewer bytes than asked when its segment's file part ends first
+
+
+def exported_functions(path: str, *, code: int = 16, limit: int = 1 << 16,
+                       span: int = 1 << 20) -> tuple[Function, ...] | None:
+    """The functions ``path`` exports, each with its first ``code`` bytes; nothing is run.
+
+    Read as the loader finds symbols: DT_SYMTAB and DT_STRTAB of PT_DYNAMIC, the number of
+    symbols from DT_HASH (``nchain``) or by walking DT_GNU_HASH to its last chain, so that
+    ``strip`` and a removed section table change nothing. A function is a defined
+    ``STT_FUNC`` symbol, global or weak, of default or protected visibility. Its bytes are
+    read from the part of the PT_LOAD segment that holds its address; none when no
+    segment's file part does.
+
+    Bounded: None when the file has more than ``limit`` dynamic symbols, or when the
+    functions' first bytes lie more than ``span`` bytes apart. Every offset and count is
+    checked against the file before it is read (:class:`NotElfError` otherwise).
+    """
+    fd = open_elf(path)
+    try:
+        reader = _Reader(fd, path)
+        header = parse_header(_read_start(fd, path), path)
+        phdrs, dynamic = _segments(reader, header)
+        last = dict(_tags(header, dynamic or b""))
+        if DT_SYMTAB not in last:
+            return ()
+        if DT_STRTAB not in last:
+            raise NotElfError(f"{path}: dynamic section has no DT_STRTAB")
+        is64 = header.elf_class == ELFCLASS64
+        entry = _SYM_STRUCTS[header.byteorder, is64]
+        if last.get(DT_SYMENT, entry.size) != entry.size:
+            raise MalformedElfError(f"{path}: DT_SYMENT is {last[DT_SYMENT]}, not "
+                                    f"{entry.size}")
+        count = _symbol_count(reader, header, phdrs, last, limit)
+        if count is None:
+            return None
+        table = reader.read(_file_offset(phdrs, last[DT_SYMTAB], path), count * entry.size)
+        strtab = _file_offset(phdrs, last[DT_STRTAB], path)
+        found: list[tuple[int, int]] = []       # (st_name, st_value)
+        for fields in entry.iter_unpack(table):
+            if is64:
+                st_name, st_info, st_other, st_shndx, st_value, _size = fields
+            else:
+                st_name, st_value, _size, st_info, st_other, st_shndx = fields
+            if st_shndx != 0 and st_info & 0xF == STT_FUNC \
+                    and st_info >> 4 in (STB_GLOBAL, STB_WEAK) \
+                    and st_other & 0x3 in (STV_DEFAULT, STV_PROTECTED):
+                found.append((st_name, st_value))
+        where = [_code_range(phdrs, value, code) for _name, value in found]
+        placed = [w for w in where if w is not None]
+        blob, low = b"", 0
+        if placed:
+            low, high = min(w[0] for w in placed), max(w[1] for w in placed)
+            if high - low > span:
+                return None
+            blob = reader.read(low, high - low)
+        return tuple(Function(reader.cstring(strtab + name),
+                              blob[w[0] - low: w[1] - low] if w is not None else b"")
+                     for (name, _value), w in zip(found, where, strict=True))
+    finally:
+        os.close(fd)
+
+
+def _symbol_count(reader: _Reader, header: ElfHeader, phdrs: list[_Phdr],
+                  last: dict[int, int], limit: int) -> int | None:
+    """How many entries .dynsym has, as the loader's hash tables say (None: more than
+    ``limit``). With neither table the loader can look nothing up: 0."""
+    words = struct.Struct(header.byteorder + "IIII")
+    if DT_HASH in last:
+        # nbucket, nchain: every symbol has one chain entry.
+        at = _file_offset(phdrs, last[DT_HASH], reader.path)
+        _nbucket, nchain = struct.unpack(header.byteorder + "II", reader.read(at, 8))
+        return int(nchain) if nchain <= limit else None
+    if DT_GNU_HASH not in last:
+        return 0
+    # nbuckets, symoffset, bloom_size, bloom_shift; the bloom words; the buckets; then one
+    # chain word per hashed symbol, the last of each chain with its low bit set.
+    at = _file_offset(phdrs, last[DT_GNU_HASH], reader.path)
+    nbuckets, symoffset, bloom_size, _shift = (
+        int(w) for w in words.unpack(reader.read(at, 16)))
+    if nbuckets > limit or bloom_size > limit or symoffset > limit:
+        return None
+    buckets_at = at + 16 + bloom_size * (8 if header.elf_class == ELFCLASS64 else 4)
+    raw = reader.read(buckets_at, 4 * nbuckets)
+    top: int = max(struct.unpack(f"{header.byteorder}{nbuckets}I", raw), default=0)
+    if top < symoffset:
+        return symoffset        # no symbol is hashed (an empty bucket holds 0)
+    # The chain words from the top bucket's symbol on, a page at a time, cut at the file's
+    # end (a chain that runs past it is reported by the read of the last word).
+    at = buckets_at + 4 * nbuckets + 4 * (top - symoffset)
+    index = top
+    chain = struct.Struct(header.byteorder + "I")
+    while index < limit:
+        many = max(1, min(1024, limit - index, (reader.size - at) // 4))
+        for (word,) in chain.iter_unpack(reader.read(at, 4 * many)):
+            if word & 1:
+                return index + 1
+            index += 1
+        at += 4 * many
+    return None
+
+
+def _code_range(phdrs: list[_Phdr], vaddr: int, size: int) -> tuple[int, int] | None:
+    """The file range of the ``size`` bytes at ``vaddr``, cut at the end of the file part
+    of the PT_LOAD that holds it; None when none holds it."""
+    for p_type, p_offset, p_vaddr, p_filesz, _memsz in phdrs:
+        if p_type == PT_LOAD and p_vaddr <= vaddr < p_vaddr + p_filesz:
+            start = vaddr - p_vaddr + p_offset
+            return start, min(start + size, p_offset + p_filesz)
+    return None

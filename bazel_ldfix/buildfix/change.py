@@ -18,6 +18,10 @@ class Kind(enum.Enum):
     # The cc_import becomes ``<name>_import``, and a cc_library named as it was links it
     # and ``value`` (a cc_import of Bazel 4-6 takes no deps): what the library needs.
     WRAP = "wrap"
+    # The cc_import becomes a library the system provides at run time: it links against
+    # ``value`` (``interface_library``), has ``system_provided = 1``, and no
+    # ``shared_library``, so Bazel stages nothing (the CUDA driver, docs/cuda.md).
+    SYSTEM = "system"
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,9 @@ class Change:
     attribute: str              # for RULE: the new rule's function (copy_file, genrule)
     value: str                  # for RULE: the whole call, as written into the file
     why: str                    # for people: which test needs it, and what for
-    old: str | None = None      # the file the attribute names now (package-relative)
+    # The file the attribute names now (package-relative); for SYSTEM, the one
+    # ``shared_library`` names.
+    old: str | None = None
     # For RULE: the load() it needs, (.bzl label, symbol); None for a native rule.
     load: tuple[str, str] | None = None
 
@@ -45,6 +51,9 @@ class Change:
         if self.kind is Kind.WRAP:
             return (f"rename the cc_import to {quote(wrapped_name(self.label))}, and add a "
                     f"cc_library named as it was that links it and {quote(self.value)}")
+        if self.kind is Kind.SYSTEM:
+            return (f"interface_library = {quote(self.value)}, system_provided = 1, and no "
+                    "shared_library")
         return f"add, after it, {self.value}"
 
 

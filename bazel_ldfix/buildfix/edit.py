@@ -131,8 +131,8 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
                 f"{change.label} is {what}: its deps take no cc_import; add the dependency "
                 "to the cc_library or cc_binary that links the library needing it")))
             continue
-        if change.attribute in ("shared_library", "interface_library") \
-                and function != "cc_import":
+        if (change.attribute in ("shared_library", "interface_library")
+                or change.kind is Kind.SYSTEM) and function != "cc_import":
             raise CannotEditError(
                 f"{source.name}:{call.lineno}: {change.label} is made by the macro "
                 f"`{function}`, not by cc_import: change what the macro passes on; nothing "
@@ -143,19 +143,39 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
         if change.kind is Kind.WRAP:
             source = _wrap(source, call, change)
             continue
-        now = buildfile.string_attr(call, change.attribute)
+        named = "shared_library" if change.kind is Kind.SYSTEM else change.attribute
+        now = buildfile.string_attr(call, named)
         if change.old is not None and now is not None and now not in _spellings(
                 change.old, change.label):
             raise CannotEditError(
-                f"{source.name}:{call.lineno}: {change.label} has {change.attribute} = "
+                f"{source.name}:{call.lineno}: {change.label} has {named} = "
                 f"{starlark.quote(now)}, which is not the file {change.old} itself (a label "
                 "of another rule?); change it by hand; nothing changed")
-        if change.kind is Kind.SET:
+        if change.kind is Kind.SYSTEM:
+            source = _system_provided(source, name, change.value)
+        elif change.kind is Kind.SET:
             source = starlark.set_string(source, call, change.attribute, change.value,
                                          after="shared_library")
         else:
             source = starlark.add_to_list(source, call, change.attribute, change.value)
     return source, refused
+
+
+def _system_provided(source: starlark.Source, name: str, interface: str
+                     ) -> starlark.Source:
+    """The import ``name`` made a library the system provides: ``interface_library``
+    where ``shared_library`` was, then ``system_provided = 1``, and no ``shared_library``
+    (Bazel refuses a system-provided import that has one)."""
+    def rule(source: starlark.Source) -> ast.Call:
+        call = source.rule(name)
+        assert call is not None     # found before, and only its attributes change
+        return call
+
+    source = starlark.set_string(source, rule(source), "interface_library", interface,
+                                 after="shared_library")
+    source = starlark.set_int(source, rule(source), "system_provided", 1,
+                              after="interface_library")
+    return starlark.remove_keyword(source, rule(source), "shared_library")
 
 
 def _add_rule(source: starlark.Source, call: ast.Call, change: Change

@@ -15,7 +15,11 @@ Input is the repair's answer (which tests miss which sonames, and what needs the
   not apply to its object's dependencies' dependencies, but glibc reuses an object already
   loaded under the same SONAME, so the C/C++ target that links what needs the name is made
   to load it itself (a ``deps`` edge; ``hermetic.carrier`` says which target);
-- no import stages the name: nothing to edit; ``diagnose`` explains it.
+- no import stages the name: nothing to edit; ``diagnose`` explains it;
+- the name is the CUDA driver's (``libcuda.so.1``): the system provides it, so the import
+  links against the toolkit's stub and stages nothing (``driver.decide``); it never
+  imports a stub or a compat driver the host cannot use, and says when this host has no
+  driver. A test whose import stages a stub under the driver's name is planned too.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import declared, solib
-from bazel_ldfix.buildfix import providers, staging, starlark
+from bazel_ldfix.buildfix import driver, providers, staging, starlark
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.edit import edit_plan
 from bazel_ldfix.buildfix.locate import locate
 from bazel_ldfix.diagnosis import fixes, hermetic
 from bazel_ldfix.errors import BadInputError, CannotEditError
+from bazel_ldfix.loader.cuda import DRIVER_SONAMES, NO_HOST_DRIVER, HostDriver
 from bazel_ldfix.loader.verify import verify
 
 
@@ -55,7 +60,8 @@ class TestMissing:
 def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
          shape: Shape = Shape.VERSIONED,
          candidates: Callable[[str], Sequence[str]] = lambda s: (),
-         library_path: str | None = None, *, skylib: bool = False) -> Plan:
+         library_path: str | None = None, *, skylib: bool = False,
+         cuda: HostDriver = NO_HOST_DRIVER) -> Plan:
     """The changes that make every test load what it misses (see the module docstring).
 
     ``candidates(soname)`` are known copies (the repair's choice), looked at after the
@@ -63,6 +69,7 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     (``_refuse``), and so is each test as Bazel would stage it after the change
     (``staging.missing_after``, with ``library_path`` as the test's LD_LIBRARY_PATH).
     ``skylib``: the workspace can load ``@bazel_skylib`` (else a copy is a ``genrule``).
+    ``cuda``: the host's NVIDIA driver, for the CUDA rules (``driver``).
 
     The plan covers the whole closure: each library a change gives the test is read in
     turn, and what it needs that nothing else gives is planned too, through every level.
@@ -88,16 +95,25 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
         settled: set[str] = set()               # names the model need not find afterwards
         # (name, the import whose library needs it; None: read from the repair's answer)
         pending: list[tuple[str, solib.SolibImport | None]] = [(n, None) for n in test.missing]
+        pending += [(i.file, None) for i in driver.staged_unusable(own, cuda)]
         known: list[solib.SolibImport] = list(own) + list(other)
         while pending:
             soname, needer = pending.pop(0)
             if soname in settled:
                 continue
             settled.add(soname)
+            if soname in DRIVER_SONAMES:
+                decided = driver.decide(soname, test.label, test.executable,
+                                        next((i for i in own if i.soname == soname), None),
+                                        cuda, soname in test.missing, candidates(soname))
+                changes += [decided.change] if decided.change else []
+                problems += [decided.problem] if decided.problem else []
+                unprovided += [decided.unprovided] if decided.unprovided else []
+                continue
             imp = next((i for i in own if i.soname == soname and i.file != soname), None)
             if imp is not None:
                 found = _import(imp, soname, test.label, header, shape, candidates,
-                                problems, skylib)
+                                problems, skylib, cuda)
                 if found is not None:
                     changes += found[0]
                     added.append((_staged_as(imp, soname), found[1]))
@@ -127,7 +143,7 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
             library = imp.target
             if imp.file != soname:
                 found = _import(imp, soname, test.label, header, shape, candidates,
-                                problems, skylib)
+                                problems, skylib, cuda)
                 if found is None:
                     continue
                 changes += found[0]
@@ -256,7 +272,8 @@ _LIBRARY_NAME = re.compile(r"^[^/]+\.so(\.[0-9A-Za-z_-]+)*$")
 
 def _import(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeader | None,
             shape: Shape, candidates: Callable[[str], Sequence[str]],
-            problems: list[str], skylib: bool) -> tuple[list[Change], str] | None:
+            problems: list[str], skylib: bool, cuda: HostDriver = NO_HOST_DRIVER
+            ) -> tuple[list[Change], str] | None:
     """Import the file named like the SONAME (the name the loader asks for), if it will do,
     or a copy made under that name: the changes and the file the staged name leads to."""
     if not _LIBRARY_NAME.match(soname) or soname.startswith("do_not_link_against"):
@@ -267,9 +284,9 @@ def _import(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeade
         return None
     versioned = fixes.versioned_in_repository(imp, soname, candidates(soname))
     if versioned is None:
-        return _copied(imp, soname, test, header, problems, skylib)
+        return _copied(imp, soname, test, header, problems, skylib, cuda)
     path = os.path.join(os.path.dirname(imp.target), os.path.basename(versioned))
-    reason = _refuse(path, soname, header)
+    reason = _refuse(path, soname, header, cuda)
     if reason is not None:
         problems.append(f"{imp.label}: {versioned} will not do: {reason}")
         return None
@@ -283,10 +300,11 @@ def _import(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeade
 
 
 def _copied(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeader | None,
-            problems: list[str], skylib: bool) -> tuple[list[Change], str] | None:
+            problems: list[str], skylib: bool, cuda: HostDriver = NO_HOST_DRIVER
+            ) -> tuple[list[Change], str] | None:
     """No file is named like the SONAME: a rule makes one from the imported file, and the
     import imports it (its ``shared_library`` then names the rule's output)."""
-    reason = _refuse(imp.target, soname, header)
+    reason = _refuse(imp.target, soname, header, cuda)
     directory = os.path.dirname(imp.attribute_value)
     out = os.path.join(directory, soname) if directory else soname
     beside = os.path.join(os.path.dirname(imp.target), soname)
@@ -322,8 +340,11 @@ def _copied(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeade
     return changes, imp.target
 
 
-def _refuse(path: str, soname: str, header: elf.ElfHeader | None) -> str | None:
-    """Why the loader model would not take ``path`` for ``soname`` (None: it would).
+def _refuse(path: str, soname: str, header: elf.ElfHeader | None,
+            cuda: HostDriver = NO_HOST_DRIVER) -> str | None:
+    """Why the loader model would not take ``path`` for ``soname`` (None: it would), or
+    why a test could not use it: a CUDA stub, or a compat driver this host (``cuda``)
+    cannot use (``driver.refuse``).
 
     The staged name is the file's name; the loader opens it by the name DT_NEEDED gives,
     which is the SONAME, then checks it as ``open_verify`` does.
@@ -338,7 +359,7 @@ def _refuse(path: str, soname: str, header: elf.ElfHeader | None) -> str | None:
         verdict = verify(path, header)
         if not verdict.accepted:
             return verdict.reason or "the loader would not take it"
-    return None
+    return driver.refuse(path, cuda)
 
 
 def _unique(changes: Sequence[Change], problems: list[str]) -> list[Change]:

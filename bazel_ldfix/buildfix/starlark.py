@@ -173,6 +173,49 @@ def set_string(source: Source, call: ast.Call, attribute: str, value: str,
     return _insert_keyword(source, call, f"{attribute} = {quote(value)}", after)
 
 
+def set_int(source: Source, call: ast.Call, attribute: str, value: int,
+            after: str | None = None) -> Source:
+    """Set ``attribute = <value>``, an integer (``system_provided = 1``): the value alone,
+    or a new keyword after the keyword ``after`` (else the last one)."""
+    kw = keyword(call, attribute)
+    if kw is not None:
+        return source.replace(source.span(kw.value), str(value))
+    return _insert_keyword(source, call, f"{attribute} = {value}", after)
+
+
+def remove_keyword(source: Source, call: ast.Call, attribute: str) -> Source:
+    """``call`` without ``attribute = ...`` (unchanged when it has none).
+
+    A keyword on lines of its own goes with those lines, a comment after it included;
+    inside a line it goes with the comma that separates it from its neighbour.
+    """
+    kw = keyword(call, attribute)
+    if kw is None:
+        return source
+    span = source.span(kw)
+    data = source.data
+    after = span.end
+    while after < len(data) and data[after:after + 1] in b" \t":
+        after += 1
+    comma = data[after:after + 1] == b","
+    if comma:
+        after += 1
+    line_start = data.rfind(b"\n", 0, span.start) + 1
+    line_end = source.line_end(after)
+    rest = data[after:line_end].strip()
+    if not data[line_start:span.start].strip() and (not rest or rest.startswith(b"#")):
+        end = line_end + (2 if data[line_end:line_end + 2] == b"\r\n" else 1)
+        return source.replace(Span(line_start, min(end, len(data))), "")
+    if comma:
+        while after < len(data) and data[after:after + 1] in b" \t":
+            after += 1
+        return source.replace(Span(span.start, after), "")
+    # The last argument, with no comma after it: all from the end of the one before goes.
+    nodes: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
+    ends = [source.span(n).end for n in nodes if source.span(n).end <= span.start]
+    return source.replace(Span(max(ends, default=span.start), span.end), "")
+
+
 def add_to_list(source: Source, call: ast.Call, attribute: str, item: str) -> Source:
     """Add ``"item"`` to the list ``attribute`` of ``call`` (or create the attribute)."""
     kw = keyword(call, attribute)

@@ -16,6 +16,7 @@ from bazel_ldfix.buildfix.edit import write
 from bazel_ldfix.buildfix.locate import defines_repository
 from bazel_ldfix.buildfix.plan import Shape, TestMissing, plan_fix
 from bazel_ldfix.errors import CannotEditError
+from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 from bazel_ldfix.quoting import printable
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair)
     workspace = workspace_of(caller.cwd) or caller.cwd
-    result = plan_for(repair, workspace, interface=options.interface)
+    result = plan_for(repair, workspace, interface=options.interface, cuda=caller.cuda)
     document = to_jsonable(result, workspace) if options.as_json else None
 
     def stop(error: CannotEditError) -> int:
@@ -125,15 +126,19 @@ def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
     return code
 
 
-def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan:
+def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
+             cuda: HostDriver = NO_HOST_DRIVER) -> Plan:
     """The plan for what the repair found missing, test by test.
 
     A test's own list names what it misses first, with what it finds only through files
     Bazel does not declare for it (leftovers of an earlier build in bazel-out,
     :mod:`bazel_ldfix.bazel.declared`); what those libraries need in turn comes from the
-    loader model run for that test alone (as ``diagnose`` runs it).
+    loader model run for that test alone (as ``diagnose`` runs it). A test that misses
+    nothing is planned when its imports stage a CUDA stub under the driver's name
+    (``cuda``: the host's driver, docs/cuda.md).
     """
     from bazel_ldfix.bazel import declared
+    from bazel_ldfix.buildfix import driver
     from bazel_ldfix.diagnosis import model as diagnosis_model
 
     found = {m.soname: m.dir for m in repair.missing if m.dir}
@@ -145,7 +150,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
         names = list(t.missing_before)
         names += [f.soname for f in declared.leftovers(t.executable, base, listed)
                   if f.soname not in names]
-        if not names:
+        if not names and not driver.stages_unusable(t.executable, cuda):
             continue
         if any(m.soname not in names for m in repair.missing):
             # Some name is needed by a library, not by the tests: whose is it?
@@ -162,7 +167,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
                  for o in repair.options) or defines_repository(
         "bazel_skylib", workspace, repair.output_base)
     return plan_fix(tests, workspace, repair.output_base, shape, candidates, base,
-                skylib=skylib)
+                skylib=skylib, cuda=cuda)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -110,7 +110,7 @@ class Inspection:
     members: int | None = None           # archives: object members (not the index tables)
     script_inputs: tuple[str, ...] = ()  # linker scripts: files INPUT/GROUP name
     reason: str | None = None            # how an ELF type was decided (the PIE rule)
-    cuda: CudaKind | None = None         # a CUDA stub or compat driver, by where it lies
+    cuda: CudaKind | None = None         # a CUDA stub or compat driver (loader/cuda.py)
 
     def describe(self) -> str:
         """``a shared object, ELF 64-bit MSB, s390`` and the like."""
@@ -209,7 +209,7 @@ def _inspect_elf(fd: int, path: str) -> Inspection:
         needed=info.needed, rpath=info.rpath, runpath=info.runpath, dynamic=info.has_dynamic,
         pie_flag=bool(info.flags_1 & elf.DF_1_PIE))
     kind, reason = classify(header.type, facts)
-    cuda = kind_of(path, os.path.realpath(path)) if kind is Kind.SHARED_OBJECT else None
+    cuda = kind_of(path, os.path.realpath(path), info) if kind is Kind.SHARED_OBJECT else None
     return Inspection(path, kind, elf=facts, reason=reason, cuda=cuda)
 
 

@@ -5,9 +5,10 @@ then fails at its first CUDA call. The rules are NVIDIA's (the CUDA Compatibilit
 and the CUDA Driver API reference); see docs/cuda.md.
 
 - A stub (``stubs/libcuda.so``) is for linking only. Every function it exports returns
-  CUDA_ERROR_STUB_LIBRARY (34). A file is judged a stub by where it is: a ``stubs``
-  directory on the path it was found at or on its real path. The toolkit installs its
-  stubs there, and the name ``libcuda.so.1 -> libcuda.so`` link is made there too.
+  CUDA_ERROR_STUB_LIBRARY (34). A file is a stub by where it is, or by what it holds:
+  a ``stubs`` directory on the path it was found at or on its real path (the toolkit
+  installs its stubs there, and the ``libcuda.so.1 -> libcuda.so`` link is made there
+  too); or, wherever it lies, the code of a stub (:func:`is_stub_code`).
 - A compat driver (``compat/libcuda.so.<version>``) is the forward-compatibility package.
   It only helps on a host whose installed driver is older. On a host with the same or a
   newer driver it fails with CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803). On a host with no
@@ -26,7 +27,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bazel_ldfix import elf
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.machines import EM_X86_64
+
 Version = tuple[int, ...]
+
+#: The driver's own libraries: the system provides them at run time, from the driver
+#: installed with the kernel module. The toolkit ships a stub of each to link against.
+DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
 
 #: The user-mode driver files a toolkit's ``compat`` directory holds.
 _COMPAT_NAMES = ("libcuda.so", "libnvidia-ptxjitcompiler.so", "libnvidia-nvvm.so",
@@ -55,6 +64,11 @@ class HostDriver:
 
     version: Version | None = None
     allow_compat: bool = False
+
+    @property
+    def absent(self) -> bool:
+        """No driver was found here, and none was vouched for: the host has none."""
+        return self.version is None and not self.allow_compat
 
 
 #: No host driver known: compat drivers are refused, as on a host without the kernel module.
@@ -104,7 +118,7 @@ def host_driver(proc_text: str | None, libcuda: str | None,
     ``/proc/driver/nvidia/version`` (None: no kernel module), else the real path of the
     ``libcuda.so.1`` the host's loader finds outside a test (None: none)."""
     version = parse_proc_version(proc_text) if proc_text else None
-    if version is None and libcuda is not None and not is_stub_path(libcuda, libcuda):
+    if version is None and libcuda is not None and not is_stub(libcuda, libcuda):
         version = version_in_name(libcuda)
     return HostDriver(version, allow_compat)
 
@@ -118,6 +132,54 @@ def is_stub_path(path: str, real: str) -> bool:
     return "stubs" in _parts(path) or "stubs" in _parts(real)
 
 
+# The code of a stub's function, by machine: ``mov $0x22,%eax; ret`` on x86-64, which
+# returns 34 (CUDA_ERROR_STUB_LIBRARY). NVIDIA's stubs are made of nothing else, and
+# ``int f(void){return 34;}`` compiles to it at -O2. ``endbr64`` may come first: a compiler
+# that protects indirect branches (-fcf-protection) starts every function with it.
+_STUB_CODE = {EM_X86_64: b"\xb8\x22\x00\x00\x00\xc3"}
+_LANDING_PADS = {EM_X86_64: (b"", b"\xf3\x0f\x1e\xfa")}
+# The C runtime's own entry points, which a linker may export beside the stub's functions.
+_RUNTIME_FUNCTIONS = ("_init", "_fini")
+# A stub's table is small (NVIDIA's: 679 functions in 11 KB of code for libcuda, 756 in
+# 12 KB for libcublas); beyond these bounds a file is not read further, and not a stub.
+_MAX_STUB_SYMBOLS = 1 << 16
+_MAX_STUB_SPAN = 1 << 20
+
+
+def is_stub_code(path: str, info: elf.ElfInfo | None = None) -> bool:
+    """Whether ``path`` holds a stub's code, wherever it lies (see docs/cuda.md).
+
+    The rule: a shared object for x86-64 with no DT_NEEDED at all, that exports at least
+    one function (``_init`` and ``_fini`` aside), every one of which begins with
+    ``mov $0x22,%eax; ret``. The dynamic symbols are read as the loader reads them
+    (:func:`elf.exported_functions`), so ``strip`` changes nothing. Nothing is run.
+
+    A real driver needs libc, libm, libdl, libpthread and librt, so its dynamic entries
+    alone clear it: its symbols are never read. ``info``: the file's dynamic facts, when
+    the caller has read them already. An unreadable file is no stub.
+    """
+    try:
+        info = info or elf.read_elf(path)
+    except BadInputError:
+        return False
+    body = _STUB_CODE.get(info.machine)
+    if body is None or info.header.type != elf.ET_DYN or info.needed:
+        return False
+    pads = _LANDING_PADS.get(info.machine, (b"",))
+    try:
+        functions = elf.exported_functions(path, code=max(map(len, pads)) + len(body),
+                                           limit=_MAX_STUB_SYMBOLS, span=_MAX_STUB_SPAN)
+    except BadInputError:
+        return False
+    own = [f for f in functions or () if f.name not in _RUNTIME_FUNCTIONS]
+    return bool(own) and all(any(f.code.startswith(pad + body) for pad in pads) for f in own)
+
+
+def is_stub(path: str, real: str, info: elf.ElfInfo | None = None) -> bool:
+    """A stub by where it lies (:func:`is_stub_path`) or by its code (:func:`is_stub_code`)."""
+    return is_stub_path(path, real) or is_stub_code(real, info)
+
+
 def is_compat_path(path: str, real: str) -> bool:
     """A user-mode driver file in a ``compat`` directory (as found, or really)."""
     name = os.path.basename(path)
@@ -126,13 +188,15 @@ def is_compat_path(path: str, real: str) -> bool:
     return "compat" in _parts(path) or "compat" in _parts(real)
 
 
-def classify(path: str, real: str, host: HostDriver = NO_HOST_DRIVER) -> CudaFile | None:
+def classify(path: str, real: str, host: HostDriver = NO_HOST_DRIVER,
+             info: elf.ElfInfo | None = None) -> CudaFile | None:
     """What ``path`` is, as a CUDA driver file (None: not a stub, not a compat driver).
 
     ``real`` is its real path: the version of ``compat/libcuda.so.1`` is in the name of
-    the file the link leads to. Nothing is read from the file.
+    the file the link leads to. The file is read only as :func:`is_stub_code` reads it
+    (``info``: its dynamic facts, when the caller has them).
     """
-    if is_stub_path(path, real):
+    if is_stub(path, real, info):
         return CudaFile(CudaKind.STUB, None, False,
                         "a CUDA stub, for linking only: every call fails "
                         "(CUDA_ERROR_STUB_LIBRARY)")
@@ -157,9 +221,9 @@ def classify(path: str, real: str, host: HostDriver = NO_HOST_DRIVER) -> CudaFil
                     "(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)")
 
 
-def kind_of(path: str, real: str) -> CudaKind | None:
-    """Where ``path`` lies, whatever the host: a stub, a compat driver, or neither."""
-    if is_stub_path(path, real):
+def kind_of(path: str, real: str, info: elf.ElfInfo | None = None) -> CudaKind | None:
+    """What ``path`` is, whatever the host: a stub, a compat driver, or neither."""
+    if is_stub(path, real, info):
         return CudaKind.STUB
     return CudaKind.COMPAT_DRIVER if is_compat_path(path, real) else None
 

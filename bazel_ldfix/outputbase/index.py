@@ -197,7 +197,7 @@ def check_candidate(path: str, expect: elf.ElfHeader, memo: Memo | None = None,
         if verdict.info.header.type != elf.ET_DYN:
             return PassedOver(path, PassReason.NOT_SHARED_OBJECT, "not a shared object")
         real = memo.realpath(path) if memo else os.path.realpath(path)
-        found = cudafiles.classify(path, real, cuda)
+        found = cudafiles.classify(path, real, cuda, verdict.info)
         if found is None or found.usable:
             return None
         kind = (PassReason.CUDA_STUB if found.kind is CudaKind.STUB

@@ -58,7 +58,7 @@ def to_jsonable(result: Plan, workspace: str, written: Sequence[str] = ()
 def _edit(change: Change, path: str | None, state: str) -> dict[str, Any]:
     return {"file": path, "label": change.label, "kind": change.kind.value,
             "attribute": change.attribute,
-            "old": change.old if change.kind is Kind.SET else None,
+            "old": change.old if change.kind in (Kind.SET, Kind.SYSTEM) else None,
             "new": change.value, "why": change.why, "state": state}
 
 

@@ -338,3 +338,44 @@ def test_a_file_that_is_a_symlink_into_the_output_base_is_never_edited(tmp_path:
     plan = edit_plan([set_to("lib/libx.so.1")], str(ws), str(base), [], [])
     assert not plan.files and "under the output_base" in plan.problems[0]
     assert (base / "external" / "x" / "BUILD").read_text() == MULTI
+
+
+def system(interface: str, old: str) -> Change:
+    return Change("//p:x", Kind.SYSTEM, "interface_library", interface, "test", old)
+
+
+@pytest.mark.parametrize(("build", "after"), [
+    (MULTI, "cc_import(\n"
+            '    name = "x",  # the import\n'
+            '    interface_library = "lib/libx.so",\n'
+            "    system_provided = 1,\n"
+            '    hdrs = ["x.h"],\n'
+            ")\n"),
+    ('cc_import(name = "x", shared_library = "lib/libx.so")\n',
+     'cc_import(name = "x", interface_library = "lib/libx.so", system_provided = 1)\n'),
+    ('cc_import(\n    name = "x",\n    interface_library = "lib/libx.so",\n'
+     '    shared_library = "lib/libx.so.1",  # the stub, staged\n    system_provided = 0,\n)\n',
+     'cc_import(\n    name = "x",\n    interface_library = "lib/libx.so",\n'
+     '    system_provided = 1,\n)\n'),
+])
+def test_an_import_made_system_provided_keeps_no_shared_library(
+        tmp_path: Path, build: str, after: str) -> None:
+    ws = workspace(tmp_path, build)
+    old = "lib/libx.so.1" if "libx.so.1" in build else "lib/libx.so"
+    plan = edit_plan([system("lib/libx.so", old)], str(ws), None, [], [])
+    assert not plan.problems
+    [f] = plan.files
+    assert after in f.after
+    call = starlark.Source.parse(f.after, "BUILD").rule("x")
+    assert call is not None
+    assert {k.arg for k in call.keywords} >= {"interface_library", "system_provided"}
+    assert "shared_library" not in {k.arg for k in call.keywords}
+    assert system("lib/libx.so", old).words == (
+        'interface_library = "lib/libx.so", system_provided = 1, and no shared_library')
+
+
+def test_a_system_change_on_a_macro_is_refused(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, 'load("//m.bzl", "sdk_import")\n'
+                             'sdk_import(name = "x", shared_library = "lib/libx.so")\n')
+    plan = edit_plan([system("lib/libx.so", "lib/libx.so")], str(ws), None, [], [])
+    assert not plan.files and "made by the macro `sdk_import`" in plan.problems[0]

@@ -133,3 +133,29 @@ def test_a_plain_literal_reads_its_new_value_whatever_was_in_it(form: str, old: 
     opening = start[: start.index("cc_import")]
     closing = opening.removeprefix("content = ") + "\n"
     assert second.startswith(opening) and second.endswith(closing)
+
+
+@pytest.mark.parametrize(("text", "after"), [
+    ('x(\n    a = 1,\n    b = "y",  # gone with it\n    c = 3,\n)\n',
+     "x(\n    a = 1,\n    c = 3,\n)\n"),
+    ('x(\r\n    a = 1,\r\n    b = "y",\r\n)\r\n', "x(\r\n    a = 1,\r\n)\r\n"),
+    ('x(a = 1, b = "y", c = 3)\n', "x(a = 1, c = 3)\n"),
+    ('x(b = "y", a = 1)\n', "x(a = 1)\n"),
+    ('x(a = 1,  # one, two\n    b = "y")\n', "x(a = 1)\n"),
+    ('x(b = "y")\n', "x()\n"),
+    ('x(a = 1)\n', "x(a = 1)\n"),
+])
+def test_a_keyword_removed_takes_its_comma_and_its_own_line(text: str, after: str) -> None:
+    source = starlark.Source.parse(text, "BUILD")
+    call = source.calls()[0]
+    out = starlark.remove_keyword(source, call, "b").text
+    assert out == after
+    ast.parse(out)
+
+
+def test_an_integer_keyword_is_set_or_added() -> None:
+    source = starlark.Source.parse('x(a = "s", n = 0)\n', "BUILD")
+    assert starlark.set_int(source, source.calls()[0], "n", 1).text == 'x(a = "s", n = 1)\n'
+    source = starlark.Source.parse('x(\n    a = "s",\n    b = 2,\n)\n', "BUILD")
+    assert starlark.set_int(source, source.calls()[0], "n", 1, after="a").text == (
+        'x(\n    a = "s",\n    n = 1,\n    b = 2,\n)\n')

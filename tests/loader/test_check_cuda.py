@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from elfbuild import lib, program
+from elfbuild import cuda_stub, lib, program
 
 from bazel_ldfix.loader import check, cuda
 from bazel_ldfix.loader.resolve import Options
@@ -45,3 +45,11 @@ def test_the_matrix_does_not_call_a_stub_all_loaded(tmp_path: Path) -> None:
     assert m.smallest == (str(host.parent),)
     text = matrix_text(m)
     assert f"{stub.parent} only -> all loaded, but libcuda.so.1 =>" in text
+
+
+def test_check_names_a_stub_it_knows_by_its_code(tmp_path: Path) -> None:
+    stub = cuda_stub(tmp_path / "vendor" / "libcuda.so.1")
+    app = program(tmp_path / "app", needs=[stub])
+    result = check.check_file(str(app), Options(str(stub.parent)), HOST)
+    (note,) = result.unusable
+    assert note.path.endswith("vendor/libcuda.so.1") and note.file.kind is cuda.CudaKind.STUB

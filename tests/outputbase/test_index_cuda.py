@@ -12,7 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from elfbuild import cc, lib
+from elfbuild import cc, cuda_stub, lib
 
 from bazel_ldfix import elf
 from bazel_ldfix.loader import cuda
@@ -110,3 +110,29 @@ def test_the_stub_is_what_the_test_loads_unless_the_host_driver_is_given(
     stub, _, host = _toolkit(tmp_path, "535.104.05")
     assert str(stub) in _loaded(tmp_path, stub, str(stub.parent))
     assert str(host) in _loaded(tmp_path, stub, str(host.parent))
+
+
+# A program that calls cuInit through whatever libcuda.so.1 it loads, and prints the result.
+_CALLS_CUINIT = r"""
+#include <stdio.h>
+int cuInit(void);
+int main(void){ printf("cuInit %d\n", cuInit()); return 0; }
+"""
+
+
+def test_a_stub_copied_under_another_directory_is_known_by_its_code(tmp_path: Path) -> None:
+    """A copy of the stub in ``lib64/driver`` is no directory named ``stubs``: what it
+    holds says what it is. The real loader loads it, and cuInit returns 34."""
+    top = tmp_path / "ob" / "external" / "cuda"
+    copy = cuda_stub(top / "lib64" / "driver" / "libcuda.so.1")
+    root = index.external_root(str(tmp_path / "ob"))
+    found = index.locate(["libcuda.so.1"], [root], elf.read_header(str(copy)),
+                         preferred=[str(copy.parent)],
+                         cuda=cuda.HostDriver((580, 159, 4)))["libcuda.so.1"]
+    assert found.path is None
+    assert [(p.path, p.kind) for p in found.passed_over] == [(str(copy),
+                                                              PassReason.CUDA_STUB)]
+    app = cc(tmp_path / "app", "-L", str(copy.parent), "-l:libcuda.so.1", src=_CALLS_CUINIT)
+    run = subprocess.run([str(app)], env={"LD_LIBRARY_PATH": str(copy.parent)},
+                         capture_output=True, text=True, check=True)
+    assert run.stdout == "cuInit 34\n"

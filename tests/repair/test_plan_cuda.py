@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from elfbuild import lib, program
+from elfbuild import cuda_stub, lib, program
 from modelhelp import resolver
 
 from bazel_ldfix import elf, pathlist
@@ -86,3 +86,14 @@ def test_the_stub_is_never_linked_by_its_soname(tmp_path: Path) -> None:
     (kit.stub.parent / "libcuda.so.1").unlink()
     r = kit.plan(HOST)
     assert r.unresolved == ("libcuda.so.1",) and r.links == ()
+
+
+def test_a_stub_under_another_directory_name_is_not_given(tmp_path: Path) -> None:
+    """A copy of the stub in ``lib64/driver``, known by its code: `test` and `env` leave
+    libcuda.so.1 unresolved rather than give it."""
+    kit = Toolkit(tmp_path, "535.104.05")
+    copy = cuda_stub(kit.ob / "external" / "cuda" / "lib64" / "driver" / "libcuda.so.1")
+    r = kit.plan(HOST)
+    assert r.unresolved == ("libcuda.so.1",) and r.ld_library_path is None
+    (missing,) = r.missing
+    assert str(copy) in [p.path for p in missing.passed_over]

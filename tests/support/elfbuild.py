@@ -77,6 +77,25 @@ def program(out: Path, *, needs: Sequence[Path] = (), rpath: str | None = None,
     return cc(out, *_link_flags(needs, rpath, runpath, nodeflib), *extra, src=MAIN_SRC)
 
 
+# What NVIDIA's CUDA stubs are made of (docs/cuda.md): no DT_NEEDED at all, and every
+# exported function returns 34 (CUDA_ERROR_STUB_LIBRARY): ``mov $0x22,%eax; ret`` at -O2.
+STUB_FUNCTIONS = ("cuInit", "cuDriverGetVersion", "cuDeviceGetCount")
+
+
+def cuda_stub(out: Path, *, soname: str = "libcuda.so.1",
+              functions: Sequence[str] = STUB_FUNCTIONS, extra: Sequence[str] = ()) -> Path:
+    """A look-alike of the toolkit's ``stubs/libcuda.so``, wherever ``out`` is."""
+    src = "".join(f"int {name}(void){{return 34;}}\n" for name in functions)
+    return cc(out, "-O2", "-shared", "-nostdlib", f"-Wl,-soname,{soname}", *extra, src=src)
+
+
+def cuda_driver(out: Path, *, soname: str = "libcuda.so.1") -> Path:
+    """A look-alike of a working driver (a compat driver, say): it needs libc, as the real
+    one needs libc, libm, libdl, libpthread and librt, and cuInit returns 0 (CUDA_SUCCESS)."""
+    src = "".join(f"int {name}(void){{return 0;}}\n" for name in STUB_FUNCTIONS)
+    return cc(out, "-O2", "-shared", f"-Wl,-soname,{soname}", src=src)
+
+
 def _patch(path: Path, offset: int, data: bytes) -> Path:
     with path.open("r+b") as f:
         f.seek(offset)
