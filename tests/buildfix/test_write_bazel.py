@@ -4,7 +4,8 @@ Each package holds one case: a py_test whose extension needs a library nothing i
 stages (the edge goes on the extension's cc_binary); an edge Bazel rejects (the import is
 not visible to the test: every file gets its bytes back, exit 68); a SONAME no file is
 named after (a copy_file makes it); a TensorRT builder resource's sentinel SONAME (never
-linked); a library left in bazel-out by an earlier build (not a pass).
+linked); a library left in bazel-out by an earlier build (not a pass); an import whose
+library the system provides (system_provided: no shared_library can go beside it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,18 @@ PY_IMPORT = ("import os, sys\n"
              "    import _ext\n"
              "except SystemError:\n"
              "    print('loaded _ext and the libraries it needs')\n")
+
+
+def system_build(name: str, system_provided: str) -> str:
+    """An import of the unversioned file as ``interface_library``, the library itself
+    said to come from the system at run time."""
+    return ("SYSTEM = True\n\n"
+            "cc_import(\n"
+            f'    name = "{name}",\n'
+            f'    interface_library = "lib/lib{name}.so",\n'
+            f"    system_provided = {system_provided},\n"
+            '    visibility = ["//visibility:public"],\n'
+            ")\n")
 
 
 def import_build(name: str, path: str, visibility: str = '"//visibility:public"') -> str:
@@ -82,6 +95,7 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
     wlib = sdk(sdks / "wsdk", "wdemo", "1")
     sdk(sdks / "vsdk", "vdemo", "2", needs=[wlib])
     sdk(sdks / "lsdk", "ldemo", "4")
+    sdk(sdks / "psdk", "pdemo", "5")
     # A SONAME no file is named after, as some CMake installs leave them.
     foo = cc(sdks / "fsdk" / "lib" / "libfoo-3.17.0.so", "-shared",
              "-Wl,-soname,libfoo.so.3", src="int foo_value(void){return 3;}")
@@ -98,7 +112,8 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
             ("vsdk", import_build("vdemo", "lib/libvdemo.so.2")),
             ("lsdk", import_build("ldemo", "lib/libldemo.so.4")),
             ("fsdk", import_build("foo", "lib/libfoo.so")),
-            ("tsdk", import_build("builder", "lib/libnvinfer_builder_resource.so.10.0.1"))):
+            ("tsdk", import_build("builder", "lib/libnvinfer_builder_resource.so.10.0.1")),
+            ("psdk", system_build("pdemo", "1"))):
         workspace += (f'new_local_repository(name = "{repo}", path = "{sdks / repo}", '
                       f'build_file = "//third_party:{repo}.BUILD")\n')
         files[f"third_party/{repo}.BUILD"] = build
@@ -124,6 +139,8 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
         "s/s.c": main_src("trt_value"),
         "l/BUILD": 'cc_test(name = "needs_l", srcs = ["l.c"], deps = ["@lsdk//:ldemo"])\n',
         "l/l.c": main_src("ldemo_value"),
+        "p/BUILD": 'cc_test(name = "needs_p", srcs = ["p.c"], deps = ["@psdk//:pdemo"])\n',
+        "p/p.c": main_src("pdemo_value"),
     })
     ws = make_workspace(top / "ws", files, env=clean_env())
     _wrapper, log = logging_bazel(top)
@@ -263,3 +280,21 @@ def test_a_library_left_by_an_earlier_build_is_no_pass(case: Case) -> None:
     code, out, err = case.ldfix("fix", "--write", "--verify", "//l:needs_l")
     assert code == 0, out + err[-3000:]
     assert logged_commands(case.log).count("test") >= 2
+
+
+def test_a_system_provided_import_cannot_be_fixed(case: Case) -> None:
+    build = case.ws.root / "third_party" / "psdk.BUILD"
+    before = build.read_bytes()
+    failed = case.ws.bazel("test", "//p:needs_p")
+    assert failed.returncode == 3, failed.stderr[-3000:]
+    assert "libpdemo.so.5: cannot open" in case.ws.test_log("p", "needs_p")
+    for mode in ((), ("--check",), ("--write",)):
+        code, out, err = case.ldfix("fix", *mode, "//p:needs_p")
+        assert code == 68, out + err[-3000:]
+        assert "# cannot fix: third_party/psdk.BUILD:3: @psdk//:pdemo says the system " \
+               "provides its library at run time (system_provided)" in out
+        assert "Install libpdemo.so.5 where the loader looks, or import " \
+               "lib/libpdemo.so.5 as shared_library without system_provided" in out
+        assert "--- a/" not in out and "+++ b/" not in out
+        assert build.read_bytes() == before
+
