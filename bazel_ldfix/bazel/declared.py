@@ -169,7 +169,8 @@ def build_declares(imp: SolibImport, trees: dict[str, ast.Module | None] | None 
     computed name or attribute, a ``glob``), or cannot be read, or the import's label was
     not verified. ``trees`` keeps the files read, by path, for the next import.
     """
-    root = _repository_root(imp)
+    # An unverified label (a hashed directory's guess) names no BUILD file to read.
+    root = imp.repository_root if imp.verified else None
     if root is None:
         return None
     directory = os.path.join(root, imp.package) if imp.package else root
@@ -257,15 +258,3 @@ def _repository_path(value: str, package: str) -> str | None:
         # rule's, whose output may be the file.
         return "" if "." in os.path.basename(name) else None
     return os.path.normpath(os.path.join(package, name))
-
-
-def _repository_root(imp: SolibImport) -> str | None:
-    """The directory Bazel reads the import's repository from: the imported file's path
-    less its repository-relative part (None when the label was not verified)."""
-    if not imp.verified:
-        return None
-    suffix = os.path.join(imp.library_dir, imp.file) if imp.library_dir else imp.file
-    target = os.path.normpath(imp.target)
-    if not target.endswith("/" + suffix):
-        return None
-    return target[: -len(suffix) - 1]
