@@ -59,6 +59,12 @@ def string_of(node: ast.expr) -> str | None:
 def read_calls(path: str) -> list[ast.Call] | None:
     """The top-level calls of the BUILD file at ``path``; None when it cannot be read
     (absent, not a regular file, larger than :data:`MAX_BUILD`) or does not parse."""
+    tree = read_tree(path)
+    return None if tree is None else top_calls(tree)
+
+
+def read_tree(path: str) -> ast.Module | None:
+    """The syntax tree of the BUILD file at ``path``; None as for :func:`read_calls`."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, ValueError):
@@ -73,6 +79,6 @@ def read_calls(path: str) -> list[ast.Call] | None:
     if data is None or len(data) > MAX_BUILD:
         return None
     try:
-        return top_calls(parse(data, path))
+        return parse(data, path)
     except (SyntaxError, ValueError):
         return None

@@ -83,6 +83,16 @@ class SolibImport:
         return self.label.rsplit(":", 1)[1]
 
     @property
+    def repository_root(self) -> str | None:
+        """The directory the import's repository-relative paths start from: the imported
+        file's path less ``library_dir/file`` (None when it does not end so)."""
+        suffix = os.path.join(self.library_dir, self.file) if self.library_dir else self.file
+        target = os.path.normpath(self.target)
+        if target.endswith("/" + suffix):
+            return target[: -len(suffix) - 1]
+        return None
+
+    @property
     def attribute_value(self) -> str:
         """The ``shared_library`` value as written in the BUILD file (package-relative)."""
         return package_relative(os.path.join(self.library_dir, self.file), self.package)

@@ -1,4 +1,7 @@
-"""Whether Bazel accepts what ``fix --write`` wrote: the targets analysed, nothing built.
+"""Whether Bazel accepts what ``fix`` wrote: the targets analysed, nothing built.
+
+Every change is analysed before its diff is shown; only ``--write`` keeps the files as
+written.
 
 ``bazel build --nobuild ARGS -- LABELS``: the user's own arguments, and as targets the
 rules the change touched. Bazel loads every BUILD file and analyses every target the

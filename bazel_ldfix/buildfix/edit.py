@@ -10,6 +10,7 @@ written on a rule whose ``deps`` can carry a ``cc_import`` (a C/C++ rule); on an
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Sequence
 
 from bazel_ldfix.bazel import buildfile
@@ -137,6 +138,17 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
                 f"{source.name}:{call.lineno}: {change.label} is made by the macro "
                 f"`{function}`, not by cc_import: change what the macro passes on; nothing "
                 "changed")
+        if change.attribute == "shared_library" and _says_system_provided(call):
+            # Bazel's rule: a cc_import whose library the system provides at run time
+            # takes an interface_library and no shared_library (cc_import.bzl fails
+            # "'shared_library' shouldn't be specified when 'system_provided' is true").
+            raise CannotEditError(
+                f"{source.name}:{call.lineno}: {change.label} says the system provides its "
+                "library at run time (system_provided), so Bazel stages no file for it to "
+                f"load, and takes no shared_library beside it. Install "
+                f"{os.path.basename(change.value)} where the loader looks, or import "
+                f"{change.value} as shared_library without system_provided; nothing "
+                "changed")
         if change.kind is Kind.RULE:
             source = _add_rule(source, call, change)
             continue
@@ -152,7 +164,7 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
                 f"{starlark.quote(now)}, which is not the file {change.old} itself (a label "
                 "of another rule?); change it by hand; nothing changed")
         if change.kind is Kind.SYSTEM:
-            source = _system_provided(source, name, change.value)
+            source = _made_system_provided(source, name, change.value)
         elif change.kind is Kind.SET:
             source = starlark.set_string(source, call, change.attribute, change.value,
                                          after="shared_library")
@@ -161,8 +173,8 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
     return source, refused
 
 
-def _system_provided(source: starlark.Source, name: str, interface: str
-                     ) -> starlark.Source:
+def _made_system_provided(source: starlark.Source, name: str, interface: str
+                          ) -> starlark.Source:
     """The import ``name`` made a library the system provides: ``interface_library``
     where ``shared_library`` was, then ``system_provided = 1``, and no ``shared_library``
     (Bazel refuses a system-provided import that has one)."""
@@ -228,6 +240,13 @@ def _wrap(source: starlark.Source, call: ast.Call, change: Change) -> starlark.S
     renamed = source.rule(inner)
     assert renamed is not None
     return starlark.add_call_after(source, renamed, text)
+
+
+def _says_system_provided(call: ast.Call) -> bool:
+    """Whether the call sets ``system_provided`` true (``1``, ``True``) as a literal."""
+    kw = buildfile.keyword(call, "system_provided")
+    return kw is not None and isinstance(kw.value, ast.Constant) \
+        and kw.value.value in (1, True)
 
 
 def _spellings(path: str, label: str) -> set[str]:

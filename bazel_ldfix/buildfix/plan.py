@@ -2,7 +2,7 @@
 
 Input is the repair's answer (which tests miss which sonames, and what needs them); the
 ``cc_import`` behind each name is read from the test's ``_solib_`` directories
-(``solib.solib_imports``). The cases:
+(``declared.imports_of``, which leaves out what earlier builds left there). The cases:
 
 - the test links an import whose file is unversioned: import the file named like its SONAME
   (``shared_library``), or keep the unversioned one as ``interface_library`` beside it;
@@ -85,12 +85,8 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
         except BadInputError:
             header = None       # a script: its libraries' class is the host's
         # What an earlier build left in bazel-out is no import of this build's.
-        stale = declared.undeclared(test.executable)
-        own = [i for i in solib.solib_imports(solib.solib_dirs_of(test.executable))
-               if not declared.among(i.staged, stale)]
-        staged = {i.staged for i in own}
-        other = [i for i in solib.solib_imports(solib.every_solib_dir(test.executable))
-                 if i.staged not in staged and not declared.among(i.staged, stale)]
+        imports = declared.imports_of(test.executable)
+        own, other = list(imports.own), list(imports.other)
         added: list[tuple[str, str]] = []       # what Bazel would stage after the change
         settled: set[str] = set()               # names the model need not find afterwards
         # (name, the import whose library needs it; None: read from the repair's answer)

@@ -158,9 +158,10 @@ def test(session: Session, bazel_path: str | None, startup: tuple[str, ...],
                    "repair made replaces a kept one that differs).")
 @bazel_timeout_option
 @click.option("--write", is_flag=True,
-              help="Apply the changes, then have Bazel analyse them (`bazel build --nobuild "
-                   "BAZEL_ARGS`); restore every file if Bazel rejects them.")
-@click.option("--check", is_flag=True, help="Change nothing; exit 1 when a change is needed.")
+              help="Keep the changes Bazel accepts (`bazel build --nobuild BAZEL_ARGS`); "
+                   "restore every file if Bazel rejects them.")
+@click.option("--check", is_flag=True,
+              help="Change nothing (as without --write); exit 1 when a change is needed.")
 @click.option("--verify", is_flag=True,
               help="After --write, run `bazel test BAZEL_ARGS` as given (no --test_env) and "
                    "exit with its code.")
@@ -179,12 +180,12 @@ def fix(session: Session, bazel_path: str | None, startup: tuple[str, ...],
     """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
 
     Prints a unified diff of each file it would edit, and describes what it cannot edit.
-    With --write, Bazel then analyses the change; if it rejects it, every file gets its
-    old bytes back. Exit 0: nothing needed, the diffs printed, or every change written;
-    1: a change is needed (--check), or (--write) some change could only be described;
-    68: a change cannot be made safely, or Bazel rejected it (nothing left changed). The
-    options of bazel-ldfix come before Bazel's arguments; a `--` is Bazel's, as with
-    `bazel test`.
+    Bazel analyses the change first: it is written, analysed, and (but with --write) put
+    back byte for byte. A change Bazel rejects is no diff: `cannot fix` says why. Exit 0:
+    nothing needed, the diffs printed, or every change written; 1: a change is needed
+    (--check), or (--write) some change could only be described; 68: a change cannot be
+    made safely, or Bazel rejected it (nothing left changed). The options of bazel-ldfix
+    come before Bazel's arguments; a `--` is Bazel's, as with `bazel test`.
 
     \b
     Examples:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declared, runfiles, solib
+from bazel_ldfix.bazel import declared, runfiles
 from bazel_ldfix.bazel.solib import SolibImport
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.messages import LoaderFailure
@@ -80,14 +80,8 @@ class TestContext:
             mapping = runfiles.repo_mapping_of(executable)
             apparent = mapping.label if mapping is not None else None
             # What an earlier build left in bazel-out is no import of this build's.
-            stale = declared.undeclared(executable)
-            imports = [i for i in solib.solib_imports(solib.solib_dirs_of(executable),
-                                                      apparent)
-                       if not declared.among(i.staged, stale)]
-            own = {i.staged for i in imports}
-            other = [i for i in solib.solib_imports(solib.every_solib_dir(executable),
-                                                    apparent)
-                     if i.staged not in own and not declared.among(i.staged, stale)]
+            staged = declared.imports_of(executable, apparent)
+            imports, other = list(staged.own), list(staged.other)
         return cls(label, executable, expect, output_base, library_path, missing,
                    tuple(imports), tuple(other), tuple(notes), on_error, loaders, links_root)
 

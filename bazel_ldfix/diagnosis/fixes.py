@@ -89,7 +89,7 @@ def where(imp: SolibImport) -> str:
     shown = imp.shown_label.split("//", 1)[0] or "@"
     text = (f"the BUILD file of {shown}"
             + (f" (package {imp.package})" if imp.package else ""))
-    root = _repository_root(imp)
+    root = imp.repository_root
     package_dir = os.path.join(root, imp.package) if root and imp.package else root
     for name in ("BUILD.bazel", "BUILD"):
         if package_dir and os.path.isfile(os.path.join(package_dir, name)):
@@ -132,7 +132,7 @@ def versioned_in_repository(imp: SolibImport, soname: str, candidates: Sequence[
     beside = os.path.join(os.path.dirname(imp.target), soname)
     if os.path.isfile(beside) and usable(beside):
         return package_relative(os.path.join(imp.library_dir, soname), imp.package)
-    root = _repository_root(imp)
+    root = imp.repository_root
     if root is None:
         return None
     package_dir = os.path.join(root, imp.package) if imp.package else root
@@ -140,15 +140,6 @@ def versioned_in_repository(imp: SolibImport, soname: str, candidates: Sequence[
         if path.startswith(package_dir + "/") and os.path.basename(path) == soname \
                 and usable(path):
             return os.path.relpath(path, package_dir)
-    return None
-
-
-def _repository_root(imp: SolibImport) -> str | None:
-    """The directory the import's repository-relative paths start from."""
-    suffix = os.path.join(imp.library_dir, imp.file) if imp.library_dir else imp.file
-    target = os.path.normpath(imp.target)
-    if target.endswith("/" + suffix):
-        return target[: -len(suffix) - 1]
     return None
 
 

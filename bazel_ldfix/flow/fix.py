@@ -1,5 +1,5 @@
-"""``bazel-ldfix fix``: the repair's missing libraries made a BUILD change, shown, and with
-``--write`` written and analysed by Bazel (every file restored when Bazel rejects it)."""
+"""``bazel-ldfix fix``: the repair's missing libraries made a BUILD change, analysed by
+Bazel, then shown, and with ``--write`` kept (every file restored when Bazel rejects it)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,12 @@ class Options:
 
 def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Options) -> int:
     """The BUILD change for ``bazel test BAZEL_ARGS``: shown (a unified diff per file, JSON
-    with ``as_json``), checked, or written and analysed; the command's exit code."""
+    with ``as_json``), checked, or written; the command's exit code.
+
+    Bazel analyses every change before its diff is shown, in every mode: the files are
+    written, ``bazel build --nobuild`` is asked, and unless ``--write`` keeps them they get
+    their bytes back (:func:`apply`). A change Bazel rejects is no diff but a reason.
+    """
     from bazel_ldfix.bazel.workspace import workspace_of
     from bazel_ldfix.flow import repair as repairing
     from bazel_ldfix.render.buildfix import to_jsonable, to_text
@@ -52,7 +57,10 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         raise repairing.build_failed(repair)
     workspace = workspace_of(caller.cwd) or caller.cwd
     result = plan_for(repair, workspace, interface=options.interface, cuda=caller.cuda)
-    document = to_jsonable(result, workspace) if options.as_json else None
+    keep = options.write and not options.check
+    document = None
+    if options.as_json:
+        document = {**to_jsonable(result, workspace), "analysis": None}
 
     def stop(error: CannotEditError) -> int:
         """One error line on stderr; with --json, the error in the one document."""
@@ -63,42 +71,55 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         caller.show(dumps(document))
         return error.exit_code
 
-    text = to_text(result, workspace)
-    if text and document is None:
-        caller.show(text)
+    def show(refused: str | None = None) -> None:
+        """The plan for people (unless --json): its diffs only once Bazel accepted them."""
+        text = to_text(result, workspace, refused)
+        if text and document is None:
+            caller.show(text)
+
     if result.problems:
+        show()
         return stop(CannotEditError(f"{len(result.problems)} change(s) cannot be made "
                                     "(see above); nothing written"))
+    applied = None
+    if any(f.editable for f in result.files):
+        try:
+            applied = apply(result, bazel, bazel_args, repair.output_base, caller.say,
+                            keep=keep)
+        except CannotEditError as exc:
+            show(str(exc))
+            return stop(exc)
+    if applied is not None and applied.verdict is not None:
+        if document is not None:
+            document = {**to_jsonable(result, workspace, () if applied.restored else
+                                      [w.before.path for w in applied.written],
+                                      rejected=not applied.verdict.accepted),
+                        "analysis": {"accepted": applied.verdict.accepted,
+                                     "error": applied.verdict.error}}
+        kept = "; ".join(applied.not_restored)
+        if not applied.verdict.accepted:
+            show(f"Bazel rejects the change: {applied.verdict.error}")
+            return stop(CannotEditError(
+                f"Bazel rejects the change: {applied.verdict.error}; "
+                + (kept or "every file written was restored as it was")))
+        if kept:
+            caller.say(printable(f"bazel-ldfix: warning: {kept}"))
+    show()
     short = len(result.unprovided)
     if not result.needed:
         caller.say("bazel-ldfix: no BUILD change needed" if not short else
                    f"bazel-ldfix: no BUILD change can give {short} needed "
                    f"librar{'y' if short == 1 else 'ies'} (see above)")
-    if options.check or not options.write or not result.needed:
+    if not keep or not result.needed:
         if document is not None:
             caller.show(dumps(document))
         if short:
             return 1        # the tests still miss what no change can give
         return (1 if options.check else 0) if result.needed else 0
-    try:
-        applied = apply(result, bazel, bazel_args, repair.output_base, caller.say)
-    except CannotEditError as exc:
-        return stop(exc)
-    paths = [w.before.path for w in applied.written]
-    if document is not None:
-        document = to_jsonable(result, workspace, paths if not applied.restored else ())
-        document["analysis"] = None if applied.verdict is None else {
-            "accepted": applied.verdict.accepted, "error": applied.verdict.error}
-    for w in applied.written:
+    for w in applied.written if applied is not None else ():
         caller.say(printable(f"bazel-ldfix: wrote {w.before.path}"
                              + (" (in place: it has other hard links or another owner)"
                                 if w.how is files.How.IN_PLACE else "")))
-    if applied.restored:
-        assert applied.verdict is not None
-        kept = "; ".join(applied.not_restored)
-        return stop(CannotEditError(
-            f"Bazel rejects the change: {applied.verdict.error}; "
-            + (kept or "every file written was restored as it was")))
     if document is not None:
         caller.show(dumps(document))
     if short:
@@ -172,8 +193,8 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
 
 @dataclasses.dataclass(frozen=True)
 class Applied:
-    """What ``--write`` did: the files written, Bazel's verdict, and whether they were put
-    back (every file restored byte for byte when Bazel rejects the change)."""
+    """What writing the change did: the files written, Bazel's verdict, and whether they
+    were put back (byte for byte: when Bazel rejects the change, or it was only tried)."""
 
     written: tuple[files.Written, ...]
     verdict: analysis.Verdict | None    # None: not asked (nothing was written)
@@ -182,9 +203,11 @@ class Applied:
 
 
 def apply(result: Plan, bazel: Bazel, bazel_args: Sequence[str], output_base: str | None,
-          say: Callable[[str], None], timeout: float = analysis.TIMEOUT) -> Applied:
+          say: Callable[[str], None], timeout: float = analysis.TIMEOUT, *,
+          keep: bool = True) -> Applied:
     """Write the plan's editable files, have Bazel analyse the tests and the rules
-    changed, and restore every file when Bazel rejects what was written.
+    changed, and restore every file when Bazel rejects what was written, or, without
+    ``keep``, once Bazel has answered (the change was only tried).
 
     A signal, or a Bazel that cannot be started, before Bazel has answered leaves nothing
     unchecked behind either: every file is restored, ``say`` is told so in one line, and
@@ -208,7 +231,7 @@ def apply(result: Plan, bazel: Bazel, bazel_args: Sequence[str], output_base: st
                     say(printable("bazel-ldfix: Bazel did not analyse the change; " + (
                         "; ".join(kept) or "every file written was restored as it was")))
         raise
-    if verdict.accepted:
+    if verdict.accepted and keep:
         return Applied(written, verdict)
     with children.held():
         kept = files.restore(written)

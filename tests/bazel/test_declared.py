@@ -6,6 +6,10 @@ bin/<package>/<test>``, its RUNPATH into ``bin/_solib_k8/<dir>``, the manifest b
 executable); the libraries and the program are gcc's, and the real loader (``ld.so
 --list``) says which file the test loads. The real Bazel case is in
 bazel/test_execution_remote.py.
+
+An import staged for another target is judged by its package's BUILD file
+(``build_declares``): one the file no longer declares is a leftover, and one it cannot tell
+of is kept. The real Bazel case is in buildfix/test_fix_leftovers_bazel.py.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from elfbuild import lib, program
 from elftools.elf.elffile import ELFFile
 
 from bazel_ldfix.bazel import declared
+from bazel_ldfix.bazel.solib import SolibImport
 from bazel_ldfix.render.repair import leftover_lines
 
 SOLIB = "_solib_k8/_U_t"
@@ -86,3 +92,64 @@ def test_one_listing_serves_every_test_of_the_directory(tmp_path: Path) -> None:
     assert declared.undeclared(str(exe), listed) == first
     assert declared.undeclared(str(exe)) == first | {
         os.path.realpath(exe.parent.parent / SOLIB / "libnew.so")}
+
+
+def _import(root: Path, label: str, staged: str, build: str | None,
+            verified: bool = True) -> SolibImport:
+    """The import ``label`` (of the repository at ``root``) staged as ``staged``, a
+    repository-relative file, with ``build`` as the text of its package's BUILD.bazel."""
+    package = label.split("//", 1)[1].split(":", 1)[0]
+    if build is not None:
+        (root / package).mkdir(parents=True, exist_ok=True)
+        (root / package / "BUILD.bazel").write_text(build)
+    directory, _, file = staged.rpartition("/")
+    return SolibImport(label, directory, file, f"/bin/_solib_k8/x/{file}",
+                       str(root / staged), None, verified)
+
+
+IMPORT_X = 'cc_import(name = "x", shared_library = "lib/libx.so")\n'
+
+
+@pytest.mark.parametrize("value", ["lib/libx.so", ":lib/libx.so", "//:lib/libx.so"])
+def test_an_import_its_build_file_still_names_is_declared(tmp_path: Path, value: str) -> None:
+    build = f'cc_import(name = "x", shared_library = "{value}")\n'
+    assert declared.build_declares(_import(tmp_path, "@sdk//:x", "lib/libx.so", build))
+
+
+def test_a_rule_gone_from_the_build_file_is_a_leftover(tmp_path: Path) -> None:
+    # A BUILD fix renamed the import x_import; the fix was reverted.
+    imp = _import(tmp_path, "@sdk//:x_import", "lib/libx.so.1", IMPORT_X)
+    assert declared.build_declares(imp) is False
+    # The fix kept: the old name is a cc_library that stages no file of its own.
+    wrapped = ('cc_import(name = "x_import", shared_library = "lib/libx.so.1")\n'
+               'cc_library(name = "x", deps = [":x_import", ":y"])\n')
+    imp = _import(tmp_path, "@sdk//:x", "lib/libx.so", wrapped)
+    assert declared.build_declares(imp) is False
+
+
+def test_a_file_the_import_no_longer_names_is_a_leftover(tmp_path: Path) -> None:
+    assert declared.build_declares(
+        _import(tmp_path, "@sdk//:x", "lib/libx.so.1", IMPORT_X)) is False
+
+
+@pytest.mark.parametrize("build", [
+    'load("//:defs.bzl", "sdk_import")\nsdk_import(name = "x")\n',
+    '[cc_import(name = n, shared_library = "lib/lib%s.so.1" % n) for n in ["x"]]\n',
+    'cc_library(name = "x", srcs = glob(["lib/*.so*"]))\n',
+    'cc_import(name = "x", shared_library = ":libx_copy")\n',
+], ids=["macro", "comprehension", "glob", "rule-label"])
+def test_what_the_build_file_cannot_tell_keeps_the_import(tmp_path: Path, build: str) -> None:
+    assert declared.build_declares(
+        _import(tmp_path, "@sdk//:x", "lib/libx.so.1", build)) is None
+
+
+def test_an_unverified_label_or_a_package_not_there_cannot_tell(tmp_path: Path) -> None:
+    assert declared.build_declares(
+        _import(tmp_path, "@sdk//:x", "lib/libx.so.1", IMPORT_X, verified=False)) is None
+    # A package of the main repository that this build did not link into the execroot.
+    assert declared.build_declares(
+        _import(tmp_path, "//vendor:x", "vendor/lib/libx.so", None)) is None
+    # A directory with no BUILD file is no package.
+    (tmp_path / "gone").mkdir()
+    assert declared.build_declares(
+        _import(tmp_path, "//gone:x", "gone/lib/libx.so", None)) is False

@@ -1,10 +1,12 @@
-"""`fix --write` on a real Bazel 4.2.3 workspace: Bazel judges what was written.
+"""`fix` on a real Bazel 4.2.3 workspace: Bazel judges every change before it is shown.
 
 Each package holds one case: a py_test whose extension needs a library nothing it links
 stages (the edge goes on the extension's cc_binary); an edge Bazel rejects (the import is
 not visible to the test: every file gets its bytes back, exit 68); a SONAME no file is
 named after (a copy_file makes it); a TensorRT builder resource's sentinel SONAME (never
-linked); a library left in bazel-out by an earlier build (not a pass).
+linked); a library left in bazel-out by an earlier build (not a pass); an import whose
+library the system provides (system_provided: no shared_library can go beside it), said
+as a literal, which `fix` reads, and through a variable, which only Bazel's analysis sees.
 """
 
 from __future__ import annotations
@@ -41,6 +43,18 @@ PY_IMPORT = ("import os, sys\n"
              "    import _ext\n"
              "except SystemError:\n"
              "    print('loaded _ext and the libraries it needs')\n")
+
+
+def system_build(name: str, system_provided: str) -> str:
+    """An import of the unversioned file as ``interface_library``, the library itself
+    said to come from the system at run time."""
+    return ("SYSTEM = True\n\n"
+            "cc_import(\n"
+            f'    name = "{name}",\n'
+            f'    interface_library = "lib/lib{name}.so",\n'
+            f"    system_provided = {system_provided},\n"
+            '    visibility = ["//visibility:public"],\n'
+            ")\n")
 
 
 def import_build(name: str, path: str, visibility: str = '"//visibility:public"') -> str:
@@ -82,6 +96,8 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
     wlib = sdk(sdks / "wsdk", "wdemo", "1")
     sdk(sdks / "vsdk", "vdemo", "2", needs=[wlib])
     sdk(sdks / "lsdk", "ldemo", "4")
+    sdk(sdks / "psdk", "pdemo", "5")
+    sdk(sdks / "qsdk", "qdemo", "6")
     # A SONAME no file is named after, as some CMake installs leave them.
     foo = cc(sdks / "fsdk" / "lib" / "libfoo-3.17.0.so", "-shared",
              "-Wl,-soname,libfoo.so.3", src="int foo_value(void){return 3;}")
@@ -98,7 +114,9 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
             ("vsdk", import_build("vdemo", "lib/libvdemo.so.2")),
             ("lsdk", import_build("ldemo", "lib/libldemo.so.4")),
             ("fsdk", import_build("foo", "lib/libfoo.so")),
-            ("tsdk", import_build("builder", "lib/libnvinfer_builder_resource.so.10.0.1"))):
+            ("tsdk", import_build("builder", "lib/libnvinfer_builder_resource.so.10.0.1")),
+            ("psdk", system_build("pdemo", "1")),
+            ("qsdk", system_build("qdemo", "SYSTEM"))):
         workspace += (f'new_local_repository(name = "{repo}", path = "{sdks / repo}", '
                       f'build_file = "//third_party:{repo}.BUILD")\n')
         files[f"third_party/{repo}.BUILD"] = build
@@ -124,6 +142,10 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
         "s/s.c": main_src("trt_value"),
         "l/BUILD": 'cc_test(name = "needs_l", srcs = ["l.c"], deps = ["@lsdk//:ldemo"])\n',
         "l/l.c": main_src("ldemo_value"),
+        "p/BUILD": 'cc_test(name = "needs_p", srcs = ["p.c"], deps = ["@psdk//:pdemo"])\n',
+        "p/p.c": main_src("pdemo_value"),
+        "q/BUILD": 'cc_test(name = "needs_q", srcs = ["q.c"], deps = ["@qsdk//:qdemo"])\n',
+        "q/q.c": main_src("qdemo_value"),
     })
     ws = make_workspace(top / "ws", files, env=clean_env())
     _wrapper, log = logging_bazel(top)
@@ -189,17 +211,25 @@ def test_a_change_bazel_rejects_is_restored_byte_for_byte(case: Case) -> None:
     assert last.endswith("every file written was restored as it was")
     assert (doc["error"]["exit_code"], doc["analysis"]["accepted"]) == (68, False)
     assert doc["analysis"]["error"] in last
-    assert [e["state"] for e in doc["edits"]] == ["planned"]
+    assert [e["state"] for e in doc["edits"]] == ["rejected"]
     assert build.read_bytes() == before
     assert os.stat(build).st_mtime_ns == 1_500_000_000
 
 
 def test_fix_json_lists_each_planned_edit(case: Case) -> None:
+    build = str(case.ws.root / "third_party" / "fsdk.BUILD")
+    os.utime(build, ns=(1_000_000_000, 1_500_000_000))
+    before = Path(build).read_bytes()
     code, out, err = case.ldfix("fix", "--json", "//c:needs_foo")
     assert code == 0, err[-3000:]
     doc = json.loads(out)
     assert doc["version"] == 1
-    build = str(case.ws.root / "third_party" / "fsdk.BUILD")
+    # Bazel analysed the change, then the file got its bytes and times back.
+    assert doc["analysis"] == {"accepted": True, "error": None}
+    assert "build //c:needs_foo --nobuild --color=no --curses=no -- @fsdk//:foo" in \
+        case.log.read_text()
+    assert Path(build).read_bytes() == before
+    assert os.stat(build).st_mtime_ns == 1_500_000_000
     assert [(e["file"], e["kind"], e["attribute"], e["old"], e["new"], e["state"])
             for e in doc["edits"]] == [
         (build, "rule", "copy_file", None, doc["edits"][0]["new"], "planned"),
@@ -263,3 +293,47 @@ def test_a_library_left_by_an_earlier_build_is_no_pass(case: Case) -> None:
     code, out, err = case.ldfix("fix", "--write", "--verify", "//l:needs_l")
     assert code == 0, out + err[-3000:]
     assert logged_commands(case.log).count("test") >= 2
+
+
+def test_a_system_provided_import_cannot_be_fixed(case: Case) -> None:
+    build = case.ws.root / "third_party" / "psdk.BUILD"
+    before = build.read_bytes()
+    failed = case.ws.bazel("test", "//p:needs_p")
+    assert failed.returncode == 3, failed.stderr[-3000:]
+    assert "libpdemo.so.5: cannot open" in case.ws.test_log("p", "needs_p")
+    for mode in ((), ("--check",), ("--write",)):
+        code, out, err = case.ldfix("fix", *mode, "//p:needs_p")
+        assert code == 68, out + err[-3000:]
+        assert "# cannot fix: third_party/psdk.BUILD:3: @psdk//:pdemo says the system " \
+               "provides its library at run time (system_provided)" in out
+        assert "Install libpdemo.so.5 where the loader looks, or import " \
+               "lib/libpdemo.so.5 as shared_library without system_provided" in out
+        assert "--- a/" not in out and "+++ b/" not in out
+        assert build.read_bytes() == before
+
+
+def test_a_diff_bazel_rejects_is_never_shown(case: Case) -> None:
+    # system_provided through a variable: the plan cannot read it, Bazel's analysis can.
+    build = case.ws.root / "third_party" / "qsdk.BUILD"
+    os.utime(build, ns=(1_000_000_000, 1_500_000_000))
+    before = build.read_bytes()
+    rejects = ("Bazel rejects the change: ERROR: ", "in cc_import rule @qsdk//:qdemo: "
+               "'shared_library' shouldn't be specified when 'system_provided' is true")
+    for mode in ((), ("--check",)):
+        code, out, err = case.ldfix("fix", *mode, "//q:needs_q")
+        assert code == 68, out + err[-3000:]
+        assert "--- a/" not in out and "+++ b/" not in out
+        line = out.rstrip().splitlines()[-1]
+        assert line.startswith("# cannot fix: " + rejects[0]) and rejects[1] in line
+        last = err.rstrip().splitlines()[-1]
+        assert last.startswith("error: " + rejects[0]) and rejects[1] in last
+        assert last.endswith("every file written was restored as it was")
+        assert build.read_bytes() == before
+        assert os.stat(build).st_mtime_ns == 1_500_000_000
+    code, out, err = case.ldfix("fix", "--json", "//q:needs_q")
+    assert code == 68, out + err[-3000:]
+    doc = json.loads(out)
+    assert doc["analysis"]["accepted"] is False and rejects[1] in doc["analysis"]["error"]
+    assert [e["state"] for e in doc["edits"]] == ["rejected"]
+    assert doc["error"]["exit_code"] == 68
+    assert build.read_bytes() == before

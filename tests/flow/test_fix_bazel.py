@@ -1,4 +1,4 @@
-"""A signal while `fix --write` waits on Bazel, on a real Bazel 4.2.3 behind a wrapper.
+"""A signal while `fix` waits on Bazel, on a real Bazel 4.2.3 behind a wrapper.
 
 The wrapper is a shell script named `bazel`, first on PATH, as a company's wrapper or
 bazelisk is. For the command the test is about, it starts the real client as a child (not
@@ -126,6 +126,30 @@ def test_a_signal_during_the_analysis_ends_its_bazel_and_restores_the_build_file
     assert (st.st_mode & 0o7777, st.st_mtime_ns) == (0o640, MTIME_NS)
     # The server was not touched: the same one answers the next command.
     assert case.ws.bazel("info", "server_pid", check=True).stdout.strip() == case.server
+
+
+def test_a_signal_while_plain_fix_has_the_change_analysed_restores_the_file(
+        case: Case) -> None:
+    # Without --write the change is written only for Bazel to analyse it: a signal then
+    # puts the file back as it was, as for --write, and no diff is shown.
+    case.build.write_text(VENDOR_BUILD)
+    case.build.chmod(0o640)
+    os.utime(case.build, ns=(MTIME_NS, MTIME_NS))
+    before = case.build.read_bytes()
+    fifo = case.wrap('*" --nobuild "*')
+    proc = case.start("fix", "//t:needs_x")
+    started = pids(fifo)
+    assert case.build.read_bytes() != before
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signal.SIGINT, err[-3000:]
+    assert err.splitlines()[-2] == ("bazel-ldfix: Bazel did not analyse the change; every "
+                                    "file written was restored as it was")
+    assert out == ""
+    assert all(gone(pid) for pid in started), started
+    assert case.build.read_bytes() == before
+    st = os.stat(case.build)
+    assert (st.st_mode & 0o7777, st.st_mtime_ns) == (0o640, MTIME_NS)
 
 
 def test_a_signal_during_the_verify_run_reaches_its_whole_group(case: Case) -> None:
