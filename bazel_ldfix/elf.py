@@ -14,10 +14,12 @@ and the loader never looks at it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bazel_ldfix import machines
@@ -543,17 +545,10 @@ def version_definitions(path: str) -> tuple[str, ...]:
     name from DT_STRTAB. The base entry (VER_FLG_BASE, the file's own name) is left out.
     A library without DT_VERDEF defines none (and the loader's check lets it pass silently).
     """
-    fd = open_elf(path)
-    try:
-        reader = _Reader(fd, path)
-        header = parse_header(_read_start(fd, path), path)
-        phdrs, dynamic = _segments(reader, header)
-        last = dict(_tags(header, dynamic or b""))
+    with _dynamic_of(path) as (reader, header, phdrs, last):
         if DT_VERDEF not in last:
             return ()
-        if DT_STRTAB not in last:
-            raise NotElfError(f"{path}: dynamic section has no DT_STRTAB")
-        strtab = _file_offset(phdrs, last[DT_STRTAB], path)
+        strtab = _strtab(phdrs, last, path)
         count = last.get(DT_VERDEFNUM, 0)
         if count > _MAX_VERSION_ENTRIES:
             raise MalformedElfError(f"{path}: DT_VERDEFNUM {count} (more than "
@@ -571,8 +566,27 @@ def version_definitions(path: str) -> tuple[str, ...]:
                 break
             at += nxt
         return tuple(names)
+
+
+@contextlib.contextmanager
+def _dynamic_of(path: str) -> Iterator[tuple[_Reader, ElfHeader, list[_Phdr], dict[int, int]]]:
+    """The file opened to read what its dynamic segment points at: its reader, header,
+    program headers and the last value of each dynamic tag (closed on leaving)."""
+    fd = open_elf(path)
+    try:
+        reader = _Reader(fd, path)
+        header = parse_header(_read_start(fd, path), path)
+        phdrs, dynamic = _segments(reader, header)
+        yield reader, header, phdrs, dict(_tags(header, dynamic or b""))
     finally:
         os.close(fd)
+
+
+def _strtab(phdrs: list[_Phdr], last: dict[int, int], path: str) -> int:
+    """The file offset of DT_STRTAB, which every name of the dynamic segment is read from."""
+    if DT_STRTAB not in last:
+        raise NotElfError(f"{path}: dynamic section has no DT_STRTAB")
+    return _file_offset(phdrs, last[DT_STRTAB], path)
 
 
 # -- exported functions (.dynsym) -----------------------------------------------------------
@@ -607,16 +621,10 @@ def exported_functions(path: str, *, code: int = 16, limit: int = 1 << 16,
     functions' first bytes lie more than ``span`` bytes apart. Every offset and count is
     checked against the file before it is read (:class:`NotElfError` otherwise).
     """
-    fd = open_elf(path)
-    try:
-        reader = _Reader(fd, path)
-        header = parse_header(_read_start(fd, path), path)
-        phdrs, dynamic = _segments(reader, header)
-        last = dict(_tags(header, dynamic or b""))
+    with _dynamic_of(path) as (reader, header, phdrs, last):
         if DT_SYMTAB not in last:
             return ()
-        if DT_STRTAB not in last:
-            raise NotElfError(f"{path}: dynamic section has no DT_STRTAB")
+        strtab = _strtab(phdrs, last, path)
         is64 = header.elf_class == ELFCLASS64
         entry = _SYM_STRUCTS[header.byteorder, is64]
         if last.get(DT_SYMENT, entry.size) != entry.size:
@@ -626,7 +634,6 @@ def exported_functions(path: str, *, code: int = 16, limit: int = 1 << 16,
         if count is None:
             return None
         table = reader.read(_file_offset(phdrs, last[DT_SYMTAB], path), count * entry.size)
-        strtab = _file_offset(phdrs, last[DT_STRTAB], path)
         found: list[tuple[int, int]] = []       # (st_name, st_value)
         for fields in entry.iter_unpack(table):
             if is64:
@@ -648,8 +655,6 @@ def exported_functions(path: str, *, code: int = 16, limit: int = 1 << 16,
         return tuple(Function(reader.cstring(strtab + name),
                               blob[w[0] - low: w[1] - low] if w is not None else b"")
                      for (name, _value), w in zip(found, where, strict=True))
-    finally:
-        os.close(fd)
 
 
 def _symbol_count(reader: _Reader, header: ElfHeader, phdrs: list[_Phdr],
