@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from bazel_ldfix.diagnosis import fixes
 from bazel_ldfix.diagnosis.context import TestContext
+from bazel_ldfix.errors import LdfixError
+from bazel_ldfix.loader import cuda
 
 
 class CauseKind(str, enum.Enum):
@@ -29,6 +31,7 @@ class CauseKind(str, enum.Enum):
     WRONG_CLASS = "wrong_class"                   # only copies of the other ELF class
     BROKEN_FILE = "broken_file"                   # the file found is not a usable library
     LEFTOVER = "leftover"                         # only a file an earlier build left
+    NO_DRIVER = "no_driver"                       # a CUDA stub staged; the host has no driver
     OTHER = "other"
 
 
@@ -49,6 +52,12 @@ class Cause:
 def of_missing(test: TestContext, soname: str, found: Sequence[str]) -> Cause:
     """The cc_import behind a library the loader did not find (as the BUILD fix reads it)."""
     for imp in test.imports:
+        if imp.soname == soname and _stub(imp.target):
+            # Linked against a stub (system_provided, or imported by mistake): only the
+            # host's NVIDIA driver can give the name at run time (docs/cuda.md).
+            return Cause(CauseKind.NO_DRIVER, imp.shown_label,
+                         f"{imp.shown_label} stages a stub of {soname}, the NVIDIA "
+                         "driver's, which the system provides: this host has none")
         if imp.soname == soname and imp.file != soname:
             return Cause(CauseKind.IMPORTS_UNVERSIONED, imp.shown_label,
                          f"{imp.shown_label} imports {imp.attribute_value}, not the file "
@@ -63,6 +72,13 @@ def of_missing(test: TestContext, soname: str, found: Sequence[str]) -> Cause:
         if present is not None:
             return _not_a_dependency(f"@{repository}//:{present[0]}")
     return Cause(CauseKind.NO_IMPORT, None, "no cc_import of the tests stages it")
+
+
+def _stub(path: str) -> bool:
+    try:
+        return cuda.is_stub(path, os.path.realpath(path))
+    except (OSError, LdfixError):
+        return False
 
 
 def _not_a_dependency(label: str) -> Cause:

@@ -202,6 +202,11 @@ def test_the_written_change_is_analysed_and_stages_no_stub(kits: Workspace) -> N
         log = kits.test_log(package, "gpu_test")
         assert "libcuda.so.1: cannot open shared object file" in log
         assert "cuInit 34" not in log
+    # The diagnosis of that run agrees with fix: the host lacks the driver, no BUILD
+    # change gives it.
+    told = kits.ldfix("diagnose")
+    assert "which the system provides: this host has none" in told.stdout, told.stdout
+    assert " fix " not in told.stdout
 
 
 def test_with_a_driver_given_the_written_tests_load_it(kits: Workspace) -> None:
