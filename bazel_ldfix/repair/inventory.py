@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 from collections.abc import Sequence
+from functools import partial
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import runfiles
@@ -74,6 +76,65 @@ def runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | No
     paths = sorted(path for found in index.walk(runfiles_dir, mounts=memo.mounts()).values()
                    for path in found)
     return examined(paths, expect, memo)
+
+
+def runfiles_programs(runfiles_dir: str, executable: str, expect: elf.ElfHeader,
+                      memo: Memo, listing: runfiles.TreeListing | None = None) -> list[str]:
+    """The programs of a runfiles tree that a test can run (a ``cc_binary`` in its
+    ``data``, which an ``sh_test`` or a ``py_test`` starts): each file, once by real path,
+    that is not named like a library, has an execute bit, and is an ELF executable or PIE
+    of ``expect``'s class and machine; the test's own ``executable`` is not one of them.
+
+    Each is only read, never run. The test starts it as a process of its own, whose
+    loader begins anew from that program: its DT_NEEDED, its RPATH or RUNPATH, and its
+    ``$ORIGIN``. Files are taken in sorted order, as :func:`runfiles_libraries` takes them.
+    """
+    if listing is not None:
+        names = [path for path in listing.files
+                 if not index.looks_like_library(path.rpartition("/")[2])]
+        paths = [f"{runfiles_dir}/{path}" for path in names]
+        targets = [listing.targets.get(path, "") for path in names]
+    elif os.path.isdir(runfiles_dir):
+        paths = sorted(path for found in index.walk(
+            runfiles_dir, lambda name: not index.looks_like_library(name),
+            mounts=memo.mounts()).values() for path in found)
+        targets = [""] * len(paths)
+    else:
+        return []
+    own = memo.realpath(executable)
+    out: list[str] = []
+    seen = {own}
+    for path, target in zip(paths, targets, strict=True):
+        real = memo.link_realpath(path, target) if target.startswith("/") \
+            else memo.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        # The tests of a workspace share their programs: each file is looked at once.
+        if memo.remember("runfiles-programs", (real, expect),
+                         partial(_is_program, real, expect, memo)):
+            out.append(path)
+    return out
+
+
+def _is_program(path: str, expect: elf.ElfHeader, memo: Memo) -> bool:
+    """Whether ``path`` is a program a test like ``expect`` could start: a regular file
+    with an execute bit, an ELF executable or PIE of the same class and machine (the
+    kernel would refuse any other, so no loader of it is started)."""
+    from bazel_ldfix.loader.verify import runs_as_program
+
+    try:
+        st = memo.stat(path)
+        if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111:
+            return False
+        header = memo.read_header(path)
+        if (header.elf_class, header.machine) != (expect.elf_class, expect.machine):
+            return False
+        if header.type == elf.ET_EXEC:
+            return True
+        return header.type == elf.ET_DYN and runs_as_program(memo.read_elf(path))
+    except PER_FILE_ERRORS:
+        return False
 
 
 def examined(paths: Sequence[str], expect: elf.ElfHeader, memo: Memo,
