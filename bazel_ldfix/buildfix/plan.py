@@ -50,6 +50,14 @@ class TestMissing:
     # soname -> the files that need it (the repair's model); used to find the C/C++
     # target that links what needs a name the test's own imports do not stage.
     needed_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The programs of its runfiles the test starts (a cc_binary in its data): each is
+    # checked as Bazel would stage it, as the test's own executable is.
+    programs: tuple[str, ...] = ()
+
+    @property
+    def executables(self) -> tuple[str, ...]:
+        """Every file the test runs as a program: its own, then those of its runfiles."""
+        return (self.executable, *self.programs)
 
 
 def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
@@ -73,10 +81,7 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     unprovided: list[str] = []
     editable: dict[tuple[str, str], bool] = {}
     for test in tests:
-        try:
-            header = elf.read_elf(test.executable).header
-        except BadInputError:
-            header = None       # a script: its libraries' class is the host's
+        header = _header(test)
         # What an earlier build left in bazel-out is no import of this build's.
         stale = declared.undeclared(test.executable)
         own = [i for i in solib.solib_imports(solib.solib_dirs_of(test.executable))
@@ -137,14 +142,29 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
             # What the change stages must then be found, and nothing new may go missing
             # (a dependency edge's name is settled: the edge is not in the staged tree).
             fixed_here = {os.path.basename(a[0]) for a in added}
-            left = staging.missing_after(test.executable, added, library_path) or ()
-            bad = [n for n in dict.fromkeys(left) if n in fixed_here or n not in settled]
-            if bad:
-                problems.append(f"{test.label}: the loader model still misses "
-                                f"{', '.join(bad)} with the change staged as Bazel would "
-                                "stage it")
+            for program in test.executables:
+                left = staging.missing_after(program, added, library_path) or ()
+                bad = [n for n in dict.fromkeys(left) if n in fixed_here or n not in settled]
+                if bad:
+                    whose = "" if program == test.executable else \
+                        f" (for {os.path.basename(program)}, which it runs)"
+                    problems.append(f"{test.label}: the loader model still misses "
+                                    f"{', '.join(bad)}{whose} with the change staged as "
+                                    "Bazel would stage it")
     return edit_plan(_unique(changes, problems), workspace, output_base, problems, notes,
                      unprovided)
+
+
+def _header(test: TestMissing) -> elf.ElfHeader | None:
+    """The class and machine of what the test runs: its executable's, else (a script)
+    its first program's; None: a script that starts no ELF program (its libraries' class
+    is the host's)."""
+    for path in test.executables:
+        try:
+            return elf.read_elf(path).header
+        except BadInputError:
+            continue
+    return None
 
 
 def _unmet(library: str) -> tuple[str, ...]:
@@ -208,7 +228,7 @@ def _edge(imp: solib.SolibImport, soname: str, needer: solib.SolibImport | None,
         return Change(needer.label, Kind.WRAP, "deps", _relative(imp.label, needer.label),
                       why)
     carrier = hermetic.carrier(test.label, test.executable, test.needed_by, output_base,
-                               soname)
+                               soname, test.programs)
     target = carrier.label or test.label
     if target.startswith("@"):
         return None

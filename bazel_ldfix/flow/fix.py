@@ -126,7 +126,8 @@ def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
 
 
 def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan:
-    """The plan for what the repair found missing, test by test.
+    """The plan for what the repair found missing, test by test: for every program a test
+    runs, its own executable and those of its runfiles.
 
     A test's own list names what it misses first, with what it finds only through files
     Bazel does not declare for it (leftovers of an earlier build in bazel-out,
@@ -143,15 +144,16 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
     listed: dict[str, tuple[str, list[str]]] = {}
     for t in repair.tests:
         names = list(t.missing_before)
-        names += [f.soname for f in declared.leftovers(t.executable, base, listed)
-                  if f.soname not in names]
+        for program in (t.executable, *t.programs):
+            names += [f.soname for f in declared.leftovers(program, base, listed)
+                      if f.soname not in names]
         if not names:
             continue
         if any(m.soname not in names for m in repair.missing):
             # Some name is needed by a library, not by the tests: whose is it?
             model = diagnosis_model.model_missing(t.label, t.executable, repair.output_base, base)
             names += [n for n in model if n not in names]
-        tests.append(TestMissing(t.label, t.executable, tuple(names), needed_by))
+        tests.append(TestMissing(t.label, t.executable, tuple(names), needed_by, t.programs))
 
     def candidates(soname: str) -> list[str]:
         directory = found.get(soname)
