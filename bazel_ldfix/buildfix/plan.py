@@ -50,8 +50,9 @@ class TestMissing:
     # soname -> the files that need it (the repair's model); used to find the C/C++
     # target that links what needs a name the test's own imports do not stage.
     needed_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # The programs of its runfiles the test starts (a cc_binary in its data): each is
-    # checked as Bazel would stage it, as the test's own executable is.
+    # The programs of its runfiles the test starts (a cc_binary in its data), where
+    # Bazel built them: each is checked as Bazel would stage it, as the test's own
+    # executable is, by what the test's runfiles manifest declares.
     programs: tuple[str, ...] = ()
 
     @property
@@ -143,7 +144,8 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
             # (a dependency edge's name is settled: the edge is not in the staged tree).
             fixed_here = {os.path.basename(a[0]) for a in added}
             for program in test.executables:
-                left = staging.missing_after(program, added, library_path) or ()
+                left = staging.missing_after(program, added, library_path,
+                                             declarer=test.executable) or ()
                 bad = [n for n in dict.fromkeys(left) if n in fixed_here or n not in settled]
                 if bad:
                     whose = "" if program == test.executable else \

@@ -144,8 +144,12 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
     listed: dict[str, tuple[str, list[str]]] = {}
     for t in repair.tests:
         names = list(t.missing_before)
-        for program in (t.executable, *t.programs):
-            names += [f.soname for f in declared.leftovers(program, base, listed)
+        # A program of the runfiles by the path Bazel built it at; the test's runfiles
+        # manifest says what Bazel declares for it.
+        programs = tuple(os.path.realpath(p) for p in t.programs)
+        for program in (t.executable, *programs):
+            names += [f.soname for f in declared.leftovers(program, base, listed,
+                                                           declarer=t.executable)
                       if f.soname not in names]
         if not names:
             continue
@@ -153,7 +157,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
             # Some name is needed by a library, not by the tests: whose is it?
             model = diagnosis_model.model_missing(t.label, t.executable, repair.output_base, base)
             names += [n for n in model if n not in names]
-        tests.append(TestMissing(t.label, t.executable, tuple(names), needed_by, t.programs))
+        tests.append(TestMissing(t.label, t.executable, tuple(names), needed_by, programs))
 
     def candidates(soname: str) -> list[str]:
         directory = found.get(soname)

@@ -49,6 +49,7 @@ class Programs:
     xdemo: Path         # libxdemo.so.11, the file its SONAME names
     ztop: Path
     zmid: Path
+    before: dict[str, str]      # the workspace's files before any change
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,9 @@ def programs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Programs]:
     for name in ("run_x.sh", "run_z.sh"):
         (ws.root / "app" / name).chmod(0o755)
     try:
-        yield Programs(ws, xdemo.resolve(), ztop.resolve(), zmid.resolve())
+        yield Programs(ws, xdemo.resolve(), ztop.resolve(), zmid.resolve(),
+                       {"WORKSPACE": (ws.root / "WORKSPACE").read_text(),
+                        "third_party/zsdk.BUILD": files["third_party/zsdk.BUILD"]})
     finally:
         ws.shutdown()
 
@@ -144,3 +147,17 @@ def test_one_write_makes_plain_bazel_test_pass_from_a_clean_tree(programs: Progr
     check = ws.ldfix("fix", "--check", *TESTS)
     assert check.returncode == 0, check.stdout + check.stderr[-3000:]
     assert "no BUILD change needed" in check.stderr
+
+
+def test_a_binary_that_finds_its_library_only_in_a_leftover_still_needs_the_change(
+        programs: Programs) -> None:
+    """The change undone: the versioned file staged before stays in bazel-out, and the
+    binary's RUNPATH, from where its file really is, finds it there. Bazel does not
+    declare it, so --check still says the change is needed."""
+    ws = programs.ws
+    for rel, text in programs.before.items():
+        (ws.root / rel).write_text(text)
+    assert ws.bazel("build", *TESTS).returncode == 0
+    check = ws.ldfix("fix", "--check", "//app:run_x_sh")
+    assert check.returncode == 1, check.stdout + check.stderr[-3000:]
+    assert "lib/libxdemo.so.11" in check.stdout
