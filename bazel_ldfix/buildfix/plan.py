@@ -13,8 +13,11 @@ Input is the repair's answer (which tests miss which sonames, and what needs the
 - the name is needed by another library (``libA.so.11`` needs ``libB.so.13``) and an import
   of the configuration stages it, but nothing the test links depends on it: a RUNPATH does
   not apply to its object's dependencies' dependencies, but glibc reuses an object already
-  loaded under the same SONAME, so the C/C++ target that links what needs the name is made
-  to load it itself (a ``deps`` edge; ``hermetic.carrier`` says which target);
+  loaded under the same SONAME, so what links the library that needs the name is made to
+  load it too (a ``deps`` edge). The edge goes into the BUILD file of every prebuilt
+  library that needs the name, the test's or not (a diamond: ``libA`` and ``libC`` both
+  need ``libB``), in the order of their labels; where none of the test's can carry it,
+  on the C/C++ target that links what needs it (``hermetic.carrier`` says which);
 - no import stages the name: nothing to edit; ``diagnose`` explains it.
 """
 
@@ -81,7 +84,10 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     problems: list[str] = []
     unprovided: list[str] = []
     editable: dict[tuple[str, str], bool] = {}
-    for test in tests:
+    sdk = _Consumers()
+    # One test after another, by label: the plan is the same whatever order Bazel
+    # reported them in.
+    for test in sorted(tests, key=lambda t: t.label):
         header = _header(test)
         # What an earlier build left in bazel-out is no import of this build's.
         stale = declared.undeclared(test.executable)
@@ -92,25 +98,39 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
                  if i.staged not in staged and not declared.among(i.staged, stale)]
         added: list[tuple[str, str]] = []       # what Bazel would stage after the change
         settled: set[str] = set()               # names the model need not find afterwards
-        # (name, the import whose library needs it; None: read from the repair's answer)
-        pending: list[tuple[str, solib.SolibImport | None]] = [(n, None) for n in test.missing]
+        versioned: set[str] = set()             # names whose import was planned already
+        done: set[tuple[str, str | None]] = set()
+        # (name, the import whose library needs it (None: read from the repair's answer),
+        # whether the test loads what needs it; else only another library of the SDK does)
+        pending: list[tuple[str, solib.SolibImport | None, bool]] = [
+            (n, None, True) for n in test.missing]
         known: list[solib.SolibImport] = list(own) + list(other)
         while pending:
-            soname, needer = pending.pop(0)
-            if soname in settled:
+            soname, needer, mine = pending.pop(0)
+            key = (soname, None if needer is None else needer.label)
+            if key in done:
                 continue
+            done.add(key)
             settled.add(soname)
-            imp = next((i for i in own if i.soname == soname and i.file != soname), None)
+            imp = next((i for i in own if i.soname == soname), None)
             if imp is not None:
-                found = _import(imp, soname, test.label, header, shape, candidates,
-                                problems, skylib)
-                if found is not None:
-                    changes += found[0]
-                    added.append((_staged_as(imp, soname), found[1]))
-                    pending += [(n, imp) for n in _unmet(found[1])]
+                # The test links it: its file named like the SONAME, then, where a library
+                # needs it too, the edge from each library of the SDK that needs it.
+                if imp.file != soname and soname not in versioned:
+                    versioned.add(soname)
+                    found = _import(imp, soname, test.label, header, shape, candidates,
+                                    problems, skylib)
+                    if found is not None:
+                        changes += found[0]
+                        added.append((_staged_as(imp, soname), found[1]))
+                        pending += [(n, imp, True) for n in sdk.unmet(found[1])]
+                if needer is not None:
+                    for consumer, change in sdk.edges(soname, imp, known, output_base,
+                                                      workspace, editable):
+                        changes.append(change)
+                        pending += _versioned(consumer, own, header, shape, candidates,
+                                              skylib, changes, notes, sdk)
                 continue
-            if any(i.soname == soname for i in own):
-                continue        # staged under its own name: what misses it is elsewhere
             if needer is None:
                 needer = _needer(soname, test, known)
             imp = next((i for i in other if i.soname == soname), None) or \
@@ -118,27 +138,43 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
                                           output_base)
             if imp is None:
                 what = f"{needer.label}'s library" if needer else "what the test loads"
-                unprovided.append(f"{test.label} needs {soname} ({what} needs it), and no "
-                                  "cc_import of the build or of a fetched repository "
-                                  "provides it: no BUILD change can give it (bazel-ldfix "
-                                  "diagnose explains what to add)")
+                if not mine:
+                    notes.append(f"{needer.shown_label if needer else test.label} needs "
+                                 f"{soname}, and no cc_import provides it")
+                else:
+                    unprovided.append(
+                        f"{test.label} needs {soname} ({what} needs it), and no cc_import "
+                        "of the build or of a fetched repository provides it: no BUILD "
+                        "change can give it (bazel-ldfix diagnose explains what to add)")
                 continue
             known.append(imp)
-            edge = _edge(imp, soname, needer, test, output_base, workspace, editable)
-            if edge is None:
-                problems.append(f"{test.label} needs {soname}, which {imp.label} provides, "
-                                "but no rule in an editable file can link it")
-                continue
-            changes.append(edge)
+            # Every library of the SDK that needs it gets the edge, in its own BUILD file.
+            edges = sdk.edges(soname, imp, known, output_base, workspace, editable)
+            for consumer, change in edges:
+                changes.append(change)
+                pending += _versioned(consumer, own, header, shape, candidates, skylib,
+                                      changes, notes, sdk)
+            if mine and (needer is None or needer.label not in {c.label for c, _ in edges}):
+                # No BUILD file of the library that needs it can carry it: the C/C++
+                # target of the test that links that library does.
+                edge = _edge(imp, soname, needer, test, output_base, workspace, editable)
+                if edge is None:
+                    problems.append(f"{test.label} needs {soname}, which {imp.label} "
+                                    "provides, but no rule in an editable file can link it")
+                    continue
+                changes.append(edge)
             library = imp.target
-            if imp.file != soname:
+            if imp.file != soname and soname not in versioned:
+                versioned.add(soname)
                 found = _import(imp, soname, test.label, header, shape, candidates,
-                                problems, skylib)
+                                problems if mine else notes, skylib)
                 if found is None:
                     continue
                 changes += found[0]
                 library = found[1]
-            pending += [(n, imp) for n in _unmet(library)]
+            elif imp.file != soname:
+                continue
+            pending += [(n, imp, mine) for n in sdk.unmet(library)]
         if added:
             # What the change stages must then be found, and nothing new may go missing
             # (a dependency edge's name is settled: the edge is not in the staged tree).
@@ -167,6 +203,101 @@ def _header(test: TestMissing) -> elf.ElfHeader | None:
         except BadInputError:
             continue
     return None
+
+
+class _Consumers:
+    """The libraries of the SDK that need a name: each gets the dependency edge in its own
+    BUILD file, so that every target that links one of them loads what it needs, not only
+    the tests of this run (a diamond: ``liba.so.1`` and ``libb.so.1`` both need
+    ``libcommon.so.2``). What one file needs is read once per plan."""
+
+    def __init__(self) -> None:
+        self._unmet: dict[str, tuple[str, ...]] = {}
+        self._needed: dict[str, tuple[str, ...]] = {}
+        self._packages: dict[tuple[str, str], list[solib.SolibImport]] = {}
+
+    def unmet(self, library: str) -> tuple[str, ...]:
+        """:func:`_unmet`, once per file."""
+        found = self._unmet.get(library)
+        if found is None:
+            found = self._unmet[library] = _unmet(library)
+        return found
+
+    def needs(self, imp: solib.SolibImport, soname: str) -> bool:
+        """Whether ``imp``'s library needs ``soname`` and finds it nowhere by itself."""
+        library = _library_of(imp)
+        needed = self._needed.get(library)
+        if needed is None:
+            try:
+                needed = elf.read_elf(library).needed
+            except BadInputError:
+                needed = ()
+            self._needed[library] = needed
+        return soname in needed and soname in self.unmet(library)
+
+    def of(self, soname: str, provider: solib.SolibImport,
+           known: Sequence[solib.SolibImport]) -> list[solib.SolibImport]:
+        """Every import whose library needs ``soname`` and finds it nowhere by itself, by
+        label: those of the build (``known``), and those declared beside them in the
+        packages they come from, which no test of this run links yet."""
+        out: dict[str, solib.SolibImport] = {}
+        for imp in known:
+            out.setdefault(imp.label, imp)
+        for imp in list(out.values()):
+            key = (imp.repository, imp.package)
+            if key not in self._packages:
+                self._packages[key] = providers.package_imports(imp)
+            for sibling in self._packages[key]:
+                out.setdefault(sibling.label, sibling)
+        return sorted((i for label, i in out.items()
+                       if label != provider.label and self.needs(i, soname)),
+                      key=lambda i: i.label)
+
+    def edges(self, soname: str, provider: solib.SolibImport,
+              known: Sequence[solib.SolibImport], output_base: str | None, workspace: str,
+              editable: dict[tuple[str, str], bool]
+              ) -> list[tuple[solib.SolibImport, Change]]:
+        """The edge to ``provider`` in the BUILD file of each library that needs
+        ``soname`` (:meth:`of`) and that ``fix`` can edit, in the order of their labels."""
+        out = []
+        for consumer in self.of(soname, provider, known):
+            if not _editable(consumer, output_base, workspace, editable):
+                continue
+            why = (f"{consumer.soname or consumer.file} needs {soname}, and has no RUNPATH "
+                   f"that reaches it: whatever links {consumer.shown_label} must load "
+                   f"{provider.label} too")
+            out.append((consumer, Change(consumer.label, Kind.WRAP, "deps",
+                                         _relative(provider.label, consumer.label), why)))
+        return out
+
+
+def _library_of(imp: solib.SolibImport) -> str:
+    """The file an import's library is read from: the one named like its SONAME beside
+    the imported file when there is one (what a versioned import will stage)."""
+    versioned = os.path.join(os.path.dirname(imp.target), imp.soname or imp.file)
+    return versioned if os.path.isfile(versioned) else imp.target
+
+
+def _versioned(consumer: solib.SolibImport, own: Sequence[solib.SolibImport],
+               header: elf.ElfHeader | None, shape: Shape,
+               candidates: Callable[[str], Sequence[str]], skylib: bool,
+               changes: list[Change], notes: list[str], sdk: _Consumers
+               ) -> list[tuple[str, solib.SolibImport, bool]]:
+    """What else a library that gets an edge needs, to be planned in turn. One that the
+    test does not link imports, from now on, the file named like its SONAME, as the
+    test's own do, so that a test of it alone loads it; where that cannot be done safely,
+    it is left as it is, with a note."""
+    mine = any(i.label == consumer.label for i in own)
+    if mine or not consumer.soname or consumer.file == consumer.soname:
+        return [(n, consumer, mine) for n in sdk.unmet(_library_of(consumer))]
+    refused: list[str] = []
+    found = _import(consumer, consumer.soname, f"whatever links {consumer.shown_label}",
+                    header, shape, candidates, refused, skylib)
+    if found is None:
+        notes += refused
+        return []
+    changes += found[0]
+    return [(n, consumer, False) for n in sdk.unmet(found[1])]
 
 
 def _unmet(library: str) -> tuple[str, ...]:
@@ -364,7 +495,9 @@ def _refuse(path: str, soname: str, header: elf.ElfHeader | None) -> str | None:
 
 
 def _unique(changes: Sequence[Change], problems: list[str]) -> list[Change]:
-    """Drop repeats; two different values for one attribute of one rule are a conflict."""
+    """Drop repeats; two different values for one attribute of one rule are a conflict.
+    The rest by label, and the edges of one rule by what they add: one text, whatever
+    order the tests and libraries were met in."""
     out: dict[tuple[str, str, str], Change] = {}
     for change in changes:
         key = (change.label, change.attribute,
@@ -376,4 +509,5 @@ def _unique(changes: Sequence[Change], problems: list[str]) -> list[Change]:
             problems.append(f"conflicting fixes for {change.label}: {change.attribute} = "
                             f"{starlark.quote(seen.value)} ({seen.why}) and "
                             f"{starlark.quote(change.value)} ({change.why})")
-    return list(out.values())
+    return sorted(out.values(), key=lambda c: (
+        c.label, c.kind is Kind.WRAP, c.value if c.kind in (Kind.ADD, Kind.WRAP) else ""))

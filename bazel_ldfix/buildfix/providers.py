@@ -70,12 +70,20 @@ def _package_of(root: str, rel_dir: str) -> tuple[str, str] | None:
 
 def _import_in(root: str, repository: str, package: tuple[str, str], soname: str
                ) -> SolibImport | None:
+    return next((i for i in _imports_in(root, repository, package) if i.soname == soname),
+                None)
+
+
+def _imports_in(root: str, repository: str, package: tuple[str, str]) -> list[SolibImport]:
+    """Every top-level ``cc_import`` of one package whose ``shared_library`` is a plain
+    file of the package, with that file's SONAME, in the order of the BUILD file."""
     name, build = package
     try:
         source = read_source(build)
     except CannotEditError:
-        return None             # unreadable or not Starlark: nothing to find there
+        return []               # unreadable or not Starlark: nothing to find there
     package_dir = os.path.join(root, name) if name else root
+    out: list[SolibImport] = []
     for call in source.calls():
         if buildfile.function_name(call) != "cc_import":
             continue
@@ -90,10 +98,25 @@ def _import_in(root: str, repository: str, package: tuple[str, str], soname: str
             found = elf.read_elf(target).soname
         except BadInputError:
             continue
-        if found != soname:
-            continue
         rel = os.path.relpath(target, root)
-        label = f"@{repository}//{name}:{rule}"
-        return SolibImport(label, os.path.dirname(rel), os.path.basename(rel), "", target,
-                           found, True)
-    return None
+        prefix = f"@{repository}" if repository else ""
+        out.append(SolibImport(f"{prefix}//{name}:{rule}", os.path.dirname(rel),
+                               os.path.basename(rel), "", target, found, True))
+    return out
+
+
+def package_imports(imp: SolibImport) -> list[SolibImport]:
+    """The ``cc_import`` calls of the package ``imp`` was declared in, read as
+    :func:`declared_import` reads them (empty when its label was not verified, or its
+    package has no BUILD file there)."""
+    suffix = os.path.join(imp.library_dir, imp.file) if imp.library_dir else imp.file
+    target = os.path.normpath(imp.target)
+    if not imp.verified or not target.endswith("/" + suffix):
+        return []
+    root = target[: -len(suffix) - 1]
+    for name in _BUILD_NAMES:
+        build = os.path.join(root, imp.package, name) if imp.package else \
+            os.path.join(root, name)
+        if os.path.isfile(build):
+            return _imports_in(root, imp.repository, (imp.package, build))
+    return []
