@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import declared, solib
-from bazel_ldfix.buildfix import providers, staging, starlark
+from bazel_ldfix.buildfix import providers, staging, starlark, unfetched
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.edit import edit_plan
 from bazel_ldfix.buildfix.locate import locate
@@ -67,7 +67,8 @@ class TestMissing:
 def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
          shape: Shape = Shape.VERSIONED,
          candidates: Callable[[str], Sequence[str]] = lambda s: (),
-         library_path: str | None = None, *, skylib: bool = False) -> Plan:
+         library_path: str | None = None, *, skylib: bool = False,
+         fetch: Callable[[str], unfetched.Found] | None = None) -> Plan:
     """The changes that make every test load what it misses (see the module docstring).
 
     ``candidates(soname)`` are known copies (the repair's choice), looked at after the
@@ -75,6 +76,8 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     (``_refuse``), and so is each test as Bazel would stage it after the change
     (``staging.missing_after``, with ``library_path`` as the test's LD_LIBRARY_PATH).
     ``skylib``: the workspace can load ``@bazel_skylib`` (else a copy is a ``genrule``).
+    ``fetch(soname)``: what the repositories WORKSPACE declares and Bazel has not fetched
+    say of a name no import provides (:class:`unfetched.Fetcher`).
 
     The plan covers the whole closure: each library a change gives the test is read in
     turn, and what it needs that nothing else gives is planned too, through every level.
@@ -83,6 +86,7 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     notes: list[str] = []
     problems: list[str] = []
     unprovided: list[str] = []
+    later: list[str] = []       # in a repository not fetched yet, maybe
     editable: dict[tuple[str, str], bool] = {}
     sdk = _Consumers()
     # One test after another, by label: the plan is the same whatever order Bazel
@@ -136,11 +140,17 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
             imp = next((i for i in other if i.soname == soname), None) or \
                 providers.declared_import(soname, _copies(soname, needer, candidates),
                                           output_base)
+            found_later = None
+            if imp is None and fetch is not None:
+                found_later = fetch(soname)
+                imp = providers.declared_import(soname, found_later.copies, output_base)
             if imp is None:
                 what = f"{needer.label}'s library" if needer else "what the test loads"
                 if not mine:
                     notes.append(f"{needer.shown_label if needer else test.label} needs "
                                  f"{soname}, and no cc_import provides it")
+                elif found_later is not None and found_later.unfetched:
+                    later.append(_not_fetched(test.label, soname, what, found_later))
                 else:
                     unprovided.append(
                         f"{test.label} needs {soname} ({what} needs it), and no cc_import "
@@ -190,7 +200,18 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
                                     f"{', '.join(bad)}{whose} with the change staged as "
                                     "Bazel would stage it")
     return edit_plan(_unique(changes, problems), workspace, output_base, problems, notes,
-                     unprovided)
+                     unprovided, later)
+
+
+def _not_fetched(label: str, soname: str, what: str, found: unfetched.Found) -> str:
+    """A name that a repository not fetched yet may provide, with the command that
+    fetches it, in words."""
+    names = ", ".join(f"@{n}" for n in found.unfetched)
+    failed = f" (fetching failed: {'; '.join(found.failed)})" if found.failed else ""
+    return (f"{label} needs {soname} ({what} needs it); no cc_import of the build or of a "
+            f"fetched repository provides it, and WORKSPACE declares {names}, not fetched "
+            f"yet{failed}: `{found.command}` fetches "
+            + ("it" if len(found.unfetched) == 1 else "them") + ", then run fix again")
 
 
 def _header(test: TestMissing) -> elf.ElfHeader | None:

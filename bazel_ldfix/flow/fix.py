@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import children, pathlist
-from bazel_ldfix.buildfix import analysis, files
+from bazel_ldfix.buildfix import analysis, files, unfetched
 from bazel_ldfix.buildfix.change import Plan
 from bazel_ldfix.buildfix.edit import write
 from bazel_ldfix.buildfix.locate import defines_repository
@@ -50,7 +50,8 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair)
     workspace = workspace_of(caller.cwd) or caller.cwd
-    result = plan_for(repair, workspace, interface=options.interface)
+    fetch = unfetched.Fetcher(workspace, repair.output_base, bazel, caller.say)
+    result = plan_for(repair, workspace, interface=options.interface, fetch=fetch)
     document = to_jsonable(result, workspace) if options.as_json else None
 
     def stop(error: CannotEditError) -> int:
@@ -69,15 +70,22 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         return stop(CannotEditError(f"{len(result.problems)} change(s) cannot be made "
                                     "(see above); nothing written"))
     short = len(result.unprovided)
+    later = len(result.unfetched)
     if not result.needed:
-        caller.say("bazel-ldfix: no BUILD change needed" if not short else
-                   f"bazel-ldfix: no BUILD change can give {short} needed "
-                   f"librar{'y' if short == 1 else 'ies'} (see above)")
+        if short:
+            caller.say(f"bazel-ldfix: no BUILD change can give {short} needed "
+                       f"librar{'y' if short == 1 else 'ies'} (see above)")
+        if later:
+            caller.say(f"bazel-ldfix: {later} needed librar{'y' if later == 1 else 'ies'} "
+                       "may be in a repository not fetched yet; its change is planned once "
+                       "it is fetched (see above)")
+        if not short and not later:
+            caller.say("bazel-ldfix: no BUILD change needed")
     if options.check or not options.write or not result.needed:
         if document is not None:
             caller.show(dumps(document))
-        if short:
-            return 1        # the tests still miss what no change can give
+        if short or later:
+            return 1        # the tests still miss what no change gives yet
         return (1 if options.check else 0) if result.needed else 0
     try:
         applied = apply(result, bazel, bazel_args, repair.output_base, caller.say)
@@ -104,9 +112,13 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         caller.say(f"bazel-ldfix: the change leaves {short} needed "
                    f"librar{'y' if short == 1 else 'ies'} that no cc_import provides "
                    "(see above)")
+    if later:
+        caller.say(f"bazel-ldfix: the change leaves {later} needed "
+                   f"librar{'y' if later == 1 else 'ies'} that a repository not fetched "
+                   "yet may provide (see above)")
     if options.verify:
         return verify(caller, bazel, bazel_args)
-    return 1 if result.described_only or short else 0
+    return 1 if result.described_only or short or later else 0
 
 
 def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
@@ -125,14 +137,16 @@ def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
     return code
 
 
-def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan:
+def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
+             fetch: Callable[[str], unfetched.Found] | None = None) -> Plan:
     """The plan for what the repair found missing, test by test: for every program a test
     runs, its own executable and those of its runfiles.
 
     A test's own list names what it misses first, with what it finds only through files
     Bazel does not declare for it (leftovers of an earlier build in bazel-out,
     :mod:`bazel_ldfix.bazel.declared`); what those libraries need in turn comes from the
-    loader model run for that test alone (as ``diagnose`` runs it).
+    loader model run for that test alone (as ``diagnose`` runs it). ``fetch`` is asked
+    of a name no import of the build provides (:class:`unfetched.Fetcher`).
     """
     from bazel_ldfix.bazel import declared
     from bazel_ldfix.diagnosis import model as diagnosis_model
@@ -168,7 +182,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False) -> Plan
                  for o in repair.options) or defines_repository(
         "bazel_skylib", workspace, repair.output_base)
     return plan_fix(tests, workspace, repair.output_base, shape, candidates, base,
-                skylib=skylib)
+                skylib=skylib, fetch=fetch)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,7 @@ def to_text(result: Plan, workspace: str) -> str:
                    f"{u.change.words} ({u.change.why})")
     out += [f"# cannot fix: {p}" for p in result.problems]
     out += [f"# still missing: {u}" for u in result.unprovided]
+    out += [f"# not fetched yet: {u}" for u in result.unfetched]
     out += [f"# note: {n}" for n in result.notes]
     return "\n".join(out)
 
@@ -51,6 +52,7 @@ def to_jsonable(result: Plan, workspace: str, written: Sequence[str] = ()
         "files": [_file(f, workspace, f.path in done) for f in result.files],
         "problems": list(result.problems),
         "unprovided": list(result.unprovided),
+        "unfetched": list(result.unfetched),
         "notes": list(result.notes),
     }
 
