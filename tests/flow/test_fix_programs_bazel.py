@@ -161,3 +161,52 @@ def test_a_binary_that_finds_its_library_only_in_a_leftover_still_needs_the_chan
     check = ws.ldfix("fix", "--check", "//app:run_x_sh")
     assert check.returncode == 1, check.stdout + check.stderr[-3000:]
     assert "lib/libxdemo.so.11" in check.stdout
+
+
+SDK_RULE = '''def _impl(ctx):
+    ctx.symlink(ctx.attr.path + "/lib", "lib")
+    ctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
+cc_import(name = "top", shared_library = "lib/libztop.so.1")
+cc_import(name = "mid", shared_library = "lib/libzmid.so.3")
+""")
+
+sdk_repository = repository_rule(implementation = _impl, attrs = {"path": attr.string()})
+'''
+
+
+def test_where_a_rule_writes_the_sdk_build_file_the_binary_carries_the_edge(
+        tmp_path: Path) -> None:
+    """``libztop.so.1`` needs ``libzmid.so.3``; a repository rule writes the SDK's BUILD
+    file, which fix does not edit. The cc_binary links what needs the name, so it loads
+    it too; the sh_test that runs it takes no cc_import."""
+    lib = tmp_path / "rsdk" / "lib"
+    mid = cc(lib / "libzmid.so.3", "-shared", "-Wl,-soname,libzmid.so.3",
+             src="int zmid_value(void){return 3;}")
+    top = cc(lib / "libztop.so.1", "-shared", "-Wl,-soname,libztop.so.1", "-L", str(lib),
+             "-l:libzmid.so.3", src="int zmid_value(void);\n"
+                                   "int ztop_value(void){return zmid_value() + 1;}")
+    files = {
+        "WORKSPACE": ('load("//tools:sdk.bzl", "sdk_repository")\n'
+                      f'sdk_repository(name = "rsdk", path = "{tmp_path / "rsdk"}")\n'),
+        "tools/BUILD": "",
+        "tools/sdk.bzl": SDK_RULE,
+        "app/BUILD": (
+            'cc_binary(name = "z_tool", srcs = ["z_tool.c"], deps = ["@rsdk//:top"])\n'
+            'sh_test(name = "run_z_sh", srcs = ["run_z.sh"], data = [":z_tool"])\n'),
+        "app/z_tool.c": prints_maps("ztop_value", 4),
+        "app/run_z.sh": RUN_SH.format(tool="z_tool"),
+    }
+    ws = make_workspace(tmp_path / "ws", files, env=clean_env())
+    (ws.root / "app" / "run_z.sh").chmod(0o755)
+    try:
+        assert ws.bazel("test", "//app:run_z_sh").returncode == 3
+        written = ws.ldfix("fix", "--write", "--verify", "//app:run_z_sh")
+        assert written.returncode == 0, written.stdout + written.stderr[-3000:]
+        build = (ws.root / "app" / "BUILD").read_text()
+        assert 'deps = ["@rsdk//:top", "@rsdk//:mid"])' in build
+        assert ws.bazel("clean").returncode == 0
+        plain = ws.bazel("test", "//app:run_z_sh")
+        assert plain.returncode == 0, plain.stderr[-3000:]
+        assert mapped(ws, "run_z_sh") == {top.resolve(), mid.resolve()}
+    finally:
+        ws.shutdown()
