@@ -8,7 +8,6 @@ import re
 import stat
 import struct
 from collections.abc import Sequence
-from functools import partial
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import runfiles
@@ -89,30 +88,42 @@ def runfiles_programs(runfiles_dir: str, executable: str, expect: elf.ElfHeader,
     loader begins anew from that program: its DT_NEEDED, its RPATH or RUNPATH, and its
     ``$ORIGIN``. Files are taken in sorted order, as :func:`runfiles_libraries` takes them.
     """
-    if listing is not None:
-        names = [path for path in listing.files
-                 if not index.looks_like_library(path.rpartition("/")[2])]
-        paths = [f"{runfiles_dir}/{path}" for path in names]
-        targets = [listing.targets.get(path, "") for path in names]
-    elif os.path.isdir(runfiles_dir):
-        paths = sorted(path for found in index.walk(
-            runfiles_dir, lambda name: not index.looks_like_library(name),
-            mounts=memo.mounts()).values() for path in found)
-        targets = [""] * len(paths)
-    else:
-        return []
+    # The tests of a workspace share their programs, and most of their runfiles: each
+    # file is looked at once per command, by the target its links name (a MANIFEST's) or
+    # by its real path (a walk's), and remembered as its real path ("": no program).
+    verdicts: dict[str, str] = memo.remember("runfiles-programs", expect, dict)
     own = memo.realpath(executable)
     out: list[str] = []
     seen = {own}
-    for path, target in zip(paths, targets, strict=True):
-        real = memo.link_realpath(path, target) if target.startswith("/") \
-            else memo.realpath(path)
-        if real in seen:
-            continue
-        seen.add(real)
-        # The tests of a workspace share their programs: each file is looked at once.
-        if memo.remember("runfiles-programs", (real, expect),
-                         partial(_is_program, real, expect, memo)):
+    if listing is not None:
+        targets = listing.targets
+        for rel in listing.files:
+            if index.looks_like_library(rel.rpartition("/")[2]):
+                continue
+            target = targets.get(rel, "")
+            path = f"{runfiles_dir}/{rel}"
+            linked = target.startswith("/")
+            real = verdicts.get(target if linked else path)
+            if real is None:
+                real = memo.link_realpath(path, target) if linked else memo.realpath(path)
+                real = verdicts[target if linked else path] = \
+                    real if _is_program(real, expect, memo) else ""
+            if real and real not in seen:
+                seen.add(real)
+                out.append(path)
+        return out
+    if not os.path.isdir(runfiles_dir):
+        return []
+    paths = sorted(path for found in index.walk(
+        runfiles_dir, lambda name: not index.looks_like_library(name),
+        mounts=memo.mounts()).values() for path in found)
+    for path in paths:
+        real = memo.realpath(path)
+        verdict = verdicts.get(real)
+        if verdict is None:
+            verdict = verdicts[real] = real if _is_program(real, expect, memo) else ""
+        if verdict and real not in seen:
+            seen.add(real)
             out.append(path)
     return out
 
