@@ -230,12 +230,13 @@ class _Consumers:
     """The libraries of the SDK that need a name: each gets the dependency edge in its own
     BUILD file, so that every target that links one of them loads what it needs, not only
     the tests of this run (a diamond: ``liba.so.1`` and ``libb.so.1`` both need
-    ``libcommon.so.2``). What one file needs is read once per plan."""
+    ``libcommon.so.2``). What one file needs, and one package holds, is read once per
+    plan."""
 
     def __init__(self) -> None:
         self._unmet: dict[str, tuple[str, ...]] = {}
         self._needed: dict[str, tuple[str, ...]] = {}
-        self._packages: dict[tuple[str, str], list[solib.SolibImport]] = {}
+        self._packages: dict[tuple[str, str], providers.Package] = {}
 
     def unmet(self, library: str) -> tuple[str, ...]:
         """:func:`_unmet`, once per file."""
@@ -256,20 +257,24 @@ class _Consumers:
             self._needed[library] = needed
         return soname in needed and soname in self.unmet(library)
 
+    def package(self, imp: solib.SolibImport) -> providers.Package:
+        key = (imp.repository, imp.package)
+        found = self._packages.get(key)
+        if found is None:
+            found = self._packages[key] = providers.package_of(imp)
+        return found
+
     def of(self, soname: str, provider: solib.SolibImport,
            known: Sequence[solib.SolibImport]) -> list[solib.SolibImport]:
-        """Every import whose library needs ``soname`` and finds it nowhere by itself, by
-        label: those of the build (``known``), and those declared beside them in the
-        packages they come from, which no test of this run links yet."""
+        """Every ``cc_import`` whose library needs ``soname`` and finds it nowhere by
+        itself, by label: of the packages of the build's imports (``known``), those the
+        build links and those no test of this run links yet. Only an import its BUILD file
+        declares with a file of its own is one (not a library Bazel built, nor one a macro
+        makes): that is what an edge can wrap."""
         out: dict[str, solib.SolibImport] = {}
         for imp in known:
-            out.setdefault(imp.label, imp)
-        for imp in list(out.values()):
-            key = (imp.repository, imp.package)
-            if key not in self._packages:
-                self._packages[key] = providers.package_imports(imp)
-            for sibling in self._packages[key]:
-                out.setdefault(sibling.label, sibling)
+            for declared_here in self.package(imp).imports:
+                out.setdefault(declared_here.label, declared_here)
         return sorted((i for label, i in out.items()
                        if label != provider.label and self.needs(i, soname)),
                       key=lambda i: i.label)
@@ -279,16 +284,24 @@ class _Consumers:
               editable: dict[tuple[str, str], bool]
               ) -> list[tuple[solib.SolibImport, Change]]:
         """The edge to ``provider`` in the BUILD file of each library that needs
-        ``soname`` (:meth:`of`) and that ``fix`` can edit, in the order of their labels."""
+        ``soname`` (:meth:`of`) and that ``fix`` can edit, in the order of their labels.
+        An import an earlier ``fix`` wrapped gets it in its wrapper, unless the wrapper
+        has it already."""
         out = []
         for consumer in self.of(soname, provider, known):
             if not _editable(consumer, output_base, workspace, editable):
                 continue
+            label = consumer.label
+            wrapper = self.package(consumer).wrappers.get(consumer.name)
+            value = _relative(provider.label, label)
+            if wrapper is not None:
+                if value in wrapper[1]:
+                    continue
+                label = f"{label.rsplit(':', 1)[0]}:{wrapper[0]}"
             why = (f"{consumer.soname or consumer.file} needs {soname}, and has no RUNPATH "
                    f"that reaches it: whatever links {consumer.shown_label} must load "
                    f"{provider.label} too")
-            out.append((consumer, Change(consumer.label, Kind.WRAP, "deps",
-                                         _relative(provider.label, consumer.label), why)))
+            out.append((consumer, Change(label, Kind.WRAP, "deps", value, why)))
         return out
 
 

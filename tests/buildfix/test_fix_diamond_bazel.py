@@ -163,3 +163,43 @@ def test_after_one_write_a_new_test_of_each_library_alone_loads(diamond: Diamond
         assert check.returncode == 0, check.stdout + check.stderr[-3000:]
     finally:
         ws.shutdown()
+
+
+def test_a_library_added_later_gets_the_edge_and_the_wrapped_ones_stay(
+        diamond: Diamond) -> None:
+    """After one write, the SDK gains ``liba2.so.1``, which needs ``libcommon.so.2`` too,
+    and a test of it. The next write wraps it; ``a``, wrapped already, keeps its one
+    wrapper (its import is not wrapped again)."""
+    ws = fresh(diamond, "later")
+    try:
+        written = ws.ldfix("fix", "--write", "//...")
+        assert written.returncode == 0, written.stdout + written.stderr[-3000:]
+        lib = diamond.top / "sdks" / "asdk" / "lib"
+        a2 = cc(lib / "liba2.so.1.0.0", "-shared", "-Wl,-soname,liba2.so.1",
+                "-L", str(diamond.top / "sdks" / "csdk" / "lib"), "-l:libcommon.so.2",
+                src="int a2_value(void){return 2;}")
+        (lib / "liba2.so.1").symlink_to(a2.name)
+        (lib / "liba2.so").symlink_to("liba2.so.1")
+        build = ws.root / "third_party" / "asdk.BUILD"
+        before = build.read_text()
+        build.write_text(before + '\ncc_import(\n    name = "a2",\n'
+                                  '    shared_library = "lib/liba2.so",\n)\n')
+        (ws.root / "n").mkdir()
+        (ws.root / "n" / "BUILD").write_text(
+            'cc_test(name = "only_a2", srcs = ["only_a2.c"], deps = ["@asdk//:a2"])\n')
+        (ws.root / "n" / "only_a2.c").write_text(prints_maps("a2_value"))
+        # From a clean tree: what the first build staged is not what Bazel declares now.
+        assert ws.bazel("clean").returncode == 0
+        again = ws.ldfix("fix", "--write", "//...")
+        assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+        text = build.read_text()
+        assert text.startswith(before), text
+        assert text.count("_import_import") == 0 and text.count('name = "a_import"') == 1
+        assert 'name = "a2",\n    deps = [\n        ":a2_import",\n' \
+               '        "@csdk//:common",\n    ],\n)' in text, text
+        assert ws.bazel("clean").returncode == 0
+        plain = ws.bazel("test", "//...")
+        assert plain.returncode == 0, plain.stderr[-3000:]
+        assert mapped(ws, "n", "only_a2") == {a2.resolve(), diamond.real["common"]}
+    finally:
+        ws.shutdown()
