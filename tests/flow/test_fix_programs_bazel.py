@@ -121,6 +121,13 @@ def test_env_finds_what_the_binary_misses(programs: Programs) -> None:
         assert f"cannot load {name}" in result.stderr
 
 
+def test_test_gives_the_binary_what_it_misses(programs: Programs) -> None:
+    result = programs.ws.ldfix("test", *TESTS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert mapped(programs.ws, "run_x_sh") == {programs.xdemo}
+    assert mapped(programs.ws, "run_z_sh") == {programs.ztop, programs.zmid}
+
+
 def test_check_says_a_change_is_needed_for_the_binary(programs: Programs) -> None:
     result = programs.ws.ldfix("fix", "--check", *TESTS)
     assert result.returncode == 1, result.stdout + result.stderr[-3000:]
