@@ -105,11 +105,11 @@ def test_what_is_no_program_of_the_tree_is_not_one(tmp_path: Path) -> None:
     plain.chmod(0o644)
     odd = lib(src / "odd_plugin", soname="libodd.so.1")
     odd.chmod(0o755)
-    helper = script(src / "helper.sh")
+    shell = script(src / "run.sh")
     runs = program(src / "runs")
     exe = tmp_path / "bin" / "t" / "t_test"
     lay_out(exe, [f"ws/t/t_test {exe}", f"ws/data/plain {plain}", f"ws/data/odd_plugin {odd}",
-                  f"ws/data/helper.sh {helper}", f"ws/data/runs {runs}",
+                  f"ws/data/run.sh {shell}", f"ws/data/runs {runs}",
                   f"ws/data/again {runs}"])
     from_manifest, walked = both_ways("//t:t_test", exe)
     assert from_manifest == walked
