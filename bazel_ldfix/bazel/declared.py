@@ -44,10 +44,14 @@ class Leftover:
     path: str           # the file the model found: <bin>/_solib_<cpu>/<dir>/<name>
 
 
-def undeclared(executable: str, listed: dict[str, tuple[str, list[str]]] | None = None
-               ) -> frozenset[str]:
+def undeclared(executable: str, listed: dict[str, tuple[str, list[str]]] | None = None,
+               *, declarer: str | None = None) -> frozenset[str]:
     """The files of the test's ``_solib_`` directories that its runfiles manifest does
     not list (by real directory; empty when there is no manifest).
+
+    ``declarer``: the executable whose runfiles manifest declares what ``executable`` may
+    use, when that is not its own: the test's, for a program of its runfiles (Bazel makes
+    no manifest for a ``cc_binary`` that only a test's ``data`` names).
 
     The directories are those of the ``_solib_`` files the manifest declares: the test's
     RUNPATH names the directories of the libraries it links, and Bazel stages each of
@@ -55,7 +59,7 @@ def undeclared(executable: str, listed: dict[str, tuple[str, list[str]]] | None 
     ``bazel-out`` (its target), so neither the executable nor a symlink is read.
     ``listed`` keeps each directory's listing for the next test of the same command.
     """
-    entries = runfiles.read_manifest(runfiles.manifest_of(executable))
+    entries = runfiles.read_manifest(runfiles.manifest_of(declarer or executable))
     if not entries:
         return frozenset()
     declared: dict[str, set[str]] = {}
@@ -81,12 +85,13 @@ def undeclared(executable: str, listed: dict[str, tuple[str, list[str]]] | None 
 
 
 def leftovers(executable: str, library_path: str | None = None,
-              listed: dict[str, tuple[str, list[str]]] | None = None) -> tuple[Leftover, ...]:
+              listed: dict[str, tuple[str, list[str]]] | None = None,
+              *, declarer: str | None = None) -> tuple[Leftover, ...]:
     """The libraries ``executable`` would load only from undeclared files (none for a test
-    that is not an ELF program)."""
+    that is not an ELF program); ``declarer`` as for :func:`undeclared`."""
     from bazel_ldfix.loader.resolve import LoaderFactory
 
-    stale = undeclared(executable, listed)
+    stale = undeclared(executable, listed, declarer=declarer)
     if not stale:
         return ()
     real = os.path.realpath(executable)

@@ -98,6 +98,9 @@ class Plan:
     unwritten: tuple[Unwritten, ...] = ()
     # Names a test needs that no change can give (no cc_import provides them), in words.
     unprovided: tuple[str, ...] = ()
+    # Names a test needs that a repository WORKSPACE declares may provide once fetched,
+    # with the command that fetches it, in words (buildfix/unfetched.py).
+    unfetched: tuple[str, ...] = ()
 
     @property
     def needed(self) -> bool:

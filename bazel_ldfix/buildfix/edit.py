@@ -35,8 +35,8 @@ _OTHER_RULES = frozenset(f"{lang}_{kind}" for lang in ("py", "sh", "java")
 
 
 def edit_plan(changes: Sequence[Change], workspace: str, output_base: str | None,
-              problems: list[str], notes: list[str], unprovided: Sequence[str] = ()
-              ) -> Plan:
+              problems: list[str], notes: list[str], unprovided: Sequence[str] = (),
+              unfetched: Sequence[str] = ()) -> Plan:
     """The files that carry ``changes``, with their new text (nothing written)."""
     by_place: dict[Place, list[Change]] = {}
     for change in changes:
@@ -83,7 +83,8 @@ def edit_plan(changes: Sequence[Change], workspace: str, output_base: str | None
             previous.snapshot if previous else snapshot, names)
     ordered = sorted(found.values(), key=lambda f: (not f.editable, f.path))
     return Plan(tuple(ordered), tuple(described), tuple(dict.fromkeys(problems)),
-                tuple(dict.fromkeys(notes)), tuple(unwritten), tuple(dict.fromkeys(unprovided)))
+                tuple(dict.fromkeys(notes)), tuple(unwritten), tuple(dict.fromkeys(unprovided)),
+                tuple(dict.fromkeys(unfetched)))
 
 
 def _edit(text: str, place: Place, changes: Sequence[Change], path: str,

@@ -13,8 +13,11 @@ Input is the repair's answer (which tests miss which sonames, and what needs the
 - the name is needed by another library (``libA.so.11`` needs ``libB.so.13``) and an import
   of the configuration stages it, but nothing the test links depends on it: a RUNPATH does
   not apply to its object's dependencies' dependencies, but glibc reuses an object already
-  loaded under the same SONAME, so the C/C++ target that links what needs the name is made
-  to load it itself (a ``deps`` edge; ``hermetic.carrier`` says which target);
+  loaded under the same SONAME, so what links the library that needs the name is made to
+  load it too (a ``deps`` edge). The edge goes into the BUILD file of every prebuilt
+  library that needs the name, the test's or not (a diamond: ``libA`` and ``libC`` both
+  need ``libB``), in the order of their labels; where none of the test's can carry it,
+  on the C/C++ target that links what needs it (``hermetic.carrier`` says which);
 - no import stages the name: nothing to edit; ``diagnose`` explains it;
 - the name is the CUDA driver's (``libcuda.so.1``): the system provides it, so the import
   links against the toolkit's stub and stages nothing (``driver.decide``); it never
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import declared, solib
-from bazel_ldfix.buildfix import driver, providers, staging, starlark
+from bazel_ldfix.buildfix import driver, providers, staging, starlark, unfetched
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.edit import edit_plan
 from bazel_ldfix.buildfix.locate import locate
@@ -55,13 +58,23 @@ class TestMissing:
     # soname -> the files that need it (the repair's model); used to find the C/C++
     # target that links what needs a name the test's own imports do not stage.
     needed_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The programs of its runfiles the test starts (a cc_binary in its data), where
+    # Bazel built them: each is checked as Bazel would stage it, as the test's own
+    # executable is, by what the test's runfiles manifest declares.
+    programs: tuple[str, ...] = ()
+
+    @property
+    def executables(self) -> tuple[str, ...]:
+        """Every file the test runs as a program: its own, then those of its runfiles."""
+        return (self.executable, *self.programs)
 
 
 def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | None,
          shape: Shape = Shape.VERSIONED,
          candidates: Callable[[str], Sequence[str]] = lambda s: (),
          library_path: str | None = None, *, skylib: bool = False,
-         cuda: HostDriver = NO_HOST_DRIVER) -> Plan:
+         cuda: HostDriver = NO_HOST_DRIVER,
+         fetch: Callable[[str], unfetched.Found] | None = None) -> Plan:
     """The changes that make every test load what it misses (see the module docstring).
 
     ``candidates(soname)`` are known copies (the repair's choice), looked at after the
@@ -70,6 +83,8 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     (``staging.missing_after``, with ``library_path`` as the test's LD_LIBRARY_PATH).
     ``skylib``: the workspace can load ``@bazel_skylib`` (else a copy is a ``genrule``).
     ``cuda``: the host's NVIDIA driver, for the CUDA rules (``driver``).
+    ``fetch(soname)``: what the repositories WORKSPACE declares and Bazel has not fetched
+    say of a name no import provides (:class:`unfetched.Fetcher`).
 
     The plan covers the whole closure: each library a change gives the test is read in
     turn, and what it needs that nothing else gives is planned too, through every level.
@@ -78,25 +93,32 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     notes: list[str] = []
     problems: list[str] = []
     unprovided: list[str] = []
+    later: list[str] = []       # in a repository not fetched yet, maybe
     editable: dict[tuple[str, str], bool] = {}
-    for test in tests:
-        try:
-            header = elf.read_elf(test.executable).header
-        except BadInputError:
-            header = None       # a script: its libraries' class is the host's
+    sdk = _Consumers()
+    # One test after another, by label: the plan is the same whatever order Bazel
+    # reported them in.
+    for test in sorted(tests, key=lambda t: t.label):
+        header = _header(test)
         # What an earlier build left in bazel-out is no import of this build's.
         imports = declared.imports_of(test.executable)
         own, other = list(imports.own), list(imports.other)
         added: list[tuple[str, str]] = []       # what Bazel would stage after the change
         settled: set[str] = set()               # names the model need not find afterwards
-        # (name, the import whose library needs it; None: read from the repair's answer)
-        pending: list[tuple[str, solib.SolibImport | None]] = [(n, None) for n in test.missing]
-        pending += [(i.file, None) for i in driver.staged_unusable(own, cuda)]
+        versioned: set[str] = set()             # names whose import was planned already
+        done: set[tuple[str, str | None]] = set()
+        # (name, the import whose library needs it (None: read from the repair's answer),
+        # whether the test loads what needs it; else only another library of the SDK does)
+        pending: list[tuple[str, solib.SolibImport | None, bool]] = [
+            (n, None, True) for n in test.missing]
+        pending += [(i.file, None, True) for i in driver.staged_unusable(own, cuda)]
         known: list[solib.SolibImport] = list(own) + list(other)
         while pending:
-            soname, needer = pending.pop(0)
-            if soname in settled:
+            soname, needer, mine = pending.pop(0)
+            key = (soname, None if needer is None else needer.label)
+            if key in done:
                 continue
+            done.add(key)
             settled.add(soname)
             if soname in DRIVER_SONAMES:
                 decided = driver.decide(soname, test.label, test.executable,
@@ -106,57 +128,222 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
                 problems += [decided.problem] if decided.problem else []
                 unprovided += [decided.unprovided] if decided.unprovided else []
                 continue
-            imp = next((i for i in own if i.soname == soname and i.file != soname), None)
+            imp = next((i for i in own if i.soname == soname), None)
             if imp is not None:
-                found = _import(imp, soname, test.label, header, shape, candidates,
-                                problems, skylib, cuda)
-                if found is not None:
-                    changes += found[0]
-                    added.append((_staged_as(imp, soname), found[1]))
-                    pending += [(n, imp) for n in _unmet(found[1])]
+                # The test links it: its file named like the SONAME, then, where a library
+                # needs it too, the edge from each library of the SDK that needs it.
+                if imp.file != soname and soname not in versioned:
+                    versioned.add(soname)
+                    found = _import(imp, soname, test.label, header, shape, candidates,
+                                    problems, skylib, cuda)
+                    if found is not None:
+                        changes += found[0]
+                        added.append((_staged_as(imp, soname), found[1]))
+                        pending += [(n, imp, True) for n in sdk.unmet(found[1])]
+                if needer is not None:
+                    for consumer, change in sdk.edges(soname, imp, known, output_base,
+                                                      workspace, editable):
+                        changes.append(change)
+                        pending += _versioned(consumer, own, header, shape, candidates,
+                                              skylib, changes, notes, sdk)
                 continue
-            if any(i.soname == soname for i in own):
-                continue        # staged under its own name: what misses it is elsewhere
             if needer is None:
                 needer = _needer(soname, test, known)
             imp = next((i for i in other if i.soname == soname), None) or \
                 providers.declared_import(soname, _copies(soname, needer, candidates),
                                           output_base)
+            found_later = None
+            if imp is None and fetch is not None:
+                found_later = fetch(soname)
+                imp = providers.declared_import(soname, found_later.copies, output_base)
             if imp is None:
                 what = f"{needer.label}'s library" if needer else "what the test loads"
-                unprovided.append(f"{test.label} needs {soname} ({what} needs it), and no "
-                                  "cc_import of the build or of a fetched repository "
-                                  "provides it: no BUILD change can give it (bazel-ldfix "
-                                  "diagnose explains what to add)")
+                if not mine:
+                    notes.append(f"{needer.shown_label if needer else test.label} needs "
+                                 f"{soname}, and no cc_import provides it")
+                elif found_later is not None and found_later.unfetched:
+                    later.append(_not_fetched(test.label, soname, what, found_later))
+                else:
+                    unprovided.append(
+                        f"{test.label} needs {soname} ({what} needs it), and no cc_import "
+                        "of the build or of a fetched repository provides it: no BUILD "
+                        "change can give it (bazel-ldfix diagnose explains what to add)")
                 continue
             known.append(imp)
-            edge = _edge(imp, soname, needer, test, output_base, workspace, editable)
-            if edge is None:
-                problems.append(f"{test.label} needs {soname}, which {imp.label} provides, "
-                                "but no rule in an editable file can link it")
-                continue
-            changes.append(edge)
+            # Every library of the SDK that needs it gets the edge, in its own BUILD file.
+            edges = sdk.edges(soname, imp, known, output_base, workspace, editable)
+            for consumer, change in edges:
+                changes.append(change)
+                pending += _versioned(consumer, own, header, shape, candidates, skylib,
+                                      changes, notes, sdk)
+            if mine and (needer is None or needer.label not in {c.label for c, _ in edges}):
+                # No BUILD file of the library that needs it can carry it: the C/C++
+                # target of the test that links that library does.
+                edge = _edge(imp, soname, needer, test, output_base, workspace, editable)
+                if edge is None:
+                    problems.append(f"{test.label} needs {soname}, which {imp.label} "
+                                    "provides, but no rule in an editable file can link it")
+                    continue
+                changes.append(edge)
             library = imp.target
-            if imp.file != soname:
+            if imp.file != soname and soname not in versioned:
+                versioned.add(soname)
                 found = _import(imp, soname, test.label, header, shape, candidates,
-                                problems, skylib, cuda)
+                                problems if mine else notes, skylib, cuda)
                 if found is None:
                     continue
                 changes += found[0]
                 library = found[1]
-            pending += [(n, imp) for n in _unmet(library)]
+            elif imp.file != soname:
+                continue
+            pending += [(n, imp, mine) for n in sdk.unmet(library)]
         if added:
             # What the change stages must then be found, and nothing new may go missing
             # (a dependency edge's name is settled: the edge is not in the staged tree).
             fixed_here = {os.path.basename(a[0]) for a in added}
-            left = staging.missing_after(test.executable, added, library_path) or ()
-            bad = [n for n in dict.fromkeys(left) if n in fixed_here or n not in settled]
-            if bad:
-                problems.append(f"{test.label}: the loader model still misses "
-                                f"{', '.join(bad)} with the change staged as Bazel would "
-                                "stage it")
+            for program in test.executables:
+                left = staging.missing_after(program, added, library_path,
+                                             declarer=test.executable) or ()
+                bad = [n for n in dict.fromkeys(left) if n in fixed_here or n not in settled]
+                if bad:
+                    whose = "" if program == test.executable else \
+                        f" (for {os.path.basename(program)}, which it runs)"
+                    problems.append(f"{test.label}: the loader model still misses "
+                                    f"{', '.join(bad)}{whose} with the change staged as "
+                                    "Bazel would stage it")
     return edit_plan(_unique(changes, problems), workspace, output_base, problems, notes,
-                     unprovided)
+                     unprovided, later)
+
+
+def _not_fetched(label: str, soname: str, what: str, found: unfetched.Found) -> str:
+    """A name that a repository not fetched yet may provide, with the command that
+    fetches it, in words."""
+    names = ", ".join(f"@{n}" for n in found.unfetched)
+    failed = f" (fetching failed: {'; '.join(found.failed)})" if found.failed else ""
+    return (f"{label} needs {soname} ({what} needs it); no cc_import of the build or of a "
+            f"fetched repository provides it, and WORKSPACE declares {names}, not fetched "
+            f"yet{failed}: `{found.command}` fetches "
+            + ("it" if len(found.unfetched) == 1 else "them") + ", then run fix again")
+
+
+def _header(test: TestMissing) -> elf.ElfHeader | None:
+    """The class and machine of what the test runs: its executable's, else (a script)
+    its first program's; None: a script that starts no ELF program (its libraries' class
+    is the host's)."""
+    for path in test.executables:
+        try:
+            return elf.read_elf(path).header
+        except BadInputError:
+            continue
+    return None
+
+
+class _Consumers:
+    """The libraries of the SDK that need a name: each gets the dependency edge in its own
+    BUILD file, so that every target that links one of them loads what it needs, not only
+    the tests of this run (a diamond: ``liba.so.1`` and ``libb.so.1`` both need
+    ``libcommon.so.2``). What one file needs, and one package holds, is read once per
+    plan."""
+
+    def __init__(self) -> None:
+        self._unmet: dict[str, tuple[str, ...]] = {}
+        self._needed: dict[str, tuple[str, ...]] = {}
+        self._packages: dict[tuple[str, str], providers.Package] = {}
+
+    def unmet(self, library: str) -> tuple[str, ...]:
+        """:func:`_unmet`, once per file."""
+        found = self._unmet.get(library)
+        if found is None:
+            found = self._unmet[library] = _unmet(library)
+        return found
+
+    def needs(self, imp: solib.SolibImport, soname: str) -> bool:
+        """Whether ``imp``'s library needs ``soname`` and finds it nowhere by itself."""
+        library = _library_of(imp)
+        needed = self._needed.get(library)
+        if needed is None:
+            try:
+                needed = elf.read_elf(library).needed
+            except BadInputError:
+                needed = ()
+            self._needed[library] = needed
+        return soname in needed and soname in self.unmet(library)
+
+    def package(self, imp: solib.SolibImport) -> providers.Package:
+        key = (imp.repository, imp.package)
+        found = self._packages.get(key)
+        if found is None:
+            found = self._packages[key] = providers.package_of(imp)
+        return found
+
+    def of(self, soname: str, provider: solib.SolibImport,
+           known: Sequence[solib.SolibImport]) -> list[solib.SolibImport]:
+        """Every ``cc_import`` whose library needs ``soname`` and finds it nowhere by
+        itself, by label: of the packages of the build's imports (``known``), those the
+        build links and those no test of this run links yet. Only an import its BUILD file
+        declares with a file of its own is one (not a library Bazel built, nor one a macro
+        makes): that is what an edge can wrap."""
+        out: dict[str, solib.SolibImport] = {}
+        for imp in known:
+            for declared_here in self.package(imp).imports:
+                out.setdefault(declared_here.label, declared_here)
+        return sorted((i for label, i in out.items()
+                       if label != provider.label and self.needs(i, soname)),
+                      key=lambda i: i.label)
+
+    def edges(self, soname: str, provider: solib.SolibImport,
+              known: Sequence[solib.SolibImport], output_base: str | None, workspace: str,
+              editable: dict[tuple[str, str], bool]
+              ) -> list[tuple[solib.SolibImport, Change]]:
+        """The edge to ``provider`` in the BUILD file of each library that needs
+        ``soname`` (:meth:`of`) and that ``fix`` can edit, in the order of their labels.
+        An import an earlier ``fix`` wrapped gets it in its wrapper, unless the wrapper
+        has it already."""
+        out = []
+        for consumer in self.of(soname, provider, known):
+            if not _editable(consumer, output_base, workspace, editable):
+                continue
+            label = consumer.label
+            wrapper = self.package(consumer).wrappers.get(consumer.name)
+            value = _relative(provider.label, label)
+            if wrapper is not None:
+                if value in wrapper[1]:
+                    continue
+                label = f"{label.rsplit(':', 1)[0]}:{wrapper[0]}"
+            why = (f"{consumer.soname or consumer.file} needs {soname}, and has no RUNPATH "
+                   f"that reaches it: whatever links {consumer.shown_label} must load "
+                   f"{provider.label} too")
+            out.append((consumer, Change(label, Kind.WRAP, "deps", value, why)))
+        return out
+
+
+def _library_of(imp: solib.SolibImport) -> str:
+    """The file an import's library is read from: the one named like its SONAME beside
+    the imported file when there is one (what a versioned import will stage)."""
+    versioned = os.path.join(os.path.dirname(imp.target), imp.soname or imp.file)
+    return versioned if os.path.isfile(versioned) else imp.target
+
+
+def _versioned(consumer: solib.SolibImport, own: Sequence[solib.SolibImport],
+               header: elf.ElfHeader | None, shape: Shape,
+               candidates: Callable[[str], Sequence[str]], skylib: bool,
+               changes: list[Change], notes: list[str], sdk: _Consumers
+               ) -> list[tuple[str, solib.SolibImport, bool]]:
+    """What else a library that gets an edge needs, to be planned in turn. One that the
+    test does not link imports, from now on, the file named like its SONAME, as the
+    test's own do, so that a test of it alone loads it; where that cannot be done safely,
+    it is left as it is, with a note."""
+    mine = any(i.label == consumer.label for i in own)
+    if mine or not consumer.soname or consumer.file == consumer.soname:
+        return [(n, consumer, mine) for n in sdk.unmet(_library_of(consumer))]
+    refused: list[str] = []
+    found = _import(consumer, consumer.soname, f"whatever links {consumer.shown_label}",
+                    header, shape, candidates, refused, skylib)
+    if found is None:
+        notes += refused
+        return []
+    changes += found[0]
+    return [(n, consumer, False) for n in sdk.unmet(found[1])]
 
 
 def _unmet(library: str) -> tuple[str, ...]:
@@ -220,7 +407,7 @@ def _edge(imp: solib.SolibImport, soname: str, needer: solib.SolibImport | None,
         return Change(needer.label, Kind.WRAP, "deps", _relative(imp.label, needer.label),
                       why)
     carrier = hermetic.carrier(test.label, test.executable, test.needed_by, output_base,
-                               soname)
+                               soname, test.programs)
     target = carrier.label or test.label
     if target.startswith("@"):
         return None
@@ -359,7 +546,9 @@ def _refuse(path: str, soname: str, header: elf.ElfHeader | None,
 
 
 def _unique(changes: Sequence[Change], problems: list[str]) -> list[Change]:
-    """Drop repeats; two different values for one attribute of one rule are a conflict."""
+    """Drop repeats; two different values for one attribute of one rule are a conflict.
+    The rest by label, and the edges of one rule by what they add: one text, whatever
+    order the tests and libraries were met in."""
     out: dict[tuple[str, str, str], Change] = {}
     for change in changes:
         key = (change.label, change.attribute,
@@ -371,4 +560,5 @@ def _unique(changes: Sequence[Change], problems: list[str]) -> list[Change]:
             problems.append(f"conflicting fixes for {change.label}: {change.attribute} = "
                             f"{starlark.quote(seen.value)} ({seen.why}) and "
                             f"{starlark.quote(change.value)} ({change.why})")
-    return list(out.values())
+    return sorted(out.values(), key=lambda c: (
+        c.label, c.kind is Kind.WRAP, c.value if c.kind in (Kind.ADD, Kind.WRAP) else ""))

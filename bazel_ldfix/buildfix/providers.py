@@ -13,8 +13,10 @@ that has the SONAME wanted.
 
 from __future__ import annotations
 
+import ast
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import buildfile
@@ -70,12 +72,20 @@ def _package_of(root: str, rel_dir: str) -> tuple[str, str] | None:
 
 def _import_in(root: str, repository: str, package: tuple[str, str], soname: str
                ) -> SolibImport | None:
+    return next((i for i in _imports_in(root, repository, package) if i.soname == soname),
+                None)
+
+
+def _imports_in(root: str, repository: str, package: tuple[str, str]) -> list[SolibImport]:
+    """Every top-level ``cc_import`` of one package whose ``shared_library`` is a plain
+    file of the package, with that file's SONAME, in the order of the BUILD file."""
     name, build = package
     try:
         source = read_source(build)
     except CannotEditError:
-        return None             # unreadable or not Starlark: nothing to find there
+        return []               # unreadable or not Starlark: nothing to find there
     package_dir = os.path.join(root, name) if name else root
+    out: list[SolibImport] = []
     for call in source.calls():
         if buildfile.function_name(call) != "cc_import":
             continue
@@ -90,10 +100,56 @@ def _import_in(root: str, repository: str, package: tuple[str, str], soname: str
             found = elf.read_elf(target).soname
         except BadInputError:
             continue
-        if found != soname:
-            continue
         rel = os.path.relpath(target, root)
-        label = f"@{repository}//{name}:{rule}"
-        return SolibImport(label, os.path.dirname(rel), os.path.basename(rel), "", target,
-                           found, True)
-    return None
+        prefix = f"@{repository}" if repository else ""
+        out.append(SolibImport(f"{prefix}//{name}:{rule}", os.path.dirname(rel),
+                               os.path.basename(rel), "", target, found, True))
+    return out
+
+
+@dataclass(frozen=True)
+class Package:
+    """The rules of one package that ``fix`` may give an edge: its ``cc_import`` calls,
+    and the ``cc_library`` wrappers an earlier ``fix`` made of some of them."""
+
+    imports: tuple[SolibImport, ...] = ()
+    # The name of a wrapped import (``a_import``) -> the wrapper's name (``a``) and its deps.
+    wrappers: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+def package_of(imp: SolibImport) -> Package:
+    """The rules of the package ``imp`` was declared in, read as :func:`declared_import`
+    reads them (nothing when its label was not verified, or its package has no BUILD file
+    there)."""
+    suffix = os.path.join(imp.library_dir, imp.file) if imp.library_dir else imp.file
+    target = os.path.normpath(imp.target)
+    if not imp.verified or not target.endswith("/" + suffix):
+        return Package()
+    root = target[: -len(suffix) - 1]
+    for name in _BUILD_NAMES:
+        build = os.path.join(root, imp.package, name) if imp.package else \
+            os.path.join(root, name)
+        if os.path.isfile(build):
+            return Package(tuple(_imports_in(root, imp.repository, (imp.package, build))),
+                           _wrappers(build))
+    return Package()
+
+
+def _wrappers(build: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """``cc_library(name = "x", deps = [":x_import", ...])``, as ``fix`` writes it, by the
+    name of the import it wraps."""
+    try:
+        source = read_source(build)
+    except CannotEditError:
+        return {}
+    out = {}
+    for call in source.calls():
+        name = buildfile.string_attr(call, "name")
+        deps = buildfile.keyword(call, "deps")
+        if buildfile.function_name(call) != "cc_library" or not name or deps is None \
+                or not isinstance(deps.value, ast.List):
+            continue
+        items = tuple(v for v in map(buildfile.string_of, deps.value.elts) if v is not None)
+        if f":{name}_import" in items:
+            out[f"{name}_import"] = (name, items)
+    return out

@@ -24,12 +24,15 @@ from bazel_ldfix.loader.resolution import Environment
 
 
 def missing_after(executable: str, added: Iterable[tuple[str, str]],
-                  library_path: str | None) -> tuple[str, ...] | None:
+                  library_path: str | None, *, declarer: str | None = None
+                  ) -> tuple[str, ...] | None:
     """The names the test would still miss once ``added`` are staged, or None when the
     test is not an ELF program under a ``bin`` directory (nothing to model).
 
     ``added`` holds ``(staged, file)``: ``_solib_<cpu>/<dir>/<name>`` as Bazel would stage
-    it, and the file that name would lead to.
+    it, and the file that name would lead to. ``executable`` may be a program the test
+    runs from its runfiles; ``declarer`` is then the test, whose runfiles manifest says
+    what Bazel declares (:func:`declared.undeclared`).
     """
     from bazel_ldfix.loader.resolve import LoaderFactory
 
@@ -49,7 +52,7 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
             os.link(real, copy)
         except OSError:
             shutil.copyfile(real, copy)     # another file system
-        stale = declared.undeclared(executable)
+        stale = declared.undeclared(executable, declarer=declarer)
         for solib in _listdir(bindir):
             if not solib.startswith("_solib_"):
                 continue

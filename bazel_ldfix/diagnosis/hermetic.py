@@ -71,7 +71,7 @@ def _carrier(test: TestContext, soname: str) -> fixes.Carrier:
 
 def carrier(label: str | None, executable: str | None,
             needed_by: Mapping[str, Sequence[str]], output_base: str | None,
-            soname: str) -> fixes.Carrier:
+            soname: str, programs: Sequence[str] = ()) -> fixes.Carrier:
     """The target whose deps can carry a dependency on ``soname``'s import.
 
     Bazel stages a cc_import's library for the C/C++ target that depends on it; a
@@ -82,14 +82,18 @@ def carrier(label: str | None, executable: str | None,
     ``libvendor_core.so.3``: whatever links ``libvendor.so.3`` carries both).
     ``needed_by`` maps each name the test misses to the files that need it (those of
     other tests are left out: only the test's objects count, its executable and the
-    shared objects its runfiles manifest stages); who needs a prebuilt library that was
-    found is read from those objects' DT_NEEDED. A test with no such target gets the
-    test's own label (which ``fix`` then writes only on a C/C++ rule).
+    shared objects its runfiles manifest stages, and the ``programs`` of its runfiles it
+    starts); who needs a prebuilt library that was found is read from those objects'
+    DT_NEEDED. A program Bazel built (a ``cc_binary`` in the test's ``data``) carries what
+    it needs itself. A test with no such target gets the test's own label (which ``fix``
+    then writes only on a C/C++ rule).
     """
     seen: set[str] = set()
     wanted = [soname]
     listed = _objects(executable)
     objects = listed or []
+    if listed is not None:
+        objects += [real for real in map(os.path.realpath, programs) if real not in objects]
     mine = set(objects)         # empty: no manifest to tell this test's files by
     while wanted:
         name = wanted.pop(0)

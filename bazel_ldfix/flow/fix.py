@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import children, pathlist
-from bazel_ldfix.buildfix import analysis, files
+from bazel_ldfix.buildfix import analysis, files, unfetched
 from bazel_ldfix.buildfix.change import Plan
 from bazel_ldfix.buildfix.edit import write
 from bazel_ldfix.buildfix.locate import defines_repository
@@ -56,7 +56,9 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair)
     workspace = workspace_of(caller.cwd) or caller.cwd
-    result = plan_for(repair, workspace, interface=options.interface, cuda=caller.cuda)
+    fetch = unfetched.Fetcher(workspace, repair.output_base, bazel, caller.say)
+    result = plan_for(repair, workspace, interface=options.interface, cuda=caller.cuda,
+                      fetch=fetch)
     keep = options.write and not options.check
     document = None
     if options.as_json:
@@ -106,15 +108,22 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
             caller.say(printable(f"bazel-ldfix: warning: {kept}"))
     show()
     short = len(result.unprovided)
+    later = len(result.unfetched)
     if not result.needed:
-        caller.say("bazel-ldfix: no BUILD change needed" if not short else
-                   f"bazel-ldfix: no BUILD change can give {short} needed "
-                   f"librar{'y' if short == 1 else 'ies'} (see above)")
+        if short:
+            caller.say(f"bazel-ldfix: no BUILD change can give {short} needed "
+                       f"librar{'y' if short == 1 else 'ies'} (see above)")
+        if later:
+            caller.say(f"bazel-ldfix: {later} needed librar{'y' if later == 1 else 'ies'} "
+                       "may be in a repository not fetched yet; its change is planned once "
+                       "it is fetched (see above)")
+        if not short and not later:
+            caller.say("bazel-ldfix: no BUILD change needed")
     if not keep or not result.needed:
         if document is not None:
             caller.show(dumps(document))
-        if short:
-            return 1        # the tests still miss what no change can give
+        if short or later:
+            return 1        # the tests still miss what no change gives yet
         return (1 if options.check else 0) if result.needed else 0
     for w in applied.written if applied is not None else ():
         caller.say(printable(f"bazel-ldfix: wrote {w.before.path}"
@@ -126,9 +135,13 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         caller.say(f"bazel-ldfix: the change leaves {short} needed "
                    f"librar{'y' if short == 1 else 'ies'} that no cc_import provides "
                    "(see above)")
+    if later:
+        caller.say(f"bazel-ldfix: the change leaves {later} needed "
+                   f"librar{'y' if later == 1 else 'ies'} that a repository not fetched "
+                   "yet may provide (see above)")
     if options.verify:
         return verify(caller, bazel, bazel_args)
-    return 1 if result.described_only or short else 0
+    return 1 if result.described_only or short or later else 0
 
 
 def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
@@ -148,15 +161,18 @@ def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
 
 
 def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
-             cuda: HostDriver = NO_HOST_DRIVER) -> Plan:
-    """The plan for what the repair found missing, test by test.
+             cuda: HostDriver = NO_HOST_DRIVER,
+             fetch: Callable[[str], unfetched.Found] | None = None) -> Plan:
+    """The plan for what the repair found missing, test by test: for every program a test
+    runs, its own executable and those of its runfiles.
 
     A test's own list names what it misses first, with what it finds only through files
     Bazel does not declare for it (leftovers of an earlier build in bazel-out,
     :mod:`bazel_ldfix.bazel.declared`); what those libraries need in turn comes from the
     loader model run for that test alone (as ``diagnose`` runs it). A test that misses
     nothing is planned when its imports stage a CUDA stub under the driver's name
-    (``cuda``: the host's driver, docs/cuda.md).
+    (``cuda``: the host's driver, docs/cuda.md). ``fetch`` is asked of a name no import of
+    the build provides (:class:`unfetched.Fetcher`).
     """
     from bazel_ldfix.bazel import declared
     from bazel_ldfix.buildfix import driver
@@ -169,15 +185,20 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
     for t in repair.tests:
         base = pathlist.join(repair.base_of(t.label)) or None    # the value it had
         names = list(t.missing_before)
-        names += [f.soname for f in declared.leftovers(t.executable, base, listed)
-                  if f.soname not in names]
+        # A program of the runfiles by the path Bazel built it at; the test's runfiles
+        # manifest says what Bazel declares for it.
+        programs = tuple(os.path.realpath(p) for p in t.programs)
+        for program in (t.executable, *programs):
+            names += [f.soname for f in declared.leftovers(program, base, listed,
+                                                           declarer=t.executable)
+                      if f.soname not in names]
         if not names and not driver.stages_unusable(t.executable, cuda):
             continue
         if any(m.soname not in names for m in repair.missing):
             # Some name is needed by a library, not by the tests: whose is it?
             model = diagnosis_model.model_missing(t.label, t.executable, repair.output_base, base)
             names += [n for n in model if n not in names]
-        tests.append(TestMissing(t.label, t.executable, tuple(names), needed_by))
+        tests.append(TestMissing(t.label, t.executable, tuple(names), needed_by, programs))
 
     def candidates(soname: str) -> list[str]:
         directory = found.get(soname)
@@ -188,7 +209,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
                  for o in repair.options) or defines_repository(
         "bazel_skylib", workspace, repair.output_base)
     return plan_fix(tests, workspace, repair.output_base, shape, candidates, base,
-                skylib=skylib, cuda=cuda)
+                skylib=skylib, cuda=cuda, fetch=fetch)
 
 
 @dataclasses.dataclass(frozen=True)

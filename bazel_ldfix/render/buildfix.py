@@ -39,6 +39,7 @@ def to_text(result: Plan, workspace: str, refused: str | None = None) -> str:
     out += [f"# cannot fix: {p}" for p in result.problems]
     out += [f"# cannot fix: {refused}"] if refused is not None else []
     out += [f"# still missing: {u}" for u in result.unprovided]
+    out += [f"# not fetched yet: {u}" for u in result.unfetched]
     out += [f"# note: {n}" for n in result.notes]
     return "\n".join(out)
 
@@ -63,6 +64,7 @@ def to_jsonable(result: Plan, workspace: str, written: Sequence[str] = (), *,
         "files": [_file(f, workspace, f.path in done) for f in result.files],
         "problems": list(result.problems),
         "unprovided": list(result.unprovided),
+        "unfetched": list(result.unfetched),
         "notes": list(result.notes),
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 from collections.abc import Sequence
 
@@ -74,6 +75,77 @@ def runfiles_libraries(runfiles_dir: str, expect: elf.ElfHeader, memo: Memo | No
     paths = sorted(path for found in index.walk(runfiles_dir, mounts=memo.mounts()).values()
                    for path in found)
     return examined(paths, expect, memo)
+
+
+def runfiles_programs(runfiles_dir: str, executable: str, expect: elf.ElfHeader,
+                      memo: Memo, listing: runfiles.TreeListing | None = None) -> list[str]:
+    """The programs of a runfiles tree that a test can run (a ``cc_binary`` in its
+    ``data``, which an ``sh_test`` or a ``py_test`` starts): each file, once by real path,
+    that is not named like a library, has an execute bit, and is an ELF executable or PIE
+    of ``expect``'s class and machine; the test's own ``executable`` is not one of them.
+
+    Each is only read, never run. The test starts it as a process of its own, whose
+    loader begins anew from that program: its DT_NEEDED, its RPATH or RUNPATH, and its
+    ``$ORIGIN``. Files are taken in sorted order, as :func:`runfiles_libraries` takes them.
+    """
+    # The tests of a workspace share their programs, and most of their runfiles: each
+    # file is looked at once per command, by the target its links name (a MANIFEST's) or
+    # by its real path (a walk's), and remembered as its real path ("": no program).
+    verdicts: dict[str, str] = memo.remember("runfiles-programs", expect, dict)
+    own = memo.realpath(executable)
+    out: list[str] = []
+    seen = {own}
+    if listing is not None:
+        targets = listing.targets
+        for rel in listing.files:
+            if index.looks_like_library(rel.rpartition("/")[2]):
+                continue
+            target = targets.get(rel, "")
+            path = f"{runfiles_dir}/{rel}"
+            linked = target.startswith("/")
+            real = verdicts.get(target if linked else path)
+            if real is None:
+                real = memo.link_realpath(path, target) if linked else memo.realpath(path)
+                real = verdicts[target if linked else path] = \
+                    real if _is_program(real, expect, memo) else ""
+            if real and real not in seen:
+                seen.add(real)
+                out.append(path)
+        return out
+    if not os.path.isdir(runfiles_dir):
+        return []
+    paths = sorted(path for found in index.walk(
+        runfiles_dir, lambda name: not index.looks_like_library(name),
+        mounts=memo.mounts()).values() for path in found)
+    for path in paths:
+        real = memo.realpath(path)
+        verdict = verdicts.get(real)
+        if verdict is None:
+            verdict = verdicts[real] = real if _is_program(real, expect, memo) else ""
+        if verdict and real not in seen:
+            seen.add(real)
+            out.append(path)
+    return out
+
+
+def _is_program(path: str, expect: elf.ElfHeader, memo: Memo) -> bool:
+    """Whether ``path`` is a program a test like ``expect`` could start: a regular file
+    with an execute bit, an ELF executable or PIE of the same class and machine (the
+    kernel would refuse any other, so no loader of it is started)."""
+    from bazel_ldfix.loader.verify import runs_as_program
+
+    try:
+        st = memo.stat(path)
+        if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111:
+            return False
+        header = memo.read_header(path)
+        if (header.elf_class, header.machine) != (expect.elf_class, expect.machine):
+            return False
+        if header.type == elf.ET_EXEC:
+            return True
+        return header.type == elf.ET_DYN and runs_as_program(memo.read_elf(path))
+    except PER_FILE_ERRORS:
+        return False
 
 
 def examined(paths: Sequence[str], expect: elf.ElfHeader, memo: Memo,

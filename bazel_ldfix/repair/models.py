@@ -146,11 +146,16 @@ class Models:
     def _shape(self, subject: Subject) -> twins.Shape | None:
         key = (subject.label, subject.executable)
         if key not in self._shapes:
-            # One copy of each twins' key, however many tests share it.
-            self._shapes[key] = twins.shape(subject.executable, subject.info, subject.host,
-                                            subject.cwd, subject.extras,
-                                            [s.path for s in subject.skipped], self.memo,
-                                            digest=subject.digest, keys=self._keys)
+            if subject.programs:
+                # A test that starts programs of its runfiles is resolved on its own: a
+                # twin's load is moved for one program only.
+                self._shapes[key] = None
+            else:
+                # One copy of each twins' key, however many tests share it.
+                self._shapes[key] = twins.shape(
+                    subject.executable, subject.info, subject.host, subject.cwd,
+                    subject.extras, [s.path for s in subject.skipped], self.memo,
+                    digest=subject.digest, keys=self._keys)
         return self._shapes[key]
 
     def _resolve(self, subject: Subject, library_path: str | None,

@@ -48,6 +48,9 @@ class TestResult:
     # What the proof found the test would load from another file than the one chosen for
     # it alone (empty: exactly its own files; see repair/plan.py).
     strays: tuple[Stray, ...] = ()
+    # The programs of its runfiles the test can start (a cc_binary in its data), each a
+    # load of its own that the repair modelled (repair/inventory.py).
+    programs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

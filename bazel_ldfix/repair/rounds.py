@@ -182,7 +182,8 @@ def plan_rounds(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
             if reach is not testenv.Reach.YES and still else None
         was = before[s.label]
         results.append(TestResult(s.label, s.executable, was.missing, still,
-                                  error, reach, rule_fix, final[s.label]))
+                                  error, reach, rule_fix, final[s.label],
+                                  programs=s.programs))
         if was.missing and env.current.get(s.label):
             # What the test's own value already makes it load instead (kept as it is).
             plain = session.outcomes([s], {s.label: None}, loaders,
@@ -207,9 +208,10 @@ def plan_rounds(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
 def _system_lookup(subjects: Sequence[Subject], loaders: LoaderSource,
                    memo: Memo) -> Callable[[str], str | None] | None:
     """The loader cache's answer for the tests' kind of program (a script's: that of the
-    libraries in its runfiles); None when there is no cache or no ELF file to ask for."""
+    programs and libraries in its runfiles); None when there is no cache or no ELF file
+    to ask for."""
     for subject in subjects:
-        for path in subject.extras[:1] if subject.info is None else ():
+        for path in (*subject.programs, *subject.extras)[:1] if subject.info is None else ():
             with contextlib.suppress(*PER_FILE_ERRORS):
                 return loaders.cache_for(memo.read_elf(path))
         if subject.info is not None:

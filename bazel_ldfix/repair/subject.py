@@ -1,4 +1,5 @@
-"""One test as the repair reads it: its executable, and the shared objects of its runfiles."""
+"""One test as the repair reads it: its executable, the programs it can run from its
+runfiles, and the shared objects of its runfiles."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from bazel_ldfix.repair.inventory import (
     PER_FILE_ERRORS,
     manifest_libraries,
     runfiles_libraries,
+    runfiles_programs,
     test_cwd,
     tree_listing,
 )
@@ -26,7 +28,8 @@ from bazel_ldfix.repair.results import TestInput
 
 @dataclass(frozen=True)
 class Subject:
-    """One test: its executable (when it is ELF) and the shared objects in its runfiles."""
+    """One test: its executable (when it is ELF), the programs of its runfiles, and the
+    shared objects in its runfiles."""
 
     label: str
     executable: str
@@ -39,6 +42,9 @@ class Subject:
     # The twins' digest of the tree's MANIFEST (twins.manifest_digest), taken from the
     # read that listed the tree; None: read it when it is asked for.
     digest: bytes | None = field(default=None, repr=False, compare=False)
+    # The ELF programs of the runfiles the test can start (a cc_binary in its data), each
+    # a load of its own (inventory.runfiles_programs).
+    programs: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, test: TestInput, host: elf.ElfHeader, memo: Memo | None = None, *,
@@ -64,8 +70,10 @@ class Subject:
             # not kept as facts (see Memo.facts).
             memo.opaque()
         digest = None
+        programs: list[str] = []
         if listing is not None or os.path.isdir(tree):
             extras, skipped = runfiles_libraries(tree, expect, memo, listing)
+            programs = runfiles_programs(tree, test.executable, expect, memo, listing)
             if listing is not None:
                 digest = twins.manifest_digest(listing.manifest, test.executable, memo)
         else:
@@ -75,12 +83,21 @@ class Subject:
             notes = tuple(f"{test.label}: cannot read {path}: not on disk (a remote cache "
                           "that did not download it?)" for path in absent)
         return cls(test.label, test.executable, info, tuple(sorted(extras)),
-                   test_cwd(test, tree, listing), tuple(skipped), notes, host, digest)
+                   test_cwd(test, tree, listing), tuple(skipped), notes, host, digest,
+                   tuple(programs))
 
     def resolve(self, loaders: LoaderSource,
                 library_path: str | None, *, extras: bool) -> list[Resolution | Skipped]:
         """The model's load of the executable (with the runfiles' objects as if dlopen()ed),
-        or of each runfiles object for a script; a file the model fails on is skipped."""
+        or of each runfiles object for a script; then the load of each program of the
+        runfiles, as the process the test starts (it inherits the test's environment and
+        working directory). A file the model fails on is skipped."""
+        out = self._resolve_own(loaders, library_path, extras=extras)
+        out += [self._resolve_alone(path, loaders, library_path) for path in self.programs]
+        return out
+
+    def _resolve_own(self, loaders: LoaderSource,
+                     library_path: str | None, *, extras: bool) -> list[Resolution | Skipped]:
         if self.info is not None:
             info = self.info
             try:
@@ -95,7 +112,7 @@ class Subject:
                 if not (extras and self.extras):
                     return [failopen.from_error(self.executable, exc)]
             # One of the extras defeats the model: take them one at a time.
-            out: list[Resolution | Skipped] = [*self.resolve(
+            out: list[Resolution | Skipped] = [*self._resolve_own(
                 loaders, library_path, extras=False)]
             for path in self.extras:
                 try:
@@ -104,21 +121,22 @@ class Subject:
                 except PER_FILE_ERRORS as exc:
                     out.append(failopen.from_error(path, exc))
             return out
-        out = []
-        for path in self.extras:
-            try:
-                extra = elf.read_elf(path)
-            except PER_FILE_ERRORS as exc:
-                out.append(failopen.from_error(path, exc))
-                continue
-            try:
-                env = Environment(library_path, self.cwd, loaders.cache_for(extra))
-                loader = loaders.make_loader(extra, env)
-            except PER_FILE_ERRORS as exc:
-                out.append(failopen.no_loader(path, exc))
-                continue
-            try:
-                out.append(loader.resolve(path, info=extra))
-            except PER_FILE_ERRORS as exc:
-                out.append(failopen.from_error(path, exc))
-        return out
+        return [self._resolve_alone(path, loaders, library_path) for path in self.extras]
+
+    def _resolve_alone(self, path: str, loaders: LoaderSource,
+                       library_path: str | None) -> Resolution | Skipped:
+        """The load of one file of the runfiles on its own: a program as its process
+        would start, or a script's shared object as if its interpreter opened it."""
+        try:
+            info = elf.read_elf(path)
+        except PER_FILE_ERRORS as exc:
+            return failopen.from_error(path, exc)
+        try:
+            env = Environment(library_path, self.cwd, loaders.cache_for(info))
+            loader = loaders.make_loader(info, env)
+        except PER_FILE_ERRORS as exc:
+            return failopen.no_loader(path, exc)
+        try:
+            return loader.resolve(path, info=info)
+        except PER_FILE_ERRORS as exc:
+            return failopen.from_error(path, exc)

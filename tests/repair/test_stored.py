@@ -86,7 +86,8 @@ FIELDS[Stray] = {"soname": TEXT, "loads": OPTIONAL, "own": TEXT}
 FIELDS[Result] = {"label": TEXT, "executable": TEXT, "missing_before": texts(),
                       "missing_after": texts(), "error": OPTIONAL,
                       "reach": st.sampled_from(Reach), "rule_fix": OPTIONAL,
-                      "library_path": OPTIONAL, "strays": tuples(Stray)}
+                      "library_path": OPTIONAL, "strays": tuples(Stray),
+                      "programs": texts()}
 FIELDS[Conflict] = {"label": TEXT, "soname": TEXT, "chosen": OPTIONAL, "own": TEXT}
 FIELDS[Given] = {"base": texts(), "added": texts(), "prepend": st.booleans()}
 FIELDS[Group] = {"labels": texts(), "given": builds(Given),
@@ -246,7 +247,7 @@ class CountedResult(Result):
 def test_a_new_field_of_a_known_type_is_stored_and_changes_the_first_line() -> None:
     kind = stored._kind(NotedResult, "tests[]")
     result = NotedResult("//p:t", "/t", ("libx.so",), (), None, Reach.UNKNOWN, None, None,
-                         (), "n")
+                         (), (), "n")
     assert kind.dump(result)[-1] == "n"
     assert same(kind.load(json.loads(json.dumps(kind.dump(result)))), result)
     assert kind.shape != stored._kind(Result, "tests[]").shape
