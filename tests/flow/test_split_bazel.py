@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, Workspace, clean_env, import_repository, make_workspace
-from elfbuild import cc
+from bazelws import BAZEL, Workspace, clean_env, make_workspace, two_foo_sdks
 
 from bazel_ldfix.bazel.exitcodes import worst
 
@@ -33,15 +32,8 @@ MAPS = ("#include <stdio.h>\n#include <string.h>\nint foo_version(void);\n"
 @pytest.fixture(scope="module")
 def two_sdks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     top = tmp_path_factory.mktemp("split")
-    for version, full in ((1, "3.1.0"), (2, "3.2.0")):
-        lib = top / f"v{version}" / "lib"
-        cc(lib / f"libfoo.so.{full}", "-shared", "-Wl,-soname,libfoo.so.3",
-           src=f"int foo_version(void){{return {version};}}")
-        (lib / "libfoo.so.3").symlink_to(f"libfoo.so.{full}")
-        (lib / "libfoo.so").symlink_to("libfoo.so.3")
     files = {
-        "WORKSPACE": (import_repository("sdk_v1", top / "v1", "foo")
-                      + import_repository("sdk_v2", top / "v2", "foo")),
+        "WORKSPACE": two_foo_sdks(top),
         "t/BUILD": ('cc_test(name = "t0", srcs = ["t0.c"])\n'
                     'cc_test(name = "t1", srcs = ["t1.c"], deps = ["@sdk_v1//:foo"])\n'
                     'cc_test(name = "t3", srcs = ["t3.c"], deps = ["@sdk_v2//:foo"])\n'),

@@ -71,6 +71,20 @@ def sdk(root: Path, name: str, soversion: str, *, needs: Sequence[Path] = (),
     return real
 
 
+def two_foo_sdks(top: Path) -> str:
+    """``top/v1`` and ``top/v2``, two SDKs whose libfoo has one SONAME, ``libfoo.so.3``
+    (``foo_version()`` returns 1 and 2), each a repository ``sdk_vN`` importing the
+    unversioned file: the WORKSPACE text that declares them."""
+    for version, full in ((1, "3.1.0"), (2, "3.2.0")):
+        lib = top / f"v{version}" / "lib"
+        cc(lib / f"libfoo.so.{full}", "-shared", "-Wl,-soname,libfoo.so.3",
+           src=f"int foo_version(void){{return {version};}}")
+        (lib / "libfoo.so.3").symlink_to(f"libfoo.so.{full}")
+        (lib / "libfoo.so").symlink_to("libfoo.so.3")
+    return (import_repository("sdk_v1", top / "v1", "foo")
+            + import_repository("sdk_v2", top / "v2", "foo"))
+
+
 def needs_x(top: Path) -> dict[str, str]:
     """The files of a workspace with one cc_test, ``//t:needs_x``, that links the xdemo
     library of ``top/sdks/xsdk`` (made here), a ``new_local_repository``."""
