@@ -55,9 +55,13 @@ def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     value cannot serve them all, the values of groups) that gives each exactly its own
     files, proved for every test. ``search`` and ``given`` are those of
     :func:`~bazel_ldfix.repair.rounds.plan_rounds`."""
-    if context.session is None:
-        context = dataclasses.replace(context, session=Models())
-    assert context.session is not None
+    # One session and one host for every group's rounds and for the proof.
+    if context.session is None or context.host is None:
+        from bazel_ldfix.loader.resolve import host_header
+
+        context = dataclasses.replace(context, session=context.session or Models(),
+                                      host=context.host or host_header())
+    assert context.session is not None and context.host is not None
     prover = _Prover(context)
     parts: list[tuple[list[TestInput], Part]] = []
     conflicts: dict[tuple[str, str], Conflict] = {}
@@ -164,7 +168,8 @@ class _Prover:
         shares the value."""
         out: dict[str, tuple[Stray, ...]] = {}
         refused: set[str] = set()
-        host = self.host or _host()
+        host = self.host
+        assert host is not None     # plan_repair settles it
         for test in tests:
             subject = self.session.subject(test, host)
             before, after = part.before.get(test.label), part.after.get(test.label)
@@ -233,12 +238,6 @@ def own_file(subject: Subject, loaded: Sequence[str], name: str,
         return choice.path
     other = index.renamed(name, dirs, expect, session.memo, setting.cuda)
     return other.path if other is not None else None
-
-
-def _host() -> elf.ElfHeader:
-    from bazel_ldfix.loader.resolve import host_header
-
-    return host_header()
 
 
 def result(tests: Sequence[TestInput], env: TestEnvironment, context: PlanContext,

@@ -72,12 +72,8 @@ def plan_rounds(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     output_base, loaders, setting = context.output_base, context.loaders, context.setting
     prepend, cache_dir, links_root = setting.prepend, setting.cache_dir, setting.links_root
     cuda, on_error, progress = setting.cuda, setting.on_error, setting.progress
-    host = context.host
-    if host is None:
-        from bazel_ldfix.loader.resolve import host_header
-
-        host = host_header()
-    session = context.session or Models()
+    host, session = context.host, context.session
+    assert host is not None and session is not None   # plan_repair settles both
     memo = session.memo
     subjects = [session.subject(t, host) for t in tests]
     roots = [os.path.join(output_base, "external")]
