@@ -104,6 +104,17 @@ def exit_words(returncode: int) -> str:
     return f"killed by {name} (exit code {128 - returncode})"
 
 
+class BuildStepError(BazelError):
+    """The build step of ``bazel test`` failed with Bazel's exit code ``code``; the tool's
+    exit code is Bazel's own where ``bazel test`` would fail the same way."""
+
+    def __init__(self, message: str, code: int, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
 class BazelNotFoundError(BazelError):
     """The bazel executable does not exist or cannot be started."""
 

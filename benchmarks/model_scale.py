@@ -195,7 +195,7 @@ def child(top: str, tests: int, keep: bool = False) -> None:
 
     loaders = Loaders(make_loader, cache_for)  # type: ignore[arg-type]
     result = plan_repair(inputs, env, PlanContext(os.path.join(top, "ob"), loaders,
-                                                  session=session))
+                                                  models=session))
     elapsed = time.perf_counter() - started
     if keep:
         from bazel_ldfix.repair import replay

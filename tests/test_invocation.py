@@ -9,7 +9,7 @@ from pathlib import Path
 
 from elfbuild import lib, program
 
-from bazel_ldfix.invocation import from_environ
+from bazel_ldfix.session import of_process as from_environ
 
 
 def test_installed_command_is_where_the_process_is() -> None:

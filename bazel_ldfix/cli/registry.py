@@ -18,36 +18,36 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Entry:
-    """Where a command is defined, and what ``--help`` says of it."""
+    """Where a command is defined, and what ``--help`` says of it: the module
+    ``bazel_ldfix.commands.<name>`` defines the click command ``<name>``."""
 
-    module: str
-    function: str
+    name: str
     summary: str
 
+    @property
+    def module(self) -> str:
+        return f"bazel_ldfix.commands.{self.name}"
 
-_BAZEL = "bazel_ldfix.cli.bazelcmds"
-_FILES = "bazel_ldfix.cli.filecmds"
 
 # In the order a user meets them: the one to run instead of `bazel test`, what to run after
 # a failed one, the permanent fix, then the tools for one file.
 COMMANDS: dict[str, Entry] = {
-    "test": Entry(_BAZEL, "test", "Run `bazel test` with the libraries its tests need."),
-    "diagnose": Entry(_BAZEL, "diagnose",
-                      "Why failed tests could not load a library; the fix."),
-    "fix": Entry(_BAZEL, "fix", "Make the BUILD change that lets the tests load."),
-    "env": Entry(_BAZEL, "env", "Print what `bazel test` needs to load its tests."),
-    "locate": Entry(_BAZEL, "locate", "Where under output_base/external each SONAME is."),
-    "resolve": Entry(_FILES, "resolve", "How the loader would find what FILES need."),
-    "check": Entry(_FILES, "check", "Ask the real loader about FILES; compare."),
-    "inspect": Entry(_FILES, "inspect", "What each FILE really is, read from its bytes."),
-    "assert-linkage": Entry(_FILES, "assert_linkage", "Fail unless FILE links as asserted."),
-    "dupes": Entry(_FILES, "dupes", "Symbols several loaded objects define, and split state."),
+    "test": Entry("test", "Run `bazel test` with the libraries its tests need."),
+    "diagnose": Entry("diagnose", "Why failed tests could not load a library; the fix."),
+    "fix": Entry("fix", "Make the BUILD change that lets the tests load."),
+    "env": Entry("env", "Print what `bazel test` needs to load its tests."),
+    "locate": Entry("locate", "Where under output_base/external each SONAME is."),
+    "resolve": Entry("resolve", "How the loader would find what FILES need."),
+    "check": Entry("check", "Ask the real loader about FILES; compare."),
+    "inspect": Entry("inspect", "What each FILE really is, read from its bytes."),
+    "assert-linkage": Entry("assert_linkage", "Fail unless FILE links as asserted."),
+    "dupes": Entry("dupes", "Symbols several loaded objects define, and split state."),
 }
 
 
 def load(name: str) -> click.Command:
     """The command called ``name``, its module imported now."""
     entry = COMMANDS[name]
-    command: click.Command = getattr(importlib.import_module(entry.module), entry.function)
+    command: click.Command = getattr(importlib.import_module(entry.module), entry.name)
     assert command.name == name, (command.name, name)
     return command

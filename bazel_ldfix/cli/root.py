@@ -14,9 +14,11 @@ import click
 
 from bazel_ldfix import __version__
 from bazel_ldfix.cli import registry
-from bazel_ldfix.cli.options import BazelArgsCommand, printable
-from bazel_ldfix.cli.session import Session
+from bazel_ldfix.cli.arguments import BazelArgsCommand
+from bazel_ldfix.cli.process import from_process
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError
+from bazel_ldfix.quoting import printable
+from bazel_ldfix.session import Session
 
 
 def _help_width() -> int:
@@ -85,7 +87,7 @@ def cli(ctx: click.Context) -> None:
       bazel-ldfix fix --write //...  the BUILD change that fixes it for good
     """
     if ctx.obj is None:  # called as a library (CliRunner), not through main()
-        ctx.obj = Session.from_process()
+        ctx.obj = from_process()
 
 
 @cli.result_callback()
@@ -167,17 +169,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         # Called with no arguments, main is the entry point: sys.argv says how the tool
         # was run.
-        session = Session.from_process(own_argv=argv is None)
+        session = from_process(own_argv=argv is None)
     except LdfixError as exc:
         return _failed(exc, given, None)
-    inv = session.invocation
-    if inv.by_bazel_run:
+    if session.by_bazel_run:
         # `bazel run` starts us in our runfiles tree: go where the user is, so that every
         # relative path given (and every check click makes of one) means what it means there.
         try:
-            os.chdir(inv.cwd)
+            os.chdir(session.cwd)
         except OSError as exc:
-            click.echo(f"error: cannot enter {printable(inv.cwd)}: {exc.strerror}", err=True)
+            click.echo(f"error: cannot enter {printable(session.cwd)}: {exc.strerror}",
+                       err=True)
             return 2
     try:
         code = cli.main(args=list(argv) if argv is not None else None,

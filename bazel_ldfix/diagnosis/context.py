@@ -23,6 +23,7 @@ from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
     from bazel_ldfix.repair.results import Missing
+    from bazel_ldfix.session import Session
 
 #: The logs of one test (shards, runs, attempts), each with the failures it reports.
 Entries = Sequence[tuple[logs.TestLog, tuple[LoaderFailure, ...]]]
@@ -41,14 +42,12 @@ class TestContext:
     imports: tuple[SolibImport, ...]
     other_imports: tuple[SolibImport, ...]
     notes: tuple[str, ...]
-    on_error: OnError | None
     loaders: LoaderSource | None = None
-    links_root: str | None = None           # where a links directory may be made
+    session: Session | None = None          # who asks: the store, the unreadable files
 
     @classmethod
     def build(cls, entries: Entries, output_base: str | None, library_path: str | None,
-              loaders: LoaderSource,
-              on_error: OnError | None, links_root: str | None = None,
+              loaders: LoaderSource, session: Session | None = None,
               planned: tuple[str, ...] | None = None) -> TestContext:
         """``planned``: what the run's plan found the test still missing in
         ``library_path`` (None: no plan of the run is known). Nothing: the model is not
@@ -67,7 +66,7 @@ class TestContext:
             pass    # the run's plan proved it loads all it links in this value
         elif executable is not None and output_base is not None:
             missing, note = missing_for(label, executable, output_base, library_path,
-                                        loaders, on_error)
+                                        loaders, session)
             notes += [note] if note else []
         elif executable is None:
             notes.append("the test executable is gone (bazel clean?) or unknown: who needs "
@@ -83,7 +82,12 @@ class TestContext:
             staged = declared.imports_of(executable, apparent)
             imports, other = list(staged.own), list(staged.other)
         return cls(label, executable, expect, output_base, library_path, missing,
-                   tuple(imports), tuple(other), tuple(notes), on_error, loaders, links_root)
+                   tuple(imports), tuple(other), tuple(notes), loaders, session)
+
+    @property
+    def on_error(self) -> OnError | None:
+        """Who hears of a file that could not be read."""
+        return self.session.on_error if self.session is not None else None
 
     def roots(self) -> list[str]:
         return [os.path.join(self.output_base, "external")] if self.output_base else []
@@ -99,8 +103,7 @@ class TestContext:
                 or self.loaders is None:
             return None
         return exposed(self.label, self.executable, self.output_base, self.library_path,
-                       given, self.loaders, self.links_root,
-                       self.on_error)
+                       given, self.loaders, self.session)
 
     def candidates(self, soname: str) -> list[str]:
         """Every file named ``soname`` beside the test's libraries or under external/."""

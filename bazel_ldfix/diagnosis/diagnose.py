@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bazel_ldfix import PROG
 from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
@@ -22,6 +23,9 @@ from bazel_ldfix.diagnosis.model import HOST_LOADERS
 from bazel_ldfix.diagnosis.ranwith import RanWith
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.search import LoaderSource
+
+if TYPE_CHECKING:
+    from bazel_ldfix.session import Session
 
 
 @dataclass(frozen=True)
@@ -48,16 +52,14 @@ class Diagnosis:
 
 def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
              loaders: LoaderSource | None = None,
-             on_error: Callable[[str, OSError], None] | None = None,
-             shell_library_path: str | None = None,
-             links_root: str | None = None, prog: str = PROG) -> Diagnosis:
+             session: Session | None = None) -> Diagnosis:
     """Read each log, and explain every loader failure in it (see the module docstring).
-    The commands it suggests start with ``prog``, how the user runs the tool.
 
-    ``links_root`` is where a links directory may be made for the value the diagnosis
-    offers (:mod:`bazel_ldfix.linkdir`; None: directories only).
-    ``shell_library_path`` is the LD_LIBRARY_PATH of the shell Bazel was started from, the
-    value a test gets in Bazel 4 when no --test_env sets one (a note says a flag replaces it).
+    ``session`` is who asks (None: nobody in particular): the commands suggested start
+    with its ``prog``; a links directory may be made in its store for the value the
+    diagnosis offers (:mod:`bazel_ldfix.linkdir`; without one, directories only); its
+    LD_LIBRARY_PATH is the shell's Bazel was started from, the value a test gets in Bazel 4
+    when no --test_env sets one (a note says a flag replaces it).
 
     ``ran_with`` is the LD_LIBRARY_PATH each test had, when known (``bazel-ldfix test``'s
     values, else the BEP's ``--test_env``); the loader model resolves each test with its
@@ -66,6 +68,8 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
     """
     loaders = loaders or HOST_LOADERS
     ran_with = ran_with or found_logs.ran_with
+    prog = session.prog if session is not None else PROG
+    shell_library_path = session.env.get("LD_LIBRARY_PATH") if session is not None else None
     grouped: dict[str, list[tuple[logs.TestLog, tuple[LoaderFailure, ...]]]] = {}
     other: list[str] = []
     unread: dict[str, None] = {}
@@ -89,7 +93,7 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
         library_path = ran_with.value(label) if ran_with else None
         planned = ran_with.planned.get(label) if ran_with and label else None
         test = TestContext.build(entries, found_logs.output_base, library_path, loaders,
-                                 on_error, links_root, planned)
+                                 session, planned)
         findings += explain_test(test, entries, prog)
     if ran_with is None and shell_library_path and any(f.fix.flag for f in findings):
         notes.append(f"your shell has LD_LIBRARY_PATH={shell_library_path}, which Bazel 4 "
@@ -103,9 +107,7 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
 
 
 def of_run(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
-           on_error: Callable[[str, OSError], None] | None = None,
-           shell_library_path: str | None = None,
-           links_root: str | None = None, prog: str = PROG) -> Diagnosis | None:
+           session: Session | None = None) -> Diagnosis | None:
     """The failed tests of the run that just ended: those the loader stopped (findings)
     and those that failed otherwise (``other_failures``); None when no test failed.
 
@@ -117,20 +119,15 @@ def of_run(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
     found = logs.from_command_log(output_base)
     if found is None:
         return None
-    return diagnose(found, ran_with=ran_with, on_error=on_error,
-                    shell_library_path=shell_library_path, links_root=links_root, prog=prog)
+    return diagnose(found, ran_with=ran_with, session=session)
 
 
 def after_test(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,
-               on_error: Callable[[str, OSError], None] | None = None,
-               shell_library_path: str | None = None,
-               links_root: str | None = None, prog: str = PROG) -> Diagnosis | None:
+               session: Session | None = None) -> Diagnosis | None:
     """What ``bazel-ldfix test`` prints after Bazel's summary: the loader failures of the
     run that just ended (:func:`of_run`), or None (no test failed, or none failed in the
     loader)."""
-    result = of_run(output_base, exit_code, ran_with=ran_with, on_error=on_error,
-                    shell_library_path=shell_library_path, links_root=links_root,
-                    prog=prog)
+    result = of_run(output_base, exit_code, ran_with=ran_with, session=session)
     return result if result is not None and result.findings else None
 
 

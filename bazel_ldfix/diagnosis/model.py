@@ -18,7 +18,9 @@ from bazel_ldfix.loader.search import Loader, Loaders, LoaderSource
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
+    from bazel_ldfix.repair.context import PlanContext
     from bazel_ldfix.repair.results import Missing
+    from bazel_ldfix.session import Session
 
 OnError = Callable[[str, OSError], None]
 
@@ -49,11 +51,10 @@ HOST_LOADERS = Loaders(host_loader, host_cache)
 
 def missing_for(label: str | None, executable: str, output_base: str,
                 library_path: str | None, loaders: LoaderSource,
-                on_error: OnError | None) -> tuple[dict[str, Missing], str | None]:
+                session: Session | None) -> tuple[dict[str, Missing], str | None]:
     """What the repair finds missing for this test, by soname, and a note when the model
     could not resolve the executable."""
     from bazel_ldfix.bazel.testenv import TestEnvironment
-    from bazel_ldfix.repair.context import PlanContext, Setting
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
 
@@ -62,22 +63,21 @@ def missing_for(label: str | None, executable: str, output_base: str,
                                  "the run's --test_env" if library_path else "nothing",
                                  {key: library_path})
     try:
-        context = PlanContext(output_base, loaders, setting=Setting(on_error=on_error))
+        context = _context(output_base, loaders, session)
         repair = plan_repair([TestInput(key, executable)], env, context)
     except LdfixError as exc:
         return {}, f"the loader model could not resolve {executable}: {exc}"
     return _chain({m.soname: m for m in repair.missing}, library_path, loaders,
-                  output_base, on_error), None
+                  output_base, session.on_error if session is not None else None), None
 
 
 def exposed(label: str | None, executable: str, output_base: str, library_path: str | None,
             given: Sequence[index.Choice], loaders: LoaderSource,
-            links_root: str | None, on_error: OnError | None) -> tuple[str, ...] | None:
+            session: Session | None) -> tuple[str, ...] | None:
     """The entries that give the test ``given`` (and what else the repair finds it
     missing) without changing anything it loads: their directories, or a links directory
     (:mod:`bazel_ldfix.repair.exposure`); None when the model cannot resolve the test."""
     from bazel_ldfix.bazel.testenv import TestEnvironment
-    from bazel_ldfix.repair.context import PlanContext, Setting
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
 
@@ -85,12 +85,20 @@ def exposed(label: str | None, executable: str, output_base: str, library_path: 
     env = TestEnvironment(pathlist.split(library_path), "the run's value",
                                  {key: library_path})
     try:
-        context = PlanContext(output_base, loaders,
-                              setting=Setting(links_root=links_root, on_error=on_error))
+        context = _context(output_base, loaders, session)
         planned = plan_repair([TestInput(key, executable)], env, context, given=given)
     except LdfixError:
         return None
     return planned.added
+
+
+def _context(output_base: str, loaders: LoaderSource, session: Session | None
+             ) -> PlanContext:
+    """The plan's context for one test of a diagnosis: the session's links directories,
+    host driver and unreadable-file lines; the index walked, not read from the store."""
+    from bazel_ldfix.repair.context import PlanContext, Setting
+
+    return PlanContext(output_base, loaders, session=session, setting=Setting(no_cache=True))
 
 
 def _chain(found: Mapping[str, Missing], library_path: str | None, loaders: LoaderSource,

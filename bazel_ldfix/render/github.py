@@ -185,3 +185,25 @@ def revealed(labels: Sequence[str], added: Sequence[tuple[str, str]],
                     f"revealed: {found}", {"title": f"{label}: repaired by a rerun",
                                            **places.of(label)})
             for label in labels]
+
+
+def run_annotations(cwd: str, checkout: str | None, stopped: Sequence[Finding],
+                repair: Repair | None = None, rerun_ok: Sequence[str] = (),
+                added: Sequence[tuple[str, str]] = (), *, otherwise: Sequence[str] = (),
+                left: Sequence[tuple[str, Sequence[Leftover]]] = (),
+                prog: str = PROG) -> list[str]:
+    """A run's annotations, in order: an ``::error`` per test the loader stopped, the
+    repair's notices, what a rerun revealed, the tests that load leftovers. ``cwd``: where
+    the user is (its workspace places the files); ``checkout``: $GITHUB_WORKSPACE;
+    ``added``: the (soname, directory) a rerun revealed; ``otherwise``: the tests that
+    failed for another reason than the loader."""
+    from bazel_ldfix.bazel.workspace import workspace_of
+
+    places = Places(workspace_of(cwd), checkout)
+    lines = errors(stopped, places, prog)
+    if repair is not None:
+        failing = [f.test for f in stopped if f.test]
+        lines += notices(repair, [*failing, *rerun_ok], places, prog, otherwise)
+    lines += revealed(rerun_ok, added, places)
+    lines += leftovers(left, places, prog)
+    return lines

@@ -366,3 +366,11 @@ def _reach_lines(test: Any, prog: str) -> list[str]:
                "unknown) is 7.2 or later")
     return [why, f"  fix its rule instead: {test.rule_fix}",
             f"  or import the versioned files (`{prog} diagnose` prints the BUILD change)"]
+
+
+def held_back_line(repair: Repair, prog: str = PROG) -> str | None:
+    """Under remote execution the repair gives no path of this machine: the line why
+    (None: it gives them)."""
+    from bazel_ldfix.bazel import execution
+
+    return f"{SAID}{execution.remote_refusal(prog)}" if repair.held_back else None

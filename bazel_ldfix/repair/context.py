@@ -1,7 +1,8 @@
 """What a repair's plan is made with, besides its tests and their environment.
 
 :class:`Setting` is what one command asks of all its repairs; :class:`PlanContext` adds
-what is known once Bazel has built: the output_base, the loaders, the session.
+what is known once Bazel has built: the output_base, the loaders, the models, and the
+session that runs it.
 """
 
 from __future__ import annotations
@@ -18,25 +19,18 @@ if TYPE_CHECKING:
     from bazel_ldfix.loader.search import LoaderSource
     from bazel_ldfix.outputbase.index import ProgressFn
     from bazel_ldfix.repair.models import Models
+    from bazel_ldfix.session import Session
 
 
 @dataclass(frozen=True)
 class Setting:
-    """What one command asks of its repairs, whatever its tests.
-
-    ``cache_dir`` is the per-user cache (None: the index of ``external/`` is walked, the
-    rules are queried, and nothing is kept or given again); ``links_root`` is where links
-    directories may be made (None: nowhere). ``on_error`` hears of each file that could
-    not be read, ``progress`` of a long walk of ``external/``. ``force_local_path``: the
-    tests run on this machine even under ``--remote_executor``, so its paths are given.
-    """
+    """What one command asks of its repairs, whatever its tests: ``prepend`` the added
+    directories; ``no_cache``: read nothing the per-user store keeps (the index, the rules'
+    answer, the kept repair); ``force_local_path``: the tests run on this machine even
+    under ``--remote_executor``, so its paths are given."""
 
     prepend: bool = False
-    cache_dir: str | None = None
-    links_root: str | None = None
-    cuda: HostDriver = NO_HOST_DRIVER
-    on_error: Callable[[str, OSError], None] | None = None
-    progress: ProgressFn | None = None
+    no_cache: bool = False
     force_local_path: bool = False
 
 
@@ -54,14 +48,45 @@ class RunFacts:
 class PlanContext:
     """Everything one plan is made with but its tests and their environment.
 
-    ``session`` holds the tests' resolutions, shared by the plans of one command (None: a
+    ``models`` holds the tests' resolutions, shared by the plans of one command (None: a
     new one per plan); ``host`` is the class and machine a test that is a script runs as
-    (None: this machine's).
+    (None: this machine's); ``session`` who runs it: its per-user store, where links
+    directories may be made, the host's driver, its progress lines (None: none of them,
+    the repair alone); ``on_error`` hears of each file that could not be read (None: the
+    session's).
     """
 
     output_base: str
     loaders: LoaderSource
-    session: Models | None = None
+    models: Models | None = None
     host: elf.ElfHeader | None = None
+    session: Session | None = None
     setting: Setting = Setting()
     run: RunFacts = RunFacts()
+    on_error: Callable[[str, OSError], None] | None = None
+
+    @property
+    def cache_dir(self) -> str | None:
+        """The per-user store's directory the index cache may use (None: walk)."""
+        if self.session is None or self.setting.no_cache:
+            return None
+        return self.session.cache_dir
+
+    @property
+    def links_root(self) -> str | None:
+        return None if self.session is None else self.session.links_root
+
+    @property
+    def cuda(self) -> HostDriver:
+        return NO_HOST_DRIVER if self.session is None else self.session.cuda
+
+    @property
+    def progress(self) -> ProgressFn | None:
+        return None if self.session is None else self.session.progress
+
+    @property
+    def told(self) -> Callable[[str, OSError], None] | None:
+        """Who hears of a file that could not be read."""
+        if self.on_error is not None:
+            return self.on_error
+        return None if self.session is None else self.session.on_error

@@ -55,13 +55,13 @@ def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     value cannot serve them all, the values of groups) that gives each exactly its own
     files, proved for every test. ``search`` and ``given`` are those of
     :func:`~bazel_ldfix.repair.rounds.plan_rounds`."""
-    # One session and one host for every group's rounds and for the proof.
-    if context.session is None or context.host is None:
+    # One set of models and one host for every group's rounds and for the proof.
+    if context.models is None or context.host is None:
         from bazel_ldfix.loader.resolve import host_header
 
-        context = dataclasses.replace(context, session=context.session or Models(),
+        context = dataclasses.replace(context, models=context.models or Models(),
                                       host=context.host or host_header())
-    assert context.session is not None and context.host is not None
+    assert context.models is not None and context.host is not None
     prover = _Prover(context)
     parts: list[tuple[list[TestInput], Part]] = []
     conflicts: dict[tuple[str, str], Conflict] = {}
@@ -152,9 +152,9 @@ class _Prover:
     alone, by the model (the outcomes the rounds computed, in that value)."""
 
     def __init__(self, context: PlanContext) -> None:
-        assert context.session is not None
+        assert context.models is not None
         self.context = context
-        self.session: Models = context.session
+        self.session: Models = context.models
         self.host = context.host
         self._proved: set[Hashable] = set()   # families of twins proved exact
 
@@ -224,19 +224,18 @@ def own_file(subject: Subject, loaded: Sequence[str], name: str,
     loads that are its own), as the rounds choose for a test alone
     (:func:`index.locate` beside them, then the whole index; a file that carries the name
     under another one, given by a link). None: no usable copy."""
-    session = context.session
-    assert session is not None
-    setting = context.setting
+    models = context.models
+    assert models is not None
     if expect is None:
         return None
-    dirs = session.dirs_of(subject, loaded)
+    dirs = models.dirs_of(subject, loaded)
     roots = [os.path.join(context.output_base, "external")]
-    choice = index.locate([name], roots, expect, dirs, setting.on_error,
-                          cache_dir=setting.cache_dir, memo=session.memo,
-                          cuda=setting.cuda)[name]
+    choice = index.locate([name], roots, expect, dirs, context.told,
+                          cache_dir=context.cache_dir, memo=models.memo,
+                          cuda=context.cuda)[name]
     if choice.path is not None:
         return choice.path
-    other = index.renamed(name, dirs, expect, session.memo, setting.cuda)
+    other = index.renamed(name, dirs, expect, models.memo, context.cuda)
     return other.path if other is not None else None
 
 

@@ -64,15 +64,16 @@ def plan_rounds(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     A file the model cannot take (see :mod:`failopen`) is skipped and listed in
     ``skipped``; it never stops the plan.
 
-    A test is resolved once per environment (the context's ``session``, shared by the
+    A test is resolved once per environment (the context's ``models``, shared by the
     plans of one command): the first round, the rounds with and without the runfiles'
     objects and the final check read the same resolution when they ask about the same
     environment.
     """
-    output_base, loaders, setting = context.output_base, context.loaders, context.setting
-    prepend, cache_dir, links_root = setting.prepend, setting.cache_dir, setting.links_root
-    cuda, on_error, progress = setting.cuda, setting.on_error, setting.progress
-    host, session = context.host, context.session
+    output_base, loaders, prepend = context.output_base, context.loaders, \
+        context.setting.prepend
+    cache_dir, links_root = context.cache_dir, context.links_root
+    cuda, on_error, progress = context.cuda, context.told, context.progress
+    host, session = context.host, context.models
     assert host is not None and session is not None   # plan_repair settles both
     memo = session.memo
     subjects = [session.subject(t, host) for t in tests]

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from bazel_ldfix.cli import cli, registry
 
-# What only the Bazel side, the diagnosis, the BUILD fix, the linkage gates and the flows
+# What only the Bazel side, the diagnosis, the BUILD fix, the linkage gates and the commands
 # use, with their renderings.
 HEAVY_PARTS = ("bazel_ldfix.bazel", "bazel_ldfix.diagnosis", "bazel_ldfix.buildfix",
-               "bazel_ldfix.linkage", "bazel_ldfix.repair", "bazel_ldfix.flow",
+               "bazel_ldfix.linkage", "bazel_ldfix.repair",
                *(f"bazel_ldfix.render.{m}" for m in ("repair", "diagnosis", "brief", "github",
                                                     "buildfix", "linkage", "locate")))
 # Third-party and standard modules that `resolve`'s text output does not need.
@@ -91,7 +91,7 @@ def test_resolve_imports_nothing_of_bazel_diagnosis_buildfix_or_linkage(
     code, modules = imported_by("resolve", *flag, os.path.realpath(sys.executable))
     assert code in (0, 1)
     assert of_parts(modules, HEAVY_PARTS) == []
-    assert "bazel_ldfix.cli.bazelcmds" not in modules
+    assert "bazel_ldfix.commands.locate" not in modules
     unused = UNUSED_BY_RESOLVE if not flag else tuple(m for m in UNUSED_BY_RESOLVE
                                                       if m != "json")
     assert of_parts(modules, unused) == []
@@ -102,5 +102,5 @@ def test_a_command_that_starts_bazel_is_the_only_kind_that_imports_the_bazel_sid
     # processes, come in with it.
     code, modules = imported_by("locate", "--help")
     assert code == 0
-    assert "bazel_ldfix.cli.bazelcmds" in modules
-    assert "bazel_ldfix.cli.filecmds" not in modules
+    assert "bazel_ldfix.commands.locate" in modules
+    assert "bazel_ldfix.commands.resolve" not in modules

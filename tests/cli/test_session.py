@@ -15,14 +15,13 @@ from elfbuild import lib, program
 from terminal import on_terminal
 
 from bazel_ldfix import cli
-from bazel_ldfix.cli.session import Session, prog_of
-from bazel_ldfix.invocation import from_environ
+from bazel_ldfix.cli.process import prog_of
+from bazel_ldfix.session import BazelChoice, Session, of_process
 
 
 def session_under_bazel_run(user_dir: Path, **env: str) -> Session:
     # `bazel run` starts the tool elsewhere (its runfiles tree) and names the user's directory.
-    return Session.of(from_environ({"BUILD_WORKING_DIRECTORY": str(user_dir), **env},
-                                   "/nowhere/runfiles"))
+    return of_process({"BUILD_WORKING_DIRECTORY": str(user_dir), **env}, "/nowhere/runfiles")
 
 
 def test_relative_paths_are_the_users_not_the_processs(tmp_path: Path) -> None:
@@ -33,7 +32,7 @@ def test_relative_paths_are_the_users_not_the_processs(tmp_path: Path) -> None:
     assert options.library_path == "/opt/a"        # the user's LD_LIBRARY_PATH
     assert session.loaders("tools/ld.so").loader == str(tmp_path / "tools" / "ld.so")
     assert session.loaders(None).loader is None     # this machine's own
-    bazel = session.bazel(None, ())
+    bazel = session.bazel()
     assert bazel.cwd == str(tmp_path)               # Bazel runs where the user is
 
 
@@ -44,10 +43,10 @@ def test_library_path_option_wins_over_the_environment(tmp_path: Path) -> None:
 
 
 def test_bazel_is_the_option_then_the_environment_then_bazel(tmp_path: Path) -> None:
-    assert session_under_bazel_run(tmp_path).bazel(None, ()).argv("info", ())[0] == "bazel"
+    assert session_under_bazel_run(tmp_path).bazel().argv("info", ())[0] == "bazel"
     named = session_under_bazel_run(tmp_path, BAZEL="/opt/bazelisk")
-    assert named.bazel(None, ()).argv("info", ())[0] == "/opt/bazelisk"
-    assert named.bazel("/usr/bin/bazel", ()).argv("info", ())[0] == "/usr/bin/bazel"
+    assert named.bazel().argv("info", ())[0] == "/opt/bazelisk"
+    assert named.bazel(BazelChoice("/usr/bin/bazel")).argv("info", ())[0] == "/usr/bin/bazel"
 
 
 @pytest.mark.parametrize("kind, code", [("shared-object", 0), ("pie", 1)])

@@ -12,11 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bazel_ldfix.diagnosis import rerun
 from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.messages import ErrorKind
-from bazel_ldfix.flow import rerun
 from bazel_ldfix.given import Given
 from bazel_ldfix.repair.results import Repair
 
@@ -80,7 +80,7 @@ def test_an_internal_error_runs_bazel_test_unchanged(tmp_path: Path) -> None:
                            "TypeError: a bug")
     assert line.endswith("; running `bazel test` unchanged")
     # Where in the tool the bug surfaced (the planning is called from there).
-    assert "flow/repair.py:" in line and "Traceback" not in result.stderr
+    assert "repair/testcommand.py:" in line and "Traceback" not in result.stderr
     assert calls(tmp_path)[-1] == "test --keep_going //t:x_test"   # as given
 
 

@@ -204,13 +204,13 @@ def test_each_test_is_resolved_once_per_value_of_the_search_path(tmp_path: Path)
         return cache_lookup(info, Options())
 
     loaders = Loaders(make_loader, cache_for)
-    first = plan_repair(inputs, env, PlanContext(str(tmp_path / "ob"), loaders, session=session))
+    first = plan_repair(inputs, env, PlanContext(str(tmp_path / "ob"), loaders, models=session))
     assert first.added == (str(ext / "sdk" / "lib"),)
     assert all(t.missing_before == ("libsdk.so.11",) and not t.missing_after
                for t in first.tests)
     # Today's value and the repaired one: two resolutions per test, however many rounds.
     assert Counter(made) == {None: 6, str(ext / "sdk" / "lib"): 6}
-    again = plan_repair(inputs, env, PlanContext(str(tmp_path / "ob"), loaders, session=session))
+    again = plan_repair(inputs, env, PlanContext(str(tmp_path / "ob"), loaders, models=session))
     assert again == first
     assert len(made) == 12  # a second plan of the same command resolves nothing anew
     fresh = plan_repair(inputs, env, PlanContext(str(tmp_path / "ob"), loaders))

@@ -138,7 +138,7 @@ def test_the_repair_reads_anew_what_bazel_changed_after_it_was_read(
     test. The first test was read and resolved before; the second still loads in the
     answer."""
     from bazel_ldfix.bazel.client import Bazel
-    from bazel_ldfix.flow import repair as command
+    from bazel_ldfix.repair import testcommand as command
 
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -26,6 +26,7 @@ from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.session import Session
 
 
 def _system_zlib() -> str | None:
@@ -95,8 +96,9 @@ class Layout:
                                      {t.label: value for t in inputs})
         session = Models()
         loaders = resolver(session)
-        setting = Setting(prepend, links_root=str(self.links) if links else None)
-        context = PlanContext(str(self.ob), loaders, session=session, setting=setting)
+        who = Session("/", {}, store_root=str(self.links.parent)) if links else None
+        context = PlanContext(str(self.ob), loaders, models=session, session=who,
+                              setting=Setting(prepend, no_cache=True))
         return plan_repair(inputs, env, context)
 
 

@@ -23,6 +23,7 @@ from bazel_ldfix.repair.context import PlanContext, Setting
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.session import Session
 
 HOST = cuda.HostDriver((550, 54, 14))
 
@@ -49,8 +50,9 @@ class Toolkit:
         env = TestEnvironment(pathlist.split(None), "the test's own value",
                               {t.label: None for t in self.inputs})
         models = Models()
-        context = PlanContext(str(self.ob), resolver(models), session=models,
-                              setting=Setting(links_root=str(self.links), cuda=host))
+        who = Session("/", {}, store_root=str(self.links.parent), driver=host)
+        context = PlanContext(str(self.ob), resolver(models), models=models, session=who,
+                              setting=Setting(no_cache=True))
         return plan_repair(self.inputs, env, context)
 
 

@@ -28,13 +28,15 @@ from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.facts import PROBES, Facts, holds
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.given import Given
+from bazel_ldfix.loader.cuda import NO_HOST_DRIVER
 from bazel_ldfix.loader.resolve import LoaderFactory, host_header
 from bazel_ldfix.outputbase import indexcache  # noqa: F401  (registers the "index" facts)
 from bazel_ldfix.repair import replay
-from bazel_ldfix.repair.context import PlanContext, Setting
+from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.session import Session
 
 
 def _later() -> int:
@@ -66,6 +68,17 @@ def _workspace(top: Path, count: int = 3) -> tuple[Path, list[TestInput]]:
     return ob, inputs
 
 
+_SESSIONS: dict[str, Session] = {}
+
+
+def _session(cache: Path) -> Session:
+    """One session per store, settled once: as a command settles it before Bazel runs."""
+    key = str(cache)
+    if key not in _SESSIONS:
+        _SESSIONS[key] = Session("/", {}, store_root=key, driver=NO_HOST_DRIVER).for_repair()
+    return _SESSIONS[key]
+
+
 def _planned(ob: Path, inputs: list[TestInput], cache: Path
              ) -> tuple[Repair, Facts | None]:
     session = Models()
@@ -73,8 +86,8 @@ def _planned(ob: Path, inputs: list[TestInput], cache: Path
     factory.warm()      # as a command does while Bazel builds
     session.memo.watch()
     env = TestEnvironment((), "nothing", {t.label: None for t in inputs})
-    context = PlanContext(str(ob), factory, session=session, host=host_header(),
-                          setting=Setting(cache_dir=str(cache)))
+    context = PlanContext(str(ob), factory, models=session, host=host_header(),
+                          session=_session(cache))
     planned = plan_repair(inputs, env, context)
     return planned, session.memo.facts()
 

@@ -51,7 +51,7 @@ def _planned(ob: Path, early: Path, inputs: list[TestInput]
     session.memo.watch()
     env = TestEnvironment((str(early),), "the flags",
                                  {t.label: str(early) for t in inputs})
-    planned = plan_repair(inputs, env, PlanContext(str(ob), factory, session=session,
+    planned = plan_repair(inputs, env, PlanContext(str(ob), factory, models=session,
                                                    host=host_header()))
     return planned, session.memo.facts()
 

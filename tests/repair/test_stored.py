@@ -168,7 +168,7 @@ def test_a_repair_from_a_real_plan_is_read_back_whole(tmp_path: Path) -> None:
                                  reach={"//p:t1": Reach.NO}, rule={"//p:t1": "/rule/lib"})
     session = Models()
     loaders = resolver(session)
-    planned = plan_repair(inputs, env, PlanContext(str(ob), loaders, session=session))
+    planned = plan_repair(inputs, env, PlanContext(str(ob), loaders, models=session))
     r = dataclasses.replace(planned, patterns=("//p:all",),
                             options=(Option("compilation_mode", "fastbuild"),
                                      Option("test_env", "HOME=/home/\udcff")))

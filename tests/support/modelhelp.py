@@ -32,5 +32,5 @@ def plan_of(output_base: Path, inputs: list[TestInput], session: Models,
     """The plan of ``inputs``, each test's LD_LIBRARY_PATH being ``value``."""
     env = TestEnvironment((), "nothing", {t.label: value for t in inputs})
     loaders = resolver(session)
-    return plan_repair(inputs, env, PlanContext(str(output_base), loaders, session=session),
+    return plan_repair(inputs, env, PlanContext(str(output_base), loaders, models=session),
                        search=search)

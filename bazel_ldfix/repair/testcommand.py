@@ -1,4 +1,5 @@
-"""The repair of one ``bazel test`` command: its build step, its tests planned, the rules' env.
+"""The repair of one ``bazel test`` command line: its build step, its tests planned, the
+rules' env.
 
 Bazel works first. The build step starts before the loader model is even imported, and
 the host's loader is asked what every model asks first while Bazel builds; the model's
@@ -11,7 +12,6 @@ after it (a different value makes Bazel discard its analysis cache).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +33,13 @@ from bazel_ldfix.bazel.queryxml import RuleInfo
 from bazel_ldfix.bazel.targets import StepHead, TestTarget
 from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.bazel.workspace import workspace_of
-from bazel_ldfix.errors import BadInputError, BazelError, NotAWorkspaceError, NoTestsError
+from bazel_ldfix.errors import (
+    BadInputError,
+    BazelError,
+    BuildStepError,
+    NotAWorkspaceError,
+    NoTestsError,
+)
 from bazel_ldfix.given import flags as given_flags
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.context import PlanContext, RunFacts, Setting
@@ -43,10 +49,10 @@ if TYPE_CHECKING:
     from bazel_ldfix.bazel.query import PendingRules
     from bazel_ldfix.bazel.targets import BuildEvents
     from bazel_ldfix.elf import ElfHeader
-    from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.loader.resolve import LoaderFactory
     from bazel_ldfix.repair.models import Models
     from bazel_ldfix.repair.results import Repair
+    from bazel_ldfix.session import BazelChoice, Session
 
 @dataclass(frozen=True)
 class StepFailed:
@@ -83,12 +89,12 @@ def builds_more(command_line: Sequence[str]) -> bool:
     return value
 
 
-_NO_SETTING = Setting()   # no cache, no links directory: the repair alone
+_ALONE = Setting()   # what a repair asks by default: nothing but the repair
 
 
 def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str], *,
-                 output_base: str | None = None,
-                 setting: Setting = _NO_SETTING) -> Repair | StepFailed:
+                 output_base: str | None = None, setting: Setting = _ALONE,
+                 session: Session | None = None) -> Repair | StepFailed:
     """The repair for ``bazel test ARGS``, or :class:`StepFailed` when the build step
     fails. Raises NoTestsError when the patterns select no test.
 
@@ -98,8 +104,9 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     ``--test_env`` would replace it) or the rule's value may win over the flags, only for
     the selected tests and only the rules whose ``env`` or ``env_inherit`` mentions the
     variable. That answer is remembered (:mod:`bazel_ldfix.bazel.rulecache`) and asked
-    again only when a file it was read from, or an option, has changed. Without the
-    setting's ``cache_dir`` nothing is remembered or given again.
+    again only when a file it was read from, or an option, has changed. Without a
+    ``session`` (its per-user store, its links directories, its host's driver), or under
+    ``setting.no_cache``, nothing is remembered or given again.
     """
     workspace = workspace_of(runner.cwd)
     if workspace is None:
@@ -107,7 +114,8 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                  "above the current directory)")
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    last = LastRun(runner, args, client_env, use=setting.cache_dir is not None)
+    cache_dir = None if session is None or setting.no_cache else session.cache_dir
+    last = LastRun(runner, args, client_env, use=cache_dir is not None)
     built = _build_step(runner, args, client_env, last, output_base)
     if isinstance(built, StepFailed):
         return built
@@ -117,7 +125,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
 
     selected = [t.label for t in selected_tests(events.tests, {}, events.command_line)]
     rules = _Rules(runner, events, events.workspace or workspace, selected,
-                   setting.cache_dir, built.output_base)
+                   cache_dir, built.output_base)
     # The same command again, with nothing it read changed: the same repair.
     inputs = replay.inputs_of(events, client_env, built.output_base, setting.prepend,
                               force_local=setting.force_local_path) \
@@ -146,18 +154,18 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     try:
         if flags_decide and events.tests:
             # Without the rules' env: if every test loads, that is the answer (nothing to add).
-            first = _plan_tests(built, args, client_env, setting, {}, search=False)
+            first = _plan_tests(built, args, client_env, setting, session, {}, search=False)
             if not any(t.missing_before or t.error for t in first.tests):
                 result = first
         if result is None:
             used = rules.answer()
-            result = _plan_tests(built, args, client_env, setting, used)
+            result = _plan_tests(built, args, client_env, setting, session, used)
     finally:
         rules.close()
     last.remember(result.given)
     if inputs is not None and not result.groups:
         # (A split run is made anew each time: the kept record holds one value.)
-        last.keep(inputs, replay.rules_of(used), built.session.memo.facts(), result)
+        last.keep(inputs, replay.rules_of(used), built.models.memo.facts(), result)
     return result
 
 
@@ -166,7 +174,7 @@ class _Built:
     """What the build step gave, and the model that read the tests while Bazel built."""
 
     events: BuildEvents
-    session: Models
+    models: Models
     host_loader: LoaderFactory
     host: ElfHeader | None
     output_base: str
@@ -188,15 +196,15 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         from bazel_ldfix.repair.models import Models
         from bazel_ldfix.repair.results import TestInput
 
-        session = Models()
-        host_loader = LoaderFactory(memo=session.memo)
+        models = Models()
+        host_loader = LoaderFactory(memo=models.memo)
         host = host_header()
         # A failure here is met again, and handled, where each file is modelled.
         with contextlib.suppress(Exception):
             host_loader.warm()
         # What is read from here on while Bazel builds is checked once it has ended: a
         # directory read early may get more from Bazel later (another test's outputs).
-        session.memo.watch()
+        models.memo.watch()
         values: dict[int, tuple[StepHead, str | None]] = {}   # by the head's id
         last_value = last.given.ld_library_path if last.given is not None else None
         if last_value is not None and not _all_there(last_value):
@@ -208,8 +216,8 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         def read_tests(test: TestTarget, head: StepHead) -> None:
             # Read, and resolved in the value the flags give it: what the first plan asks
             # of most tests (a rule's own env may give another; that is resolved then).
-            subject = session.read_ahead(TestInput(test.label, test.executable),
-                                         host)
+            subject = models.read_ahead(TestInput(test.label, test.executable),
+                                        host)
             if subject is None:
                 return
             with contextlib.suppress(Exception):   # met again, and handled, by the plan
@@ -218,11 +226,11 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
                     known = values[id(head)] = (head, environment_of(
                         head.options, client_env, {}, [test.label], head.version
                     ).current[test.label])
-                session.resolve_ahead(subject, known[1], host_loader)
+                models.resolve_ahead(subject, known[1], host_loader)
                 if last_value is not None and last_value != known[1]:
                     # The value the last repair of this command gave: most likely this
                     # one's too, whose check the plan then finds made.
-                    session.resolve_ahead(subject, last_value, host_loader)
+                    models.resolve_ahead(subject, last_value, host_loader)
 
         if last.kept is None:
             # (With a repair kept, most likely given again, Bazel is left the machine.)
@@ -231,11 +239,11 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         events, code = step.result(read_ahead)
     if code not in (SUCCESS, NO_TESTS_FOUND):
         return StepFailed(code, builds_more(events.command_line))
-    if not session.memo.still_true():
+    if not models.memo.still_true():
         # Bazel changed something that was read while it built: read everything anew.
-        session = Models()
-        host_loader = LoaderFactory(memo=session.memo)
-        session.memo.watch()
+        models = Models()
+        host_loader = LoaderFactory(memo=models.memo)
+        models.memo.watch()
     if not events.complete:
         # Which tests the step built is not known: it is not "no test selected".
         raise BazelError("the build step's events end before Bazel's last event (the "
@@ -267,7 +275,7 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
     unreadable = {t.label: f"{t.label}: cannot read its executable {t.executable}: not on "
                   "disk (a remote cache that did not download it?); not examined"
                   for t in absent}
-    return _Built(events, session, host_loader, host, base, tuple(notes),
+    return _Built(events, models, host_loader, host, base, tuple(notes),
                   tuple(t.label for t in absent), unreadable)
 
 
@@ -315,7 +323,7 @@ class _Rules:
 
 
 def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str],
-                setting: Setting, rules: Mapping[str, RuleInfo],
+                setting: Setting, session: Session | None, rules: Mapping[str, RuleInfo],
                 search: bool = True) -> Repair:
     """The plan for the selected tests, given the rules' ``env``: one value, or one per
     group where one value cannot serve them all (:mod:`bazel_ldfix.repair.plan`)."""
@@ -341,16 +349,17 @@ def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str
                          {k: r.env for k, r in rules.items()}, [t.label for t in tests],
                          events.version, {k: r.env_inherit for k, r in rules.items()})
     inputs = [TestInput(t.label, t.executable) for t in tests]
-    session = built.session
+    models = built.models
+    told = session.on_error if session is not None else None
 
     def noted(path: str, exc: OSError) -> None:
-        session.memo.opaque()   # a walk's error is not a fact kept: never given again
-        if setting.on_error is not None:
-            setting.on_error(path, exc)
+        models.memo.opaque()   # a walk's error is not a fact kept: never given again
+        if told is not None:
+            told(path, exc)
 
-    context = PlanContext(built.output_base, built.host_loader, session, built.host,
-                          dataclasses.replace(setting, on_error=noted),
-                          RunFacts(events.options, events.patterns, step_notes))
+    context = PlanContext(built.output_base, built.host_loader, models, built.host,
+                          session, setting,
+                          RunFacts(events.options, events.patterns, step_notes), noted)
     return plan_repair(inputs, env, context, search=search)
 
 
@@ -361,26 +370,14 @@ def _all_there(value: str) -> bool:
     return all(os.path.isdir(entry) for entry in pathlist.split(value) if entry)
 
 
-def for_command(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], *,
-                output_base: str | None = None, prepend: bool = False,
-                no_cache: bool = False, force_local_path: bool = False
+def for_command(session: Session, choice: BazelChoice, bazel_args: Sequence[str], *,
+                prepend: bool = False, force_local_path: bool = False
                 ) -> Repair | StepFailed:
-    """:func:`repair_tests` for the caller: its environment, its per-user directories
-    (none with ``no_cache``), its progress and unreadable-file lines."""
-    setting = Setting(prepend, None if no_cache else caller.cache_dir, caller.links_root,
-                      caller.cuda, caller.on_error, caller.progress, force_local_path)
-    return repair_tests(bazel, bazel_args, caller.env, output_base=output_base,
-                        setting=setting)
-
-
-class BuildStepError(BazelError):
-    """The build step of ``bazel test`` failed with Bazel's exit code ``code``."""
-
-    def __init__(self, message: str, code: int, exit_code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        if exit_code is not None:
-            self.exit_code = exit_code
+    """:func:`repair_tests` for a command: the session's environment, its per-user store
+    (none with ``--no-cache``), its Bazel, its progress and unreadable-file lines."""
+    setting = Setting(prepend, choice.no_cache, force_local_path)
+    return repair_tests(session.bazel(choice), bazel_args, session.env,
+                        output_base=choice.output_base, setting=setting, session=session)
 
 
 def build_failed(failed: StepFailed) -> BuildStepError:

@@ -9,28 +9,31 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import click
+
 from bazel_ldfix import children, pathlist
 from bazel_ldfix.buildfix import analysis, files, unfetched
 from bazel_ldfix.buildfix.change import Plan
 from bazel_ldfix.buildfix.edit import write
 from bazel_ldfix.buildfix.locate import defines_repository
 from bazel_ldfix.buildfix.plan import Shape, TestMissing, plan_fix
+from bazel_ldfix.cli.arguments import PASSTHROUGH, BazelArgsCommand, bazel_choice
+from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import CannotEditError
 from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 from bazel_ldfix.quoting import printable
+from bazel_ldfix.session import BazelChoice, Session
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.client import Bazel
-    from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.repair.results import Repair
 
 
 @dataclasses.dataclass(frozen=True)
-class Options:
+class FixOptions:
     """How ``bazel-ldfix fix`` was asked to run."""
 
-    output_base: str | None = None
-    no_cache: bool = False
+    bazel: BazelChoice
     write: bool = False
     check: bool = False
     verify: bool = False
@@ -38,7 +41,51 @@ class Options:
     as_json: bool = False
 
 
-def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Options) -> int:
+@click.command("fix", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
+@bazel_choice()
+@click.option("--write", is_flag=True,
+              help="Keep the changes Bazel accepts (`bazel build --nobuild BAZEL_ARGS`); "
+                   "restore every file if Bazel rejects them.")
+@click.option("--check", is_flag=True,
+              help="Change nothing (as without --write); exit 1 when a change is needed.")
+@click.option("--verify", is_flag=True,
+              help="After --write, run `bazel test BAZEL_ARGS` as given (no --test_env) and "
+                   "exit with its code.")
+@click.option("--interface", is_flag=True,
+              help="Keep linking against the unversioned file (interface_library) and import "
+                   "the versioned one as shared_library.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the planned and written edits as JSON (each with file, old, new "
+                   "and why) instead of diffs.")
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+@pass_session
+def fix(session: Session, bazel: BazelChoice, write: bool, check: bool, verify: bool,
+        interface: bool, as_json: bool, bazel_args: tuple[str, ...]) -> int:
+    """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
+
+    Prints a unified diff of each file it would edit, and describes what it cannot edit.
+    Bazel analyses the change first: it is written, analysed, and (but with --write) put
+    back byte for byte. A change Bazel rejects is no diff: `cannot fix` says why. Exit 0:
+    nothing needed, the diffs printed, or every change written; 1: a change is needed
+    (--check), or (--write) some change could only be described; 68: a change cannot be
+    made safely, or Bazel rejected it (nothing left changed). The options of bazel-ldfix
+    come before Bazel's arguments; a `--` is Bazel's, as with `bazel test`.
+
+    \b
+    Examples:
+      bazel-ldfix fix //app:vendor_test
+      bazel-ldfix fix --write --verify -- //... -//app:ext_test
+      bazel-ldfix fix --json //app:vendor_test
+    """
+    if check and (write or verify):
+        raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
+    if verify and not write:
+        raise click.UsageError("--verify runs the tests after --write")
+    options = FixOptions(bazel, write, check, verify, interface, as_json)
+    return run(session.for_repair(), bazel_args, options)
+
+
+def run(session: Session, bazel_args: Sequence[str], options: FixOptions) -> int:
     """The BUILD change for ``bazel test BAZEL_ARGS``: shown (a unified diff per file, JSON
     with ``as_json``), checked, or written; the command's exit code.
 
@@ -47,17 +94,17 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     their bytes back (:func:`apply`). A change Bazel rejects is no diff but a reason.
     """
     from bazel_ldfix.bazel.workspace import workspace_of
-    from bazel_ldfix.flow import repair as repairing
     from bazel_ldfix.render.buildfix import to_jsonable, to_text
     from bazel_ldfix.render.common import dumps
+    from bazel_ldfix.repair import testcommand as repairing
 
-    repair = repairing.for_command(caller, bazel, bazel_args,
-                                   output_base=options.output_base, no_cache=options.no_cache)
+    bazel = session.bazel(options.bazel)
+    repair = repairing.for_command(session, options.bazel, bazel_args)
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair)
-    workspace = workspace_of(caller.cwd) or caller.cwd
-    fetch = unfetched.Fetcher(workspace, repair.output_base, bazel, caller.say)
-    result = plan_for(repair, workspace, interface=options.interface, cuda=caller.cuda,
+    workspace = workspace_of(session.cwd) or session.cwd
+    fetch = unfetched.Fetcher(workspace, repair.output_base, bazel, session.say)
+    result = plan_for(repair, workspace, interface=options.interface, cuda=session.cuda,
                       fetch=fetch)
     keep = options.write and not options.check
     document = None
@@ -68,16 +115,16 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         """One error line on stderr; with --json, the error in the one document."""
         if document is None:
             raise error
-        caller.say(f"error: {printable(str(error))}")
+        session.say(f"error: {printable(str(error))}")
         document["error"] = {"message": str(error), "exit_code": error.exit_code}
-        caller.show(dumps(document))
+        session.show(dumps(document))
         return error.exit_code
 
     def show(refused: str | None = None) -> None:
         """The plan for people (unless --json): its diffs only once Bazel accepted them."""
         text = to_text(result, workspace, refused)
         if text and document is None:
-            caller.show(text)
+            session.show(text)
 
     if result.problems:
         show()
@@ -86,7 +133,7 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     applied = None
     if any(f.editable for f in result.files):
         try:
-            applied = apply(result, bazel, bazel_args, repair.output_base, caller.say,
+            applied = apply(result, bazel, bazel_args, repair.output_base, session.say,
                             keep=keep)
         except CannotEditError as exc:
             show(str(exc))
@@ -105,58 +152,58 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
                 f"Bazel rejects the change: {applied.verdict.error}; "
                 + (kept or "every file written was restored as it was")))
         if kept:
-            caller.say(printable(f"bazel-ldfix: warning: {kept}"))
+            session.say(printable(f"bazel-ldfix: warning: {kept}"))
     show()
     short = len(result.unprovided)
     later = len(result.unfetched)
     if not result.needed:
         if short:
-            caller.say(f"bazel-ldfix: no BUILD change can give {short} needed "
+            session.say(f"bazel-ldfix: no BUILD change can give {short} needed "
                        f"librar{'y' if short == 1 else 'ies'} (see above)")
         if later:
-            caller.say(f"bazel-ldfix: {later} needed librar{'y' if later == 1 else 'ies'} "
+            session.say(f"bazel-ldfix: {later} needed librar{'y' if later == 1 else 'ies'} "
                        "may be in a repository not fetched yet; its change is planned once "
                        "it is fetched (see above)")
         if not short and not later:
-            caller.say("bazel-ldfix: no BUILD change needed")
+            session.say("bazel-ldfix: no BUILD change needed")
     if not keep or not result.needed:
         if document is not None:
-            caller.show(dumps(document))
+            session.show(dumps(document))
         if short or later:
             return 1        # the tests still miss what no change gives yet
         return (1 if options.check else 0) if result.needed else 0
     for w in applied.written if applied is not None else ():
-        caller.say(printable(f"bazel-ldfix: wrote {w.before.path}"
+        session.say(printable(f"bazel-ldfix: wrote {w.before.path}"
                              + (" (in place: it has other hard links or another owner)"
                                 if w.how is files.How.IN_PLACE else "")))
     if document is not None:
-        caller.show(dumps(document))
+        session.show(dumps(document))
     if short:
-        caller.say(f"bazel-ldfix: the change leaves {short} needed "
+        session.say(f"bazel-ldfix: the change leaves {short} needed "
                    f"librar{'y' if short == 1 else 'ies'} that no cc_import provides "
                    "(see above)")
     if later:
-        caller.say(f"bazel-ldfix: the change leaves {later} needed "
+        session.say(f"bazel-ldfix: the change leaves {later} needed "
                    f"librar{'y' if later == 1 else 'ies'} that a repository not fetched "
                    "yet may provide (see above)")
     if options.verify:
-        return verify(caller, bazel, bazel_args)
+        return verify(session, bazel, bazel_args)
     return 1 if result.described_only or short or later else 0
 
 
-def verify(caller: Caller, bazel: Bazel, bazel_args: Sequence[str]) -> int:
+def verify(session: Session, bazel: Bazel, bazel_args: Sequence[str]) -> int:
     """Plain ``bazel test BAZEL_ARGS`` after the change, with no ``--test_env``: Bazel's
     exit code, and one line that says what it means."""
     from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 
     code = bazel.stream("test", bazel_args)
     if code == 0:
-        caller.say("bazel-ldfix: verified: plain `bazel test` passes with the change")
+        session.say("bazel-ldfix: verified: plain `bazel test` passes with the change")
     elif code == TESTS_FAILED:
-        caller.say("bazel-ldfix: not verified: plain `bazel test` still has failing tests "
-                   f"(exit 3); `{caller.prog} diagnose` says why")
+        session.say("bazel-ldfix: not verified: plain `bazel test` still has failing tests "
+                   f"(exit 3); `{session.prog} diagnose` says why")
     else:
-        caller.say(f"bazel-ldfix: not verified: plain `bazel test` exited {code}")
+        session.say(f"bazel-ldfix: not verified: plain `bazel test` exited {code}")
     return code
 
 

@@ -1,9 +1,11 @@
-"""What the commands share in how they read their arguments, and the small renderings of
-errors and warnings they all print."""
+"""What the commands share in how they read their arguments: the command classes that run
+Bazel, the options declared once (each group packed into one frozen dataclass), and the
+words for a file the loader's terse error describes."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import shlex
@@ -13,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bazel_ldfix import PROG
-from bazel_ldfix.cli.session import Session
-from bazel_ldfix.errors import BadInputError, NotElfError
+from bazel_ldfix.errors import BadInputError, BuildStepError, NotElfError
+from bazel_ldfix.quoting import printable
+from bazel_ldfix.session import BazelChoice, Session
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.options import OptionNames
@@ -92,7 +95,6 @@ class BazelArgsCommand(BazelCommand):
         stays 2, Bazel's. Bazel is asked which words it takes with the signals still
         handled."""
         from bazel_ldfix.bazel.exitcodes import COMMAND_LINE_ERROR
-        from bazel_ldfix.flow.repair import BuildStepError
 
         try:
             code = super().run(ctx)
@@ -150,8 +152,9 @@ class BazelArgsCommand(BazelCommand):
         session = ctx.find_object(Session)
         if session is None:
             return None
-        bazel = session.bazel(ctx.params.get("bazel_path"), ctx.params.get("startup") or (),
-                              ctx.params.get("bazel_timeout"))
+        bazel = session.bazel(BazelChoice(ctx.params.get("bazel_path"),
+                                          tuple(ctx.params.get("startup") or ()),
+                                          ctx.params.get("bazel_timeout")))
         return option_names(bazel)
 
     def _own_options(self, ctx: click.Context) -> tuple[set[str], set[str]]:
@@ -208,40 +211,64 @@ def _quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         ctx.obj = session.quieted()
 
 
-def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of the commands that plan a repair from `bazel test BAZEL_ARGS`."""
-    func = click.option("--bazel", "bazel_path", metavar="PATH", default=None,
-                        help="The bazel to run (default: $BAZEL, else bazel).")(func)
-    func = click.option("--startup-option", "startup", multiple=True, metavar="OPT",
-                        help="A Bazel startup option, e.g. --output_user_root=DIR "
-                             "(repeatable).")(func)
-    func = click.option("--output-base", type=click.Path(file_okay=False), default=None,
-                        help="Use this output_base instead of asking Bazel.")(func)
-    func = click.option("--prepend", is_flag=True,
-                        help="Put the added directories before the existing entries.")(func)
-    func = click.option("--no-cache", is_flag=True,
-                        help="Walk output_base/external and query the rules' env; read "
-                             "no cache (the repair made replaces a kept one that "
-                             "differs).")(func)
-    func = bazel_timeout_option(func)
-    func = click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_quiet,
-                        help="Print nothing of bazel-ldfix's own but errors, the "
-                             "diagnosis of tests that failed in the loader, and leftover "
-                             "warnings (for CI logs)."
-                        )(func)
-    return func
+def _packed(func: Callable[..., Any], names: Sequence[str], into: str,
+            make: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` called with the parameters ``names`` made one, ``into`` (``make`` of them)."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs[into] = make(**{name: kwargs.pop(name) for name in names})
+        return func(*args, **kwargs)
+
+    return wrapper
 
 
-def bazel_timeout_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """How long each Bazel call of the tool's own may take (info, query, the download)."""
+def bazel_choice(*, output_base_help: str = "Use this output_base instead of asking Bazel.",
+                 no_cache_help: str = "Walk output_base/external and query the rules' env; "
+                                      "read no cache (the repair made replaces a kept one "
+                                      "that differs).",
+                 bazel_help: str = "The bazel to run (default: $BAZEL, else bazel)."
+                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options that say which Bazel a command runs, and how, packed into one
+    :class:`~bazel_ldfix.session.BazelChoice` given as ``bazel``."""
     from bazel_ldfix.bazel.client import DEFAULT_TIMEOUT
 
-    return click.option(
-        "--bazel-timeout", "bazel_timeout", type=click.FloatRange(min=0), metavar="SECONDS",
-        default=DEFAULT_TIMEOUT, show_default=True,
-        help="End a `bazel info`, `bazel query` or download step of bazel-ldfix's own "
-             "after this long (0: no limit); `test` then runs `bazel test` unchanged."
-    )(func)
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        func = _packed(func, ("bazel_path", "startup", "bazel_timeout", "output_base",
+                              "no_cache"), "bazel",
+                       lambda bazel_path, startup, bazel_timeout, output_base, no_cache:
+                       BazelChoice(bazel_path, tuple(startup), bazel_timeout, output_base,
+                                   no_cache))
+        func = click.option("--bazel", "bazel_path", metavar="PATH", default=None,
+                            help=bazel_help)(func)
+        func = click.option("--startup-option", "startup", multiple=True, metavar="OPT",
+                            help="A Bazel startup option, e.g. --output_user_root=DIR "
+                                 "(repeatable).")(func)
+        func = click.option("--output-base", type=click.Path(file_okay=False), default=None,
+                            help=output_base_help)(func)
+        func = click.option("--no-cache", is_flag=True, help=no_cache_help)(func)
+        return click.option(
+            "--bazel-timeout", "bazel_timeout", type=click.FloatRange(min=0),
+            metavar="SECONDS", default=DEFAULT_TIMEOUT, show_default=True,
+            help="End a `bazel info`, `bazel query` or download step of bazel-ldfix's own "
+                 "after this long (0: no limit); `test` then runs `bazel test` unchanged."
+        )(func)
+
+    return decorate
+
+
+def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the commands that plan a repair from `bazel test BAZEL_ARGS`."""
+    func = bazel_choice()(func)
+    func = click.option("--prepend", is_flag=True,
+                        help="Put the added directories before the existing entries.")(func)
+    return quiet_option(func)
+
+
+def quiet_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("-q", "--quiet", is_flag=True, expose_value=False, callback=_quiet,
+                        help="Print nothing of bazel-ldfix's own but errors, the "
+                             "diagnosis of tests that failed in the loader, and leftover "
+                             "warnings (for CI logs).")(func)
 
 
 github_option = click.option(
@@ -279,12 +306,6 @@ def loader_options(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path)."
                         )(func)
     return func
-
-
-def printable(text: str) -> str:
-    from bazel_ldfix.quoting import printable
-
-    return printable(text)
 
 
 def explain_bad(exc: BadInputError) -> str:

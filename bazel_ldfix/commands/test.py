@@ -3,17 +3,30 @@ the diagnosis of what still failed in the loader, and the one rerun."""
 
 from __future__ import annotations
 
-import functools
+import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bazel_ldfix.flow import repair as repairing
+import click
+
+from bazel_ldfix.cli.arguments import (
+    PASSTHROUGH,
+    BazelArgsCommand,
+    bazel_options,
+    force_local_option,
+    github_option,
+)
+from bazel_ldfix.cli.process import pass_session
+from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.given import flags as given_flags
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.render import github
+from bazel_ldfix.render.github import enabled as github_enabled
 from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair import testcommand as repairing
+from bazel_ldfix.session import BazelChoice, Session
 
 SHOWN_LABELS = 3        # a line names this many tests, then how many more
 
@@ -23,17 +36,15 @@ if TYPE_CHECKING:
     from bazel_ldfix.diagnosis.diagnose import Diagnosis
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.diagnosis.ranwith import RanWith
-    from bazel_ldfix.flow.caller import Caller
     from bazel_ldfix.repair.results import Group, Repair
 
 
 @dataclass(frozen=True)
-class Options:
+class TestOptions:
     """How ``bazel-ldfix test`` was asked to run."""
 
-    output_base: str | None = None
+    bazel: BazelChoice
     prepend: bool = False
-    no_cache: bool = False
     dry_run: bool = False
     no_repair: bool = False
     rerun_failures: bool = False
@@ -41,54 +52,105 @@ class Options:
     github: bool = False
 
 
-def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Options) -> int:
+@click.command("test", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
+@bazel_options
+@click.option("--dry-run", is_flag=True,
+              help="Run the build step (it builds, runs no test), then print the `bazel "
+                   "test` command with the repair instead of running it.")
+@click.option("--no-repair", is_flag=True,
+              help="Run bazel test as given; only diagnose loader failures afterwards.")
+@click.option("--rerun-loader-failures", "rerun_failures", is_flag=True,
+              help="Run the tests that failed in the loader once more, with the directories "
+                   "the diagnosis found (a library opened with dlopen by name).")
+@force_local_option
+@github_option
+@click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
+@pass_session
+def test(session: Session, bazel: BazelChoice, prepend: bool, dry_run: bool, no_repair: bool,
+         rerun_failures: bool, force_local_path: bool, github: bool | None,
+         bazel_args: tuple[str, ...]) -> int:
+    """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
+
+    BAZEL_ARGS are what you would give `bazel test`. The options of bazel-ldfix (below)
+    come first: the first word that is not one of them starts Bazel's arguments, and an
+    option of bazel-ldfix written after it is refused. A `--` is Bazel's, as with
+    `bazel test`: every word after it is a target pattern, so `-- //... -//app:slow_test`
+    excludes a target.
+
+    When tests still fail in the dynamic loader, says why after Bazel's summary (as
+    `bazel-ldfix diagnose` does). Exits with Bazel's own exit code. When no repair can be
+    computed, runs `bazel test BAZEL_ARGS` unchanged.
+
+    \b
+    Examples:
+      bazel-ldfix test //...
+      bazel-ldfix test --prepend //app:all --config=ci
+      bazel-ldfix test -- //... -//app:ext_test
+      bazel-ldfix test --quiet --no-repair //app:vendor_test
+    """
+    if bazel.output_base is not None and not os.path.isdir(bazel.output_base):
+        raise BadInputError(f"output_base {bazel.output_base} does not exist")
+    options = TestOptions(bazel, prepend, dry_run, no_repair, rerun_failures,
+                          force_local_path, github_enabled(github, session.env))
+    return run(session.for_repair(), bazel_args, options)
+
+
+def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> int:
     """``bazel test BAZEL_ARGS`` with the repair (unchanged when none can be computed);
     Bazel's exit code, or the code of the run and its rerun together."""
     from bazel_ldfix.bazel.options import with_options
     from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 
-    repair = None if options.no_repair else repair_or_fallback(caller, bazel, bazel_args,
-                                                               options)
+    bazel = session.bazel(options.bazel)
+    repair = None if options.no_repair else repair_or_fallback(session, bazel_args, options)
     if isinstance(repair, int):
         return repair  # the build step was interrupted: stop, with Bazel's code
     if repair is None or isinstance(repair, failopen.Fallback):
         # --no-repair, or no repair could be computed: the user's command as given.
         if repair is not None:
-            caller.inform(printable(repair.message()))
+            session.inform(printable(repair.message()))
         if options.dry_run:
-            caller.show(shlex.join(bazel.argv("test", bazel_args)))
+            session.show(shlex.join(bazel.argv("test", bazel_args)))
             return 0
         # Asked before the run: every Bazel command rewrites command.log, which the
         # diagnosis reads.
-        output_base = options.output_base
+        output_base = options.bazel.output_base
         base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
         if isinstance(base, failopen.Fallback) and not (
                 isinstance(repair, failopen.Fallback) and repair.reason == base.reason):
             # (The same reason as the repair's, not inside a workspace, is said once.)
-            caller.inform(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
+            session.inform(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
         code = bazel.stream("test", bazel_args)
-        diagnosis = diagnose_after(caller, base, code, None, repaired=False) \
+        diagnosis = diagnose_after(session, base, code, None, repaired=False) \
             if isinstance(base, str) else None
         if diagnosis is not None and diagnosis.findings and options.rerun_failures:
-            caller.inform("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
+            session.inform("bazel-ldfix: no rerun: there is no first LD_LIBRARY_PATH to extend "
                           "(no repair was computed)")
         if options.github:
-            annotate(caller, diagnosis.findings if diagnosis else ())
+            annotate(session, diagnosis.findings if diagnosis else ())
         return code
-    from bazel_ldfix.render.repair import leftover_warnings, repair_summary, repaired_line
+    from bazel_ldfix.render.repair import (
+        held_back_line,
+        leftover_warnings,
+        repair_summary,
+        repaired_line,
+    )
+    from bazel_ldfix.repair.leftovers import leftovers
 
-    say_held_back(caller, repair)
+    held_back = held_back_line(repair, session.prog)
+    if held_back:
+        session.say(held_back)
     left = leftovers(repair)
-    if not caller.quiet:
-        caller.say(repair_summary(repair, caller.prog, left))
+    if not session.quiet:
+        session.say(repair_summary(repair, session.prog, left))
     elif left:
         # (Kept under --quiet: such a test passes here by accident.)
-        caller.say(leftover_warnings(left, caller.prog))
+        session.say(leftover_warnings(left, session.prog))
     if repair.groups:
-        return run_split(caller, bazel, bazel_args, repair, options, left)
+        return run_split(session, bazel, bazel_args, repair, options, left)
     args = with_options(bazel_args, repair.flags)
     if options.dry_run:
-        caller.show(shlex.join(bazel.argv("test", args)))
+        session.show(shlex.join(bazel.argv("test", args)))
         return 0
     code = bazel.stream("test", args)
     ran_with = ran_with_repair(repair)
@@ -97,9 +159,9 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
         from bazel_ldfix.diagnosis import ranwith
 
         # For a later `diagnose` of this run (its command.log): what each test was given.
-        ranwith.keep(userdir.cache_root(caller.env), repair.output_base, ran_with.values)
+        ranwith.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
     remote = is_remote(repair) and not options.force_local_path
-    failed = diagnose_after(caller, repair.output_base, code, ran_with, remote=remote)
+    failed = diagnose_after(session, repair.output_base, code, ran_with, remote=remote)
     diagnosis = failed if failed is not None and failed.findings else None
     stopped = list(diagnosis.findings) if diagnosis else []
     otherwise = list(failed.other_failures) if failed else []
@@ -107,13 +169,13 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
     rerun_ok: tuple[str, ...] = ()
     revealed: tuple[tuple[str, str], ...] = ()
     if diagnosis is not None and not options.rerun_failures and not remote:
-        point_at_rerun(caller, diagnosis, repair, bazel_args, options.prepend)
+        point_at_rerun(session, diagnosis, repair, bazel_args, options.prepend)
     if options.rerun_failures and diagnosis is not None:
         if remote:
-            caller.inform("bazel-ldfix: no rerun: under remote execution, directories of this "
-                          f"machine mean nothing to the executors (see `{caller.prog} fix`)")
+            session.inform("bazel-ldfix: no rerun: under remote execution, directories of this "
+                          f"machine mean nothing to the executors (see `{session.prog} fix`)")
         else:
-            outcome = rerun_failed(caller, bazel, bazel_args, repair, diagnosis, code)
+            outcome = rerun_failed(session, bazel, bazel_args, repair, diagnosis, code)
             code, rerun_ok, revealed = outcome.code, outcome.now_pass, outcome.added
             if outcome.rerun:
                 # What the rerun says of the tests it ran; the first run of the others.
@@ -122,19 +184,19 @@ def run(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], options: Option
                 otherwise = [t for t in otherwise if t not in outcome.rerun] + list(
                     outcome.diagnosis.other_failures if outcome.diagnosis else ())
     if options.github:
-        annotate(caller, stopped, repair, rerun_ok, revealed, otherwise=otherwise,
+        annotate(session, stopped, repair, rerun_ok, revealed, otherwise=otherwise,
                  left=left)
     # What the rerun let load: the sonames the first run's diagnosis found for those tests.
     opened = [f.soname for f in stopped_first if f.test in rerun_ok and f.soname]
-    line = None if caller.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened,
-                                                   caller.prog)
+    line = None if session.quiet else repaired_line(repair, bazel_args, code, rerun_ok, opened,
+                                                   session.prog)
     if line:
-        caller.say(line)
+        session.say(line)
     return code
 
 
-def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
-              options: Options, left: Sequence[tuple[str, tuple[Leftover, ...]]] = ()) -> int:
+def run_split(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
+              options: TestOptions, left: Sequence[tuple[str, tuple[Leftover, ...]]] = ()) -> int:
     """One ``bazel test`` per group of tests that one value serves (``Repair.groups``):
     each is the user's command, with its group's flag and the other groups' tests taken
     out. So Bazel selects as the user's command does (patterns, exclusions, test_suites,
@@ -149,7 +211,7 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
     file_patterns = None
     if pattern_file(repair.options) is not None:
         if not repair.patterns:
-            caller.inform("bazel-ldfix: the run cannot be split (the patterns of "
+            session.inform("bazel-ldfix: the run cannot be split (the patterns of "
                           "--target_pattern_file are not known); running `bazel test` "
                           "unchanged")
             return bazel.stream("test", bazel_args)
@@ -161,45 +223,37 @@ def run_split(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: R
             for group in repair.groups]
     if options.dry_run:
         for args in runs:
-            caller.show(shlex.join(bazel.argv("test", args)))
+            session.show(shlex.join(bazel.argv("test", args)))
         return 0
     codes = []
     stopped: list[Finding] = []     # what each run's diagnosis found, for the annotations
     otherwise: list[str] = []
     for number, (group, args) in enumerate(zip(repair.groups, runs, strict=True), 1):
-        caller.inform(printable(f"bazel-ldfix: run {number} of {len(runs)}: "
+        session.inform(printable(f"bazel-ldfix: run {number} of {len(runs)}: "
                                 f"{', '.join(group.labels)}"))
         code = bazel.stream("test", args)
         codes.append(code)
         if code == NO_TESTS_FOUND:
-            caller.inform(f"bazel-ldfix: run {number} of {len(runs)} ran no test: the "
+            session.inform(f"bazel-ldfix: run {number} of {len(runs)} ran no test: the "
                           "command selects none of these")
-        failed = diagnose_after(caller, repair.output_base, code, ran_with_group(repair, group))
+        failed = diagnose_after(session, repair.output_base, code, ran_with_group(repair, group))
         if failed is not None:
             stopped += failed.findings
             otherwise += failed.other_failures
         if code not in (0, TESTS_FAILED, NO_TESTS_FOUND):
             break       # a build error or an interruption: the next runs would not help
     if options.rerun_failures:
-        caller.inform("bazel-ldfix: no rerun: the run was split")
+        session.inform("bazel-ldfix: no rerun: the run was split")
     if options.github:
-        annotate(caller, stopped, repair, otherwise=otherwise, left=left)
+        annotate(session, stopped, repair, otherwise=otherwise, left=left)
     code = worst(codes)
-    caller.inform(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
+    session.inform(f"bazel-ldfix: {len(codes)} `bazel test` runs, exit codes "
                      f"{', '.join(map(str, codes))}: exit code {code}")
-    line = None if caller.quiet or len(codes) < len(runs) else repaired_line(
-        repair, bazel_args, code, prog=caller.prog)
+    line = None if session.quiet or len(codes) < len(runs) else repaired_line(
+        repair, bazel_args, code, prog=session.prog)
     if line:
-        caller.say(line)
+        session.say(line)
     return code
-
-
-def say_held_back(caller: Caller, repair: Repair) -> None:
-    """Under remote execution the repair gives no path of this machine: one line why."""
-    from bazel_ldfix.bazel import execution
-
-    if repair.held_back:
-        caller.say(f"bazel-ldfix: {execution.remote_refusal(caller.prog)}")
 
 
 def is_remote(repair: Repair) -> bool:
@@ -208,26 +262,8 @@ def is_remote(repair: Repair) -> bool:
     return execution.of(repair.options) is execution.Execution.REMOTE
 
 
-def leftovers(repair: Repair) -> list[tuple[str, tuple[Leftover, ...]]]:
-    """Each test that loads here only what an earlier build left in bazel-out, with those
-    files (the summary warns of each)."""
-    from bazel_ldfix.bazel import declared
-
-    listed: dict[str, tuple[str, list[str]]] = {}   # each directory listed once
-    out = []
-    for t in repair.tests:
-        if t.missing_after:
-            continue    # it fails anyway: the diagnosis says why
-        base = ":".join(repair.base_of(t.label)) or None   # the value it had
-        found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
-                                                   listed))
-        if isinstance(found, tuple) and found:
-            out.append((t.label, found))
-    return out
-
-
-def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
-                       options: Options) -> Repair | failopen.Fallback | int:
+def repair_or_fallback(session: Session, bazel_args: Sequence[str],
+                       options: TestOptions) -> Repair | failopen.Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
     the command unchanged), or Bazel's code when the build step was interrupted. A build
     step that failed as ``bazel test BAZEL_ARGS`` would raises ``repair.build_failed``:
@@ -236,8 +272,8 @@ def repair_or_fallback(caller: Caller, bazel: Bazel, bazel_args: Sequence[str],
     from bazel_ldfix.bazel.exitcodes import INTERRUPTED
 
     planned = failopen.attempt(lambda: repairing.for_command(
-        caller, bazel, bazel_args, output_base=options.output_base, prepend=options.prepend,
-        no_cache=options.no_cache, force_local_path=options.force_local_path))
+        session, options.bazel, bazel_args, prepend=options.prepend,
+        force_local_path=options.force_local_path))
     if not isinstance(planned, repairing.StepFailed):
         return planned
     if planned.code == INTERRUPTED:
@@ -275,7 +311,7 @@ def ran_with_repair(repair: Repair) -> RanWith | None:
                    {t.label: t.missing_after for t in repair.tests if t.error is None})
 
 
-def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWith | None,
+def diagnose_after(session: Session, output_base: str, code: int, ran_with: RanWith | None,
                    *, repaired: bool = True, remote: bool = False) -> Diagnosis | None:
     """After Bazel's summary: why tests still failed in the dynamic loader, if they did
     (said). Returns the diagnosis of every failed test, the ones that failed for another
@@ -293,17 +329,15 @@ def diagnose_after(caller: Caller, output_base: str, code: int, ran_with: RanWit
     from bazel_ldfix.render import brief
 
     result = failopen.attempt(lambda: diagnosing.of_run(
-        output_base, code, ran_with=ran_with, on_error=caller.on_error,
-        shell_library_path=caller.env.get("LD_LIBRARY_PATH"),
-        links_root=caller.links_root, prog=caller.prog))
+        output_base, code, ran_with=ran_with, session=session))
     if isinstance(result, failopen.Fallback):
-        caller.say(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"))
+        session.say(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"))
         return None
     if result is not None and result.findings:
         if remote:
-            result = diagnosing.remote_only(result, caller.prog)
-        caller.say(brief.to_text(result, prefix="bazel-ldfix: ", color=caller.color,
-                                 after_run=repaired, prog=caller.prog))
+            result = diagnosing.remote_only(result, session.prog)
+        session.say(brief.to_text(result, prefix="bazel-ldfix: ", color=session.color_err,
+                                 after_run=repaired, prog=session.prog))
     return result
 
 
@@ -316,12 +350,12 @@ class RerunOutcome:
     diagnosis: Diagnosis | None = None      # the rerun's, when tests still failed in it
 
 
-def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
+def point_at_rerun(session: Session, diagnosis: Diagnosis, repair: Repair,
                    bazel_args: Sequence[str], prepend: bool) -> None:
     """One line when the rerun (``--rerun-loader-failures``) would repair tests that failed
     in the loader: a library opened at run time is seen only by the run."""
+    from bazel_ldfix.diagnosis import rerun
     from bazel_ldfix.diagnosis.cause import CauseKind
-    from bazel_ldfix.flow import rerun
 
     planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
     if isinstance(planned, failopen.Fallback) or not planned.labels:
@@ -335,80 +369,70 @@ def point_at_rerun(caller: Caller, diagnosis: Diagnosis, repair: Repair,
     what = (f"{failed} to open {sonames} at run time, which no file names"
             if all(f.cause is not None and f.cause.kind is CauseKind.DLOPEN for f in served)
             else f"{failed} to load {sonames}")
-    command = caller.prog + " " + shlex.join(["test", "--rerun-loader-failures",
+    command = session.prog + " " + shlex.join(["test", "--rerun-loader-failures",
                                               *(["--prepend"] if prepend else []),
                                               *bazel_args])
     from bazel_ldfix.render.common import text_of, wrap
     from bazel_ldfix.render.repair import MORE, SAID
 
-    caller.say(text_of(wrap(f"{shown} {what}; `{command}` runs "
+    session.say(text_of(wrap(f"{shown} {what}; `{command}` runs "
                             f"{'it' if len(planned.labels) == 1 else 'them'} once more with "
                             "what this run revealed", SAID, MORE)))
 
 
-def rerun_failed(caller: Caller, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
+def rerun_failed(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
                  diagnosis: Diagnosis, first: int) -> RerunOutcome:
     """The one rerun of the tests that failed in the loader; the two runs' combined code."""
-    from bazel_ldfix.flow import rerun
+    from bazel_ldfix.diagnosis import rerun
 
     planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
     if isinstance(planned, failopen.Fallback):
-        caller.inform(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
+        session.inform(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
         return RerunOutcome(first)
     for test, why in planned.not_rerun:
-        caller.inform(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
+        session.inform(printable(f"bazel-ldfix: not rerunning {test}: {why}"))
     if not planned.labels:
         return RerunOutcome(first)
     args = rerun.arguments(bazel_args, repair.patterns, planned.labels, planned.given)
     if args is None:
-        caller.inform("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
+        session.inform("bazel-ldfix: no rerun: the target patterns cannot be told apart from "
                       "the options' values")
         return RerunOutcome(first)
     for soname, directory in planned.added:
-        caller.inform(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
-    caller.inform(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
+        session.inform(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
+    session.inform(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
                             f"{' '.join(given_flags(planned.given))}"))
     second = bazel.stream("test", args)
     now_pass, still = rerun.outcome(planned, second, repair.output_base)
     if now_pass:
-        caller.inform(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
+        session.inform(printable(f"bazel-ldfix: after the rerun, {', '.join(now_pass)} "
                                 f"pass{'es' if len(now_pass) == 1 else ''} (failed in the "
                                 "loader before)"))
     again = None
     if still:
-        caller.say(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
+        session.say(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
                              f"fail{'s' if len(still) == 1 else ''}"))
         from bazel_ldfix.diagnosis.ranwith import RanWith
 
-        again = diagnose_after(caller, repair.output_base, second, RanWith(
+        again = diagnose_after(session, repair.output_base, second, RanWith(
             "the rerun's --test_env", {}, planned.ld_library_path))
     code = rerun.combined_code(first, second, planned)
     left = [*(t for t, _ in planned.not_rerun), *planned.other_failures]
-    caller.say(printable(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
+    session.say(printable(f"bazel-ldfix: exit code {code} (first run {first}, rerun {second}"
                          + (f"; not rerun, failed in the first run: {', '.join(left)}"
                             if left else "") + ")"))
     return RerunOutcome(code, tuple(planned.labels), tuple(now_pass), tuple(planned.added), again)
 
 
-def annotate(caller: Caller, stopped: Sequence[Finding], repair: Repair | None = None,
+def annotate(session: Session, stopped: Sequence[Finding], repair: Repair | None = None,
              rerun_ok: Sequence[str] = (), revealed: Sequence[tuple[str, str]] = (), *,
              otherwise: Sequence[str] = (),
              left: Sequence[tuple[str, Sequence[Leftover]]] = (),
              to_stdout: bool = True) -> None:
-    """The run's GitHub Actions annotations (see render/github.py): on stdout, or
-    said (stderr) where stdout holds a document. ``otherwise``: the tests that failed for
-    another reason than the loader; ``left``: each test that loads files an earlier build
-    left, with those files (:func:`leftovers`)."""
-    from bazel_ldfix.bazel.workspace import workspace_of
-
-    places = github.Places(workspace_of(caller.cwd), caller.env.get("GITHUB_WORKSPACE"))
-    lines = github.errors(stopped, places, caller.prog)
-    if repair is not None:
-        failing = [f.test for f in stopped if f.test]
-        lines += github.notices(repair, [*failing, *rerun_ok], places, caller.prog,
-                                otherwise)
-    lines += github.revealed(rerun_ok, revealed, places)
-    lines += github.leftovers(left, places, caller.prog)
-    out = caller.show if to_stdout else caller.say
-    for line in lines:
+    """The run's GitHub Actions annotations (:func:`github.run_annotations`): on stdout, or
+    said (stderr) where stdout holds a document."""
+    out = session.show if to_stdout else session.say
+    for line in github.run_annotations(session.cwd, session.env.get("GITHUB_WORKSPACE"), stopped,
+                                   repair, rerun_ok, revealed, otherwise=otherwise,
+                                   left=left, prog=session.prog):
         out(line)

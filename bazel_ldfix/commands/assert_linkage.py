@@ -1,0 +1,56 @@
+"""``bazel-ldfix assert-linkage``: fail unless a file links as asserted."""
+
+from __future__ import annotations
+
+import click
+
+from bazel_ldfix.cli.arguments import loader_options
+from bazel_ldfix.cli.process import pass_session
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.session import Session
+
+
+@click.command("assert-linkage")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--needs", "needs", multiple=True, metavar="SONAME",
+              help="FILE has a DT_NEEDED entry SONAME (repeatable).")
+@click.option("--imports", "imports", multiple=True, metavar="SYMBOL",
+              help="FILE's .dynsym has SYMBOL undefined: it takes it from a library "
+                   "(repeatable).")
+@click.option("--no-defines", "no_defines", multiple=True, metavar="SYMBOL",
+              help="FILE defines no SYMBOL, in .dynsym nor in .symtab (repeatable).")
+@click.option("--binds", "binds", multiple=True, metavar="SYMBOL=SONAME",
+              help="FILE's references to SYMBOL bind to SONAME's definition in the loader's "
+                   "global lookup order (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@loader_options
+@pass_session
+def assert_linkage(session: Session, file: str, needs: tuple[str, ...],
+                   imports: tuple[str, ...],
+                   no_defines: tuple[str, ...], binds: tuple[str, ...], as_json: bool,
+                   library_path: str | None, inhibit_cache: bool, root: str) -> int:
+    """Fail unless FILE links as asserted; every assertion is checked and reported.
+
+    SYMBOL is a mangled name or a demangled C++ name; * matches any text, and a name
+    matches what is declared inside it (a class its constructors and destructor).
+    Exit 0 when every assertion holds, 1 when some fails, 2 for bad input, 69 when a C++
+    pattern needs c++filt and there is none.
+
+    \b
+    Examples:
+      bazel-ldfix assert-linkage --needs libvendor.so.3 bazel-bin/app/vendor_test
+      bazel-ldfix assert-linkage --binds 'vendor_value=libvendor.so.3' bazel-bin/app/_ext.so
+    """
+    import shutil
+
+    from bazel_ldfix.linkage import gate, names
+    from bazel_ldfix.render import linkage as render
+
+    asked = gate.Assertions(needs, imports, no_defines, gate.parse_binds(binds))
+    if not any((needs, imports, no_defines, binds)):
+        raise BadInputError("nothing to assert: give --needs, --imports, --no-defines or "
+                            "--binds")
+    report = gate.check(file, asked, session.options(library_path, inhibit_cache, root),
+                        names.Demangler(shutil.which("c++filt")))
+    click.echo(render.gate_json(report) if as_json else render.gate_text(report))
+    return 0 if report.ok else 1

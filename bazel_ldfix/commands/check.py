@@ -1,0 +1,74 @@
+"""``bazel-ldfix check``: the real loader asked about files (never run), against the model."""
+
+from __future__ import annotations
+
+import click
+
+from bazel_ldfix.cli.arguments import explain_bad, loader_option
+from bazel_ldfix.cli.process import pass_session
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.quoting import printable
+from bazel_ldfix.session import Session
+
+
+@click.command("check")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--library-path", metavar="P", default=None,
+              help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path).")
+@click.option("--inhibit-cache/--use-cache", default=True, show_default=True,
+              help="Leave /etc/ld.so.cache out, so that it cannot hide a missing library.")
+@click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
+              help="Which of these directories are needed (repeatable).")
+@loader_option
+@pass_session
+def check(session: Session, files: tuple[str, ...], as_json: bool, library_path: str | None,
+          inhibit_cache: bool, matrix_dirs: tuple[str, ...], loader: str | None) -> int:
+    """Run the real loader on FILES (never the files themselves) and compare with the model.
+
+    Exit 0 when everything loads, 1 when something is missing (or the real loader crashed
+    on it), 2 for bad input, 3 when the model disagrees with the loader.
+
+    \b
+    Examples:
+      bazel-ldfix check bazel-bin/app/vendor_test
+      bazel-ldfix check --matrix /opt/a/lib --matrix /opt/b/lib bazel-bin/app/vendor_test
+    """
+    from bazel_ldfix.loader import check as checking
+    from bazel_ldfix.render.resolve import (
+        check_text,
+        checks_json,
+        matrix_json,
+        matrix_text,
+    )
+
+    options = session.options(library_path, inhibit_cache, "/", loader)
+    host = session.cuda
+    bad = False
+    if matrix_dirs:
+        matrices = []
+        for path in files:
+            try:
+                matrices.append(checking.matrix(path, matrix_dirs, options, host))
+            except BadInputError as exc:
+                click.echo(f"error: {printable(explain_bad(exc))}", err=True)
+                bad = True
+        if matrices:
+            click.echo(matrix_json(matrices) if as_json
+                       else "\n".join(matrix_text(m) for m in matrices))
+        return 2 if bad else 0 if all(m.smallest is not None for m in matrices) else 1
+    results = []
+    for path in files:
+        try:
+            results.append(checking.check_file(path, options, host))
+        except BadInputError as exc:
+            click.echo(f"error: {printable(explain_bad(exc))}", err=True)
+            bad = True
+    if results:
+        click.echo(checks_json(results) if as_json
+                   else "\n".join(check_text(r, color=session.color) for r in results))
+    if bad:
+        return 2
+    if any(r.disagreements for r in results):
+        return 3
+    return 0 if all(r.loads for r in results) else 1

@@ -1,0 +1,81 @@
+"""``bazel-ldfix diagnose``: why failed tests could not load their libraries, and the fix."""
+
+from __future__ import annotations
+
+import click
+
+from bazel_ldfix.cli.arguments import BazelCommand, github_option, loader_option
+from bazel_ldfix.cli.process import pass_session
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.render.github import enabled as github_enabled
+from bazel_ldfix.render.github import run_annotations
+from bazel_ldfix.session import Session
+
+
+@click.command("diagnose", cls=BazelCommand)
+@click.argument("patterns", nargs=-1)
+@click.option("--bep", metavar="FILE", default=None,
+              help="Read the test results of this --build_event_json_file.")
+@click.option("--log", "log_files", metavar="FILE", multiple=True,
+              help="Diagnose this test log (repeatable).")
+@click.option("--output-base", type=click.Path(file_okay=False), default=None,
+              help="Look for libraries here (default: the one the logs come from).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Each failure in full, the .bazelrc line and the BUILD changes.")
+@github_option
+@loader_option
+@pass_session
+def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
+             log_files: tuple[str, ...], output_base: str | None, as_json: bool,
+             verbose: bool, github: bool | None, loader: str | None) -> int:
+    """Explain why failed tests could not load their libraries, and how to fix it.
+
+    By default, the failed tests of the last `bazel test` in this workspace; target
+    PATTERNS narrow them. Prints the command to run first, then one line per missing
+    library under the cc_import that causes it; -v prints every detail.
+
+    Exit 0 when no failed test was stopped by the loader, 1 when some were, 2 for bad
+    input (a pattern that matches no failed test among them, a failed test whose log
+    cannot be read).
+
+    \b
+    Examples:
+      bazel-ldfix diagnose
+      bazel-ldfix diagnose //app:vendor_test
+      bazel-ldfix diagnose --json --bep events.json
+    """
+    from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.diagnosis import logs
+    from bazel_ldfix.render import brief
+    from bazel_ldfix.render import diagnosis as render
+
+    found = logs.find(session.cwd, bep=bep, log_files=log_files,
+                      output_base=output_base, patterns=patterns)
+    if patterns and not found.logs:
+        every = logs.find(session.cwd, bep=bep, log_files=log_files,
+                          output_base=output_base, patterns=())
+        raise BadInputError(diagnosing.unmatched_patterns(
+            patterns, every, logs.package_of(session.cwd)))
+    ran_with = None
+    if found.command_log is not None and found.output_base is not None:
+        from bazel_ldfix.diagnosis import ranwith
+
+        # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
+        ran_with = ranwith.recall(session.cache_dir, found.output_base)
+    loaders = session.loaders(loader)
+    result = diagnosing.diagnose(found, ran_with=ran_with, loaders=loaders,
+                                 session=session.for_repair())
+    if as_json:
+        session.show(render.to_json(result))
+    elif verbose:
+        session.show(render.to_text(result, color=session.color, prog=session.prog))
+    else:
+        session.show(brief.to_text(result, color=session.color, prog=session.prog))
+    if github_enabled(github, session.env):
+        # Not into the JSON on stdout: the runner reads stderr as well.
+        out = session.say if as_json else session.show
+        for line in run_annotations(session.cwd, session.env.get("GITHUB_WORKSPACE"),
+                                result.findings, prog=session.prog):
+            out(line)
+    return result.exit_code
