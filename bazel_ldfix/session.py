@@ -35,8 +35,8 @@ from bazel_ldfix.errors import BadInputError
 if TYPE_CHECKING:
     from bazel_ldfix import elf
     from bazel_ldfix.bazel.client import Bazel
+    from bazel_ldfix.loader.closure import LoaderFactory, Options
     from bazel_ldfix.loader.cuda import HostDriver
-    from bazel_ldfix.loader.resolve import LoaderFactory, Options
     from bazel_ldfix.outputbase.index import ProgressFn
 
 # Set by `bazel run` (and by the Python launcher) for the binary's own runfiles; a user's
@@ -136,7 +136,7 @@ class Session:
                 loader: str | None = None) -> Options:
         """How to resolve: --library-path, else the user's LD_LIBRARY_PATH; the root and the
         loader named on the command line, from where the user is."""
-        from bazel_ldfix.loader.resolve import Options
+        from bazel_ldfix.loader.closure import Options
 
         value = library_path if library_path is not None else self.env.get("LD_LIBRARY_PATH")
         return Options(value, inhibit_cache, os.path.normpath(os.path.join(self.cwd, root)),
@@ -144,7 +144,7 @@ class Session:
 
     def loaders(self, loader: str | None = None) -> LoaderFactory:
         """This machine's loader for each file modelled, or the one --loader names."""
-        from bazel_ldfix.loader.resolve import LoaderFactory
+        from bazel_ldfix.loader.closure import LoaderFactory
 
         return LoaderFactory(self.user_path(loader))
 
@@ -152,7 +152,7 @@ class Session:
 
     def host_header(self) -> elf.ElfHeader:
         """The ELF class and machine of the programs this machine runs."""
-        from bazel_ldfix.loader.resolve import host_header
+        from bazel_ldfix.loader.closure import host_header
 
         return host_header()
 

@@ -1,9 +1,9 @@
-"""What the check for leftovers in bazel-out costs (``bazel/declared.py``), per test.
+"""What the check for leftovers in bazel-out costs (``bazel/declaredinputs.py``), per test.
 
     .venv/bin/python benchmarks/leftovers.py WORKSPACE [--runs 5]
 
 ``WORKSPACE`` is the ``ws/`` directory ``manytests.py --build`` wrote and built. Times
-``declared.leftovers`` over every test executable under ``bazel-bin``: as built (no file
+``declaredinputs.leftovers`` over every test executable under ``bazel-bin``: as built (no file
 of a ``_solib_`` directory is undeclared: the directories are listed and each manifest
 read, no model is run), then with one stale file added to a directory every test reaches
 (the loader model then runs for every test), removed afterwards. Prints Markdown.
@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bazel_ldfix import elf  # noqa: E402
-from bazel_ldfix.bazel import declared  # noqa: E402
+from bazel_ldfix.bazel import declaredinputs  # noqa: E402
 
 
 def executables(ws: str) -> list[str]:
@@ -42,7 +42,7 @@ def timed(tests: list[str], runs: int) -> tuple[float, int]:
     for _ in range(runs):
         start = time.perf_counter()
         listed: dict[str, tuple[str, list[str]]] = {}  # as `test` keeps it, per command
-        found = sum(len(declared.leftovers(t, None, listed)) for t in tests)
+        found = sum(len(declaredinputs.leftovers(t, None, listed)) for t in tests)
         times.append(time.perf_counter() - start)
     return statistics.median(times), found
 

@@ -170,13 +170,13 @@ def child(top: str, tests: int, keep: bool = False) -> None:
     sys.path.insert(0, REPO)
     started = time.perf_counter()
     from bazel_ldfix.bazel.testenv import TestEnvironment
+    from bazel_ldfix.loader.closure import Options, cache_lookup, host_of, interp_for
     from bazel_ldfix.loader.resolution import Environment
-    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
     from bazel_ldfix.loader.search import Loader
-    from bazel_ldfix.repair.context import PlanContext
     from bazel_ldfix.repair.models import Models
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
+    from bazel_ldfix.repair.setting import PlanContext
 
     bin_dir = os.path.join(top, "ob", "execroot", "ws", os.path.dirname(SOLIB))
     inputs = [TestInput(f"//p{i // PER_PACKAGE}:test{i}",

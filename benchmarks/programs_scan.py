@@ -1,4 +1,4 @@
-"""What looking for the programs of a test's runfiles costs (``repair/inventory.py``).
+"""What looking for the programs of a test's runfiles costs (``repair/runfilesobjects.py``).
 
     .venv/bin/python benchmarks/programs_scan.py [--dir DIR] [--tests 300] [--files 2000]
                                                  [--runs 5]
@@ -33,8 +33,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bazel_ldfix.fs.memo import Memo  # noqa: E402
-from bazel_ldfix.loader.resolve import host_header  # noqa: E402
-from bazel_ldfix.repair import subject  # noqa: E402
+from bazel_ldfix.loader.closure import host_header  # noqa: E402
+from bazel_ldfix.repair import testread  # noqa: E402
 from bazel_ldfix.repair.results import TestInput  # noqa: E402
 
 
@@ -85,15 +85,15 @@ class _Anew(Memo):
 def once(tests: list[TestInput], how: str) -> float:
     host = host_header()
     memo = _Anew() if how == "anew" else Memo()
-    real = subject.runfiles_programs
+    real = testread.runfiles_programs
     if how == "none":
-        subject.runfiles_programs = lambda *args, **kwargs: []  # type: ignore[assignment]
+        testread.runfiles_programs = lambda *args, **kwargs: []  # type: ignore[assignment]
     try:
         start = time.perf_counter()
-        found = [subject.Subject.of(t, host, memo) for t in tests]
+        found = [testread.Subject.of(t, host, memo) for t in tests]
         took = time.perf_counter() - start
     finally:
-        subject.runfiles_programs = real  # type: ignore[assignment]
+        testread.runfiles_programs = real  # type: ignore[assignment]
     assert all(len(s.programs) == (0 if how == "none" else 1) for s in found)
     return took
 

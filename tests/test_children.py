@@ -21,7 +21,7 @@ from bazelws import BAZEL, clean_env, make_workspace, needs_x
 from elfbuild import lib, program
 
 from bazel_ldfix import children
-from tests.cli.test_bazelcmds_failures import fake_bazel, fake_bazel_with_a_test
+from tests.commands.test_env_failures import fake_bazel, fake_bazel_with_a_test
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -3,7 +3,7 @@ lines each on a line of its own.
 
 Ground truth for the exit codes: what bash reports as ``$?`` for a process that ended the
 same way (and the commands' own exit codes are checked in cli/test_root.py and
-cli/test_bazelcmds_failures.py).
+commands/test_env_failures.py).
 """
 
 from __future__ import annotations

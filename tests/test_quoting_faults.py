@@ -16,7 +16,7 @@ from elfbuild import lib, program
 from elfcraft import craft
 
 from bazel_ldfix import quoting, userdir
-from tests.cli.test_bazelcmds_failures import fake_bazel_with_a_test
+from tests.commands.test_env_failures import fake_bazel_with_a_test
 
 pytestmark = pytest.mark.security
 

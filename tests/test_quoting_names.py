@@ -19,7 +19,7 @@ from bazelws import BAZEL, clean_env, make_workspace, needs_x
 from elfbuild import lib, program
 
 from bazel_ldfix import quoting
-from tests.cli.test_bazelcmds_failures import fake_bazel, fake_bazel_with_a_test
+from tests.commands.test_env_failures import fake_bazel, fake_bazel_with_a_test
 
 FORGED = "x\nevery test loads, nothing to add\n"
 SEPARATED = ("a:b", "c;d")

@@ -42,7 +42,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.bazel import bep, queryxml, targets
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.errors import LdfixError
-from bazel_ldfix.loader import ldcache, resolve
+from bazel_ldfix.loader import closure, ldcache
 from bazel_ldfix.loader.profile import LoaderProfile
 from bazel_ldfix.loader.verify import verify
 from bazel_ldfix.outputbase import index
@@ -196,11 +196,11 @@ def check_elf(path: str, work: str, expect: elf.ElfHeader,
     _try(elf.read_elf, path)
     _try(elf.version_definitions, path)
     verify(path, expect)
-    options = resolve.Options(library_path=os.path.dirname(path), inhibit_cache=True)
-    _try(resolve.resolve_file, path, options)
+    options = closure.Options(library_path=os.path.dirname(path), inhibit_cache=True)
+    _try(closure.resolve_file, path, options)
     if program is not None:
         # The mutated file as the library a program needs, found on LD_LIBRARY_PATH.
-        _try(resolve.resolve_file, program, options)
+        _try(closure.resolve_file, program, options)
     index.copies([os.path.basename(path)], [os.path.dirname(path)], expect)
 
 
@@ -240,7 +240,7 @@ def campaign(seed: int, inputs: int, time_bound: float,
     rng = random.Random(seed)
     failures: list[Failure] = []
     host = elf.read_header("/proc/self/exe")
-    profile = resolve.profile_of(resolve.interp_for(elf.read_elf("/proc/self/exe")))
+    profile = closure.profile_of(closure.interp_for(elf.read_elf("/proc/self/exe")))
     with tempfile.TemporaryDirectory(prefix="bazel-ldfix-fuzz-") as work:
         corpus_dir = os.path.join(work, "corpus")
         os.mkdir(corpus_dir)

@@ -11,7 +11,7 @@ The reader is lenient and never raises on content: a line that is not JSON, or n
 event (nested deeper than the JSON reader goes, an integer of 100,000 digits), is recorded
 in :attr:`EventFile.skipped` for the caller to judge (a last line cut short is what an
 interrupted Bazel leaves); fields of another type than the schema's, nested deeper than
-any event or holding a NUL, are dropped (:mod:`bepshape`) and the first line that had one
+any event or holding a NUL, are dropped (:mod:`bepschema`) and the first line that had one
 is remembered.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from bazel_ldfix.bazel import bepshape
+from bazel_ldfix.bazel import bepschema
 
 
 @dataclass(frozen=True)
@@ -244,7 +244,7 @@ class Reader:
         if not isinstance(raw, dict) or "id" not in raw:
             self.skipped.append(Skipped(number, Problem.NO_ID))
             return
-        event, changed = bepshape.sanitize(raw)
+        event, changed = bepschema.sanitize(raw)
         if event is None:
             self.skipped.append(Skipped(number, Problem.ID_NOT_OBJECT))
             return

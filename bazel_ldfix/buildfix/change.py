@@ -7,8 +7,8 @@ import enum
 import os
 from dataclasses import dataclass
 
+from bazel_ldfix.buildfix.definitions import Place
 from bazel_ldfix.buildfix.files import Snapshot
-from bazel_ldfix.buildfix.locate import Place
 
 
 class Kind(enum.Enum):

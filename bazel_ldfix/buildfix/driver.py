@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declared, runfiles, solib
+from bazel_ldfix.bazel import declaredinputs, runfiles, solib
 from bazel_ldfix.buildfix.change import Change, Kind
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import cuda
@@ -62,8 +62,8 @@ def stages_unusable(executable: str, host: HostDriver) -> bool:
             if not os.path.isfile(path) or refuse(path, host) is None:
                 continue
             if stale is None:
-                stale = declared.undeclared(executable)
-            if not declared.among(path, stale):
+                stale = declaredinputs.undeclared(executable)
+            if not declaredinputs.among(path, stale):
                 return True
     return False
 

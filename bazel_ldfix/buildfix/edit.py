@@ -24,7 +24,7 @@ from bazel_ldfix.buildfix.change import (
     shown,
     wrapped_name,
 )
-from bazel_ldfix.buildfix.locate import Layout, Place, locate
+from bazel_ldfix.buildfix.definitions import Layout, Place, locate
 from bazel_ldfix.errors import CannotEditError
 
 # The rules whose deps take a cc_import, and link it into what they build.

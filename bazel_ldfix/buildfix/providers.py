@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import buildfile
 from bazel_ldfix.bazel.solib import SolibImport
-from bazel_ldfix.buildfix.locate import read_source
+from bazel_ldfix.buildfix.definitions import read_source
 from bazel_ldfix.errors import BadInputError, CannotEditError
 
 _BUILD_NAMES = ("BUILD.bazel", "BUILD")

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterable
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declared
+from bazel_ldfix.bazel import declaredinputs
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.resolution import Environment
 
@@ -32,9 +32,9 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
     ``added`` holds ``(staged, file)``: ``_solib_<cpu>/<dir>/<name>`` as Bazel would stage
     it, and the file that name would lead to. ``executable`` may be a program the test
     runs from its runfiles; ``declarer`` is then the test, whose runfiles manifest says
-    what Bazel declares (:func:`declared.undeclared`).
+    what Bazel declares (:func:`declaredinputs.undeclared`).
     """
-    from bazel_ldfix.loader.resolve import LoaderFactory
+    from bazel_ldfix.loader.closure import LoaderFactory
 
     real = os.path.realpath(executable)
     at = real.rfind("/bin/")
@@ -52,7 +52,7 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
             os.link(real, copy)
         except OSError:
             shutil.copyfile(real, copy)     # another file system
-        stale = declared.undeclared(executable, declarer=declarer)
+        stale = declaredinputs.undeclared(executable, declarer=declarer)
         for solib in _listdir(bindir):
             if not solib.startswith("_solib_"):
                 continue
@@ -61,7 +61,7 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
                 target = os.path.join(tmp, "bin", solib, directory)
                 os.makedirs(target, exist_ok=True)
                 for entry in _listdir(source):
-                    if declared.among(os.path.join(source, entry), stale):
+                    if declaredinputs.among(os.path.join(source, entry), stale):
                         continue    # left by an earlier build: Bazel stages it no more
                     os.symlink(os.path.realpath(os.path.join(source, entry)),
                                os.path.join(target, entry))

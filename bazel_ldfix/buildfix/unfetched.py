@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bazel_ldfix.bazel.buildfile import function_name, string_attr
-from bazel_ldfix.buildfix.locate import label_path, read_source, workspace_file
+from bazel_ldfix.buildfix.definitions import label_path, read_source, workspace_file
 from bazel_ldfix.errors import BazelError, CannotEditError
 
 if TYPE_CHECKING:

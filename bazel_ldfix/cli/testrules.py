@@ -135,8 +135,8 @@ def load_fixes(path: str, missing: Sequence[str]) -> list[str]:
 def check_load(label: str, path: str, env: Mapping[str, str]) -> int:
     """0 when the loader model loads ``path`` in ``env``, else 1 with the explanation."""
     from bazel_ldfix.errors import BadInputError
-    from bazel_ldfix.loader.resolve import Options, resolve_file
-    from bazel_ldfix.render.resolve import resolution_tree
+    from bazel_ldfix.loader.closure import Options, resolve_file
+    from bazel_ldfix.render.resolved import resolution_tree
 
     options = Options(env.get("LD_LIBRARY_PATH"), False, "/", os.getcwd())
     try:

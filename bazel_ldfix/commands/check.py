@@ -34,8 +34,8 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
       bazel-ldfix check bazel-bin/app/vendor_test
       bazel-ldfix check --matrix /opt/a/lib --matrix /opt/b/lib bazel-bin/app/vendor_test
     """
-    from bazel_ldfix.loader import check as checking
-    from bazel_ldfix.render.resolve import (
+    from bazel_ldfix.loader import realloader
+    from bazel_ldfix.render.resolved import (
         check_text,
         checks_json,
         matrix_json,
@@ -49,7 +49,7 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
         matrices = []
         for path in files:
             try:
-                matrices.append(checking.matrix(path, matrix_dirs, options, host))
+                matrices.append(realloader.matrix(path, matrix_dirs, options, host))
             except BadInputError as exc:
                 click.echo(f"error: {printable(explain_bad(exc))}", err=True)
                 bad = True
@@ -60,7 +60,7 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
     results = []
     for path in files:
         try:
-            results.append(checking.check_file(path, options, host))
+            results.append(realloader.check_file(path, options, host))
         except BadInputError as exc:
             click.echo(f"error: {printable(explain_bad(exc))}", err=True)
             bad = True

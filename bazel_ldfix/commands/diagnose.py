@@ -45,8 +45,7 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose //app:vendor_test
       bazel-ldfix diagnose --json --bep events.json
     """
-    from bazel_ldfix.diagnosis import diagnose as diagnosing
-    from bazel_ldfix.diagnosis import logs
+    from bazel_ldfix.diagnosis import logs, report
     from bazel_ldfix.render import brief
     from bazel_ldfix.render import diagnosis as render
 
@@ -55,16 +54,16 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     if patterns and not found.logs:
         every = logs.find(session.cwd, bep=bep, log_files=log_files,
                           output_base=output_base, patterns=())
-        raise BadInputError(diagnosing.unmatched_patterns(
+        raise BadInputError(report.unmatched_patterns(
             patterns, every, logs.package_of(session.cwd)))
     ran_with = None
     if found.command_log is not None and found.output_base is not None:
-        from bazel_ldfix.diagnosis import ranwith
+        from bazel_ldfix.diagnosis import runvalues
 
         # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
-        ran_with = ranwith.recall(session.cache_dir, found.output_base)
+        ran_with = runvalues.recall(session.cache_dir, found.output_base)
     loaders = session.loaders(loader)
-    result = diagnosing.diagnose(found, ran_with=ran_with, loaders=loaders,
+    result = report.diagnose(found, ran_with=ran_with, loaders=loaders,
                                  session=session.for_repair())
     if as_json:
         session.show(render.to_json(result))

@@ -30,7 +30,7 @@ def dupes(session: Session, file: str, as_json: bool, library_path: str | None,
     import shutil
 
     from bazel_ldfix.linkage import gate, kinds, names
-    from bazel_ldfix.linkage.dupes import find_dupes
+    from bazel_ldfix.linkage.duplicates import find_dupes
     from bazel_ldfix.render import linkage as render
 
     found = kinds.inspect(file)

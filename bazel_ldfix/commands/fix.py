@@ -14,9 +14,9 @@ import click
 from bazel_ldfix import children, pathlist
 from bazel_ldfix.buildfix import analysis, files, unfetched
 from bazel_ldfix.buildfix.change import Plan
+from bazel_ldfix.buildfix.definitions import defines_repository
 from bazel_ldfix.buildfix.edit import write
-from bazel_ldfix.buildfix.locate import defines_repository
-from bazel_ldfix.buildfix.plan import Shape, TestMissing, plan_fix
+from bazel_ldfix.buildfix.planner import Shape, TestMissing, plan_fix
 from bazel_ldfix.cli.arguments import PASSTHROUGH, BazelArgsCommand, bazel_choice
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import CannotEditError
@@ -215,13 +215,13 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
 
     A test's own list names what it misses first, with what it finds only through files
     Bazel does not declare for it (leftovers of an earlier build in bazel-out,
-    :mod:`bazel_ldfix.bazel.declared`); what those libraries need in turn comes from the
+    :mod:`bazel_ldfix.bazel.declaredinputs`); what those libraries need in turn comes from the
     loader model run for that test alone (as ``diagnose`` runs it). A test that misses
     nothing is planned when its imports stage a CUDA stub under the driver's name
     (``cuda``: the host's driver, docs/cuda.md). ``fetch`` is asked of a name no import of
     the build provides (:class:`unfetched.Fetcher`).
     """
-    from bazel_ldfix.bazel import declared
+    from bazel_ldfix.bazel import declaredinputs
     from bazel_ldfix.buildfix import driver
     from bazel_ldfix.diagnosis import model as diagnosis_model
 
@@ -236,7 +236,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
         # manifest says what Bazel declares for it.
         programs = tuple(os.path.realpath(p) for p in t.programs)
         for program in (t.executable, *programs):
-            names += [f.soname for f in declared.leftovers(program, base, listed,
+            names += [f.soname for f in declaredinputs.leftovers(program, base, listed,
                                                            declarer=t.executable)
                       if f.soname not in names]
         if not names and not driver.stages_unusable(t.executable, cuda):

@@ -33,7 +33,7 @@ def locate(session: Session, sonames: tuple[str, ...], bazel: BazelChoice,
     """
     from bazel_ldfix.bazel.workspace import output_base as ask_output_base
     from bazel_ldfix.outputbase import index
-    from bazel_ldfix.render.locate import locate_json, locate_text
+    from bazel_ldfix.render.copies import locate_json, locate_text
 
     output_base = bazel.output_base or ask_output_base(session.bazel(bazel))
     root = index.external_root(output_base)

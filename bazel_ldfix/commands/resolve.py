@@ -35,8 +35,8 @@ def resolve(session: Session, files: tuple[str, ...], as_json: bool,
       bazel-ldfix resolve bazel-bin/app/vendor_test
       bazel-ldfix resolve --library-path /opt/sdk/lib --json bazel-bin/app/vendor_test
     """
-    from bazel_ldfix.loader.resolve import resolve_file, unversioned_files
-    from bazel_ldfix.render.resolve import (
+    from bazel_ldfix.loader.closure import resolve_file, unversioned_files
+    from bazel_ldfix.render.resolved import (
         resolution_tree,
         resolutions_json,
     )

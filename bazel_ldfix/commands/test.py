@@ -24,7 +24,7 @@ from bazel_ldfix.given import flags as given_flags
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.render import github
 from bazel_ldfix.render.github import enabled as github_enabled
-from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair import fallback
 from bazel_ldfix.repair import testcommand as repairing
 from bazel_ldfix.session import BazelChoice, Session
 
@@ -32,10 +32,10 @@ SHOWN_LABELS = 3        # a line names this many tests, then how many more
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.client import Bazel
-    from bazel_ldfix.bazel.declared import Leftover
-    from bazel_ldfix.diagnosis.diagnose import Diagnosis
+    from bazel_ldfix.bazel.declaredinputs import Leftover
     from bazel_ldfix.diagnosis.explain import Finding
-    from bazel_ldfix.diagnosis.ranwith import RanWith
+    from bazel_ldfix.diagnosis.report import Diagnosis
+    from bazel_ldfix.diagnosis.runvalues import RanWith
     from bazel_ldfix.repair.results import Group, Repair
 
 
@@ -105,7 +105,7 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
     repair = None if options.no_repair else repair_or_fallback(session, bazel_args, options)
     if isinstance(repair, int):
         return repair  # the build step was interrupted: stop, with Bazel's code
-    if repair is None or isinstance(repair, failopen.Fallback):
+    if repair is None or isinstance(repair, fallback.Fallback):
         # --no-repair, or no repair could be computed: the user's command as given.
         if repair is not None:
             session.inform(printable(repair.message()))
@@ -115,9 +115,9 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
         # Asked before the run: every Bazel command rewrites command.log, which the
         # diagnosis reads.
         output_base = options.bazel.output_base
-        base = failopen.attempt(lambda: output_base or ask_output_base(bazel))
-        if isinstance(base, failopen.Fallback) and not (
-                isinstance(repair, failopen.Fallback) and repair.reason == base.reason):
+        base = fallback.attempt(lambda: output_base or ask_output_base(bazel))
+        if isinstance(base, fallback.Fallback) and not (
+                isinstance(repair, fallback.Fallback) and repair.reason == base.reason):
             # (The same reason as the repair's, not inside a workspace, is said once.)
             session.inform(printable(f"bazel-ldfix: no diagnosis after the run: {base.reason}"))
         code = bazel.stream("test", bazel_args)
@@ -156,10 +156,10 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
     ran_with = ran_with_repair(repair)
     if ran_with is not None:
         from bazel_ldfix import userdir
-        from bazel_ldfix.diagnosis import ranwith
+        from bazel_ldfix.diagnosis import runvalues
 
         # For a later `diagnose` of this run (its command.log): what each test was given.
-        ranwith.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
+        runvalues.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
     remote = is_remote(repair) and not options.force_local_path
     failed = diagnose_after(session, repair.output_base, code, ran_with, remote=remote)
     diagnosis = failed if failed is not None and failed.findings else None
@@ -263,7 +263,7 @@ def is_remote(repair: Repair) -> bool:
 
 
 def repair_or_fallback(session: Session, bazel_args: Sequence[str],
-                       options: TestOptions) -> Repair | failopen.Fallback | int:
+                       options: TestOptions) -> Repair | fallback.Fallback | int:
     """The repair for ``bazel test BAZEL_ARGS``, or why there is none (``test`` then runs
     the command unchanged), or Bazel's code when the build step was interrupted. A build
     step that failed as ``bazel test BAZEL_ARGS`` would raises ``repair.build_failed``:
@@ -271,7 +271,7 @@ def repair_or_fallback(session: Session, bazel_args: Sequence[str],
     """
     from bazel_ldfix.bazel.exitcodes import INTERRUPTED
 
-    planned = failopen.attempt(lambda: repairing.for_command(
+    planned = fallback.attempt(lambda: repairing.for_command(
         session, options.bazel, bazel_args, prepend=options.prepend,
         force_local_path=options.force_local_path))
     if not isinstance(planned, repairing.StepFailed):
@@ -282,13 +282,13 @@ def repair_or_fallback(session: Session, bazel_args: Sequence[str],
         raise repairing.build_failed(planned)
     why = (": it built more than `bazel test --build_tests_only` builds"
            if planned.builds_more else "")
-    return failopen.Fallback(f"the build step of `bazel test` failed (exit code "
+    return fallback.Fallback(f"the build step of `bazel test` failed (exit code "
                              f"{planned.code}){why}")
 
 
 def ran_with_group(repair: Repair, group: Group) -> RanWith:
     """Each test's LD_LIBRARY_PATH in the run of one group of a split run."""
-    from bazel_ldfix.diagnosis.ranwith import RanWith
+    from bazel_ldfix.diagnosis.runvalues import RanWith
 
     default = group.given.ld_library_path or None
     return RanWith("the options of this run (rc files included, from the build step's "
@@ -300,7 +300,7 @@ def ran_with_group(repair: Repair, group: Group) -> RanWith:
 def ran_with_repair(repair: Repair) -> RanWith | None:
     """Each test's LD_LIBRARY_PATH in the run of the repaired command (None: not known,
     when the repair's flag was held back under remote execution)."""
-    from bazel_ldfix.diagnosis.ranwith import RanWith
+    from bazel_ldfix.diagnosis.runvalues import RanWith
 
     if repair.held_back:
         return None
@@ -325,17 +325,17 @@ def diagnose_after(session: Session, output_base: str, code: int, ran_with: RanW
 
     if code != TESTS_FAILED:
         return None  # only then are there logs to read (diagnose is slow to import)
-    from bazel_ldfix.diagnosis import diagnose as diagnosing
+    from bazel_ldfix.diagnosis import report
     from bazel_ldfix.render import brief
 
-    result = failopen.attempt(lambda: diagnosing.of_run(
+    result = fallback.attempt(lambda: report.of_run(
         output_base, code, ran_with=ran_with, session=session))
-    if isinstance(result, failopen.Fallback):
+    if isinstance(result, fallback.Fallback):
         session.say(printable(f"bazel-ldfix: cannot diagnose the failed tests: {result.reason}"))
         return None
     if result is not None and result.findings:
         if remote:
-            result = diagnosing.remote_only(result, session.prog)
+            result = report.remote_only(result, session.prog)
         session.say(brief.to_text(result, prefix="bazel-ldfix: ", color=session.color_err,
                                  after_run=repaired, prog=session.prog))
     return result
@@ -357,8 +357,8 @@ def point_at_rerun(session: Session, diagnosis: Diagnosis, repair: Repair,
     from bazel_ldfix.diagnosis import rerun
     from bazel_ldfix.diagnosis.cause import CauseKind
 
-    planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
-    if isinstance(planned, failopen.Fallback) or not planned.labels:
+    planned = fallback.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
+    if isinstance(planned, fallback.Fallback) or not planned.labels:
         return
     served = [f for f in diagnosis.findings if f.test in planned.labels]
     sonames = ", ".join(dict.fromkeys(f.soname for f in served if f.soname))
@@ -385,8 +385,8 @@ def rerun_failed(session: Session, bazel: Bazel, bazel_args: Sequence[str], repa
     """The one rerun of the tests that failed in the loader; the two runs' combined code."""
     from bazel_ldfix.diagnosis import rerun
 
-    planned = failopen.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
-    if isinstance(planned, failopen.Fallback):
+    planned = fallback.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
+    if isinstance(planned, fallback.Fallback):
         session.inform(printable(f"bazel-ldfix: no rerun: {planned.reason}"))
         return RerunOutcome(first)
     for test, why in planned.not_rerun:
@@ -412,7 +412,7 @@ def rerun_failed(session: Session, bazel: Bazel, bazel_args: Sequence[str], repa
     if still:
         session.say(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
                              f"fail{'s' if len(still) == 1 else ''}"))
-        from bazel_ldfix.diagnosis.ranwith import RanWith
+        from bazel_ldfix.diagnosis.runvalues import RanWith
 
         again = diagnose_after(session, repair.output_base, second, RanWith(
             "the rerun's --test_env", {}, planned.ld_library_path))

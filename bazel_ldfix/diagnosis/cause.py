@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix.diagnosis import fixes
-from bazel_ldfix.diagnosis.context import TestContext
+from bazel_ldfix.diagnosis.testfacts import TestContext
 from bazel_ldfix.errors import LdfixError
 from bazel_ldfix.loader import cuda
 

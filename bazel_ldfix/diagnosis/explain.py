@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix import PROG, elf, pathlist
-from bazel_ldfix.bazel import declared
+from bazel_ldfix.bazel import declaredinputs
 from bazel_ldfix.diagnosis import cause, fixes, logs
 from bazel_ldfix.diagnosis.cause import Cause
-from bazel_ldfix.diagnosis.context import Entries, TestContext, same_file, versions
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.hermetic import build_fix
 from bazel_ldfix.diagnosis.messages import NOT_FOUND_KINDS, ErrorKind, LoaderFailure
+from bazel_ldfix.diagnosis.testfacts import Entries, TestContext, same_file, versions
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.resolution import PassedOver, PassReason
 from bazel_ldfix.outputbase import index
@@ -183,7 +183,7 @@ def _not_found(test: TestContext, failure: LoaderFailure) -> Explained:
                 build=fixes.dlopen_by_name(soname, one.found[0] if one.found else None,
                                            test.output_base, test.label))
         elif test.executable is not None and (stale := [
-                f for f in declared.leftovers(test.executable, test.library_path)
+                f for f in declaredinputs.leftovers(test.executable, test.library_path)
                 if f.soname == soname]):
             one = dataclasses.replace(one.noting(
                 f"the loader model finds it only at {stale[0].path}, which no rule declares "

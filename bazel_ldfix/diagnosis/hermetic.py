@@ -14,7 +14,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.bazel import runfiles, solib
 from bazel_ldfix.bazel.solib import SolibImport
 from bazel_ldfix.diagnosis import fixes
-from bazel_ldfix.diagnosis.context import TestContext, same_file, versions
+from bazel_ldfix.diagnosis.testfacts import TestContext, same_file, versions
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.outputbase import index
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from bazel_ldfix.bazel import bep
 from bazel_ldfix.bazel.workspace import workspace_of
-from bazel_ldfix.diagnosis.ranwith import RanWith
+from bazel_ldfix.diagnosis.runvalues import RanWith
 from bazel_ldfix.elf import open_regular
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 

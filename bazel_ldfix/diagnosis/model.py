@@ -18,8 +18,8 @@ from bazel_ldfix.loader.search import Loader, Loaders, LoaderSource
 from bazel_ldfix.outputbase import index
 
 if TYPE_CHECKING:
-    from bazel_ldfix.repair.context import PlanContext
     from bazel_ldfix.repair.results import Missing
+    from bazel_ldfix.repair.setting import PlanContext
     from bazel_ldfix.session import Session
 
 OnError = Callable[[str, OSError], None]
@@ -34,13 +34,13 @@ def model_missing(label: str | None, executable: str, output_base: str,
 
 def host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
     """This machine's loader for ``info`` (:class:`LoaderFactory`'s default)."""
-    from bazel_ldfix.loader.resolve import LoaderFactory
+    from bazel_ldfix.loader.closure import LoaderFactory
 
     return LoaderFactory().make_loader(info, env)
 
 
 def host_cache(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
-    from bazel_ldfix.loader.resolve import LoaderFactory
+    from bazel_ldfix.loader.closure import LoaderFactory
 
     return LoaderFactory().cache_for(info)
 
@@ -96,7 +96,7 @@ def _context(output_base: str, loaders: LoaderSource, session: Session | None
              ) -> PlanContext:
     """The plan's context for one test of a diagnosis: the session's links directories,
     host driver and unreadable-file lines; the index walked, not read from the store."""
-    from bazel_ldfix.repair.context import PlanContext, Setting
+    from bazel_ldfix.repair.setting import PlanContext, Setting
 
     return PlanContext(output_base, loaders, session=session, setting=Setting(no_cache=True))
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from bazel_ldfix import pathlist
 from bazel_ldfix.diagnosis import logs
-from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.diagnosis.report import Diagnosis
 from bazel_ldfix.given import Given
 from bazel_ldfix.pathlist import VARIABLE
-from bazel_ldfix.repair import failopen
+from bazel_ldfix.repair import fallback
 from bazel_ldfix.repair.results import Repair
 
 # Failures an LD_LIBRARY_PATH entry appended at the end repairs: the loader found no usable
@@ -139,7 +139,7 @@ def outcome(rerun: RerunPlan, second: int, output_base: str
             ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the rerun tests that now pass, those that still fail), as the rerun's logs say;
     when they cannot be read, all failed if the rerun did, none otherwise."""
-    found = failopen.attempt(lambda: logs.from_command_log(output_base))
+    found = fallback.attempt(lambda: logs.from_command_log(output_base))
     failed = ({log.label for log in found.logs} if isinstance(found, logs.LogSet)
               else set(rerun.labels) if second != 0 else set())
     return (tuple(t for t in rerun.labels if t not in failed),

@@ -15,7 +15,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError, PatternError
 from bazel_ldfix.linkage import kinds, names
 from bazel_ldfix.linkage.scope import Scope, load_scope
-from bazel_ldfix.loader.resolve import Options
+from bazel_ldfix.loader.closure import Options
 from bazel_ldfix.symbols import Bind, Symbol, SymbolType, read_symbols
 
 LINKED_KINDS = (kinds.Kind.SHARED_OBJECT, kinds.Kind.PIE, kinds.Kind.EXECUTABLE)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from bazel_ldfix.loader.closure import Options, resolve_file
 from bazel_ldfix.loader.resolution import Via
-from bazel_ldfix.loader.resolve import Options, resolve_file
 from bazel_ldfix.symbols import Bind, Symbol, SymbolTables, read_symbols
 
 

@@ -644,7 +644,7 @@ def _join(directory: str, sub: str) -> str:
 
 class LoaderSource(Protocol):
     """Where a model gets the loader of each object it resolves, and that loader's cache
-    (:class:`bazel_ldfix.loader.resolve.LoaderFactory` is this machine's)."""
+    (:class:`bazel_ldfix.loader.closure.LoaderFactory` is this machine's)."""
 
     def make_loader(self, info: elf.ElfInfo, env: Environment) -> Loader: ...
 

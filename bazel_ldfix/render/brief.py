@@ -30,8 +30,8 @@ from bazel_ldfix.render.diagnosis import (
 )
 
 if TYPE_CHECKING:
-    from bazel_ldfix.diagnosis.diagnose import Diagnosis
     from bazel_ldfix.diagnosis.explain import Finding
+    from bazel_ldfix.diagnosis.report import Diagnosis
 
 SHOWN_LABELS = 3        # a row names this many tests, then how many more
 # What `bazel-ldfix fix` edits: a cc_import of the unversioned file. The other BUILD

@@ -19,8 +19,8 @@ from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps
 
 if TYPE_CHECKING:
-    from bazel_ldfix.diagnosis.diagnose import Diagnosis
     from bazel_ldfix.diagnosis.explain import Finding
+    from bazel_ldfix.diagnosis.report import Diagnosis
 
 # Colours are written as stand-in characters, put in after the names were escaped
 # (quoting.printable), so that escaping cannot touch them.

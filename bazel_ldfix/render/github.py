@@ -22,7 +22,7 @@ from bazel_ldfix import PROG
 # Only the standard library here (and the package's root): `test` imports this before
 # Bazel starts.
 if TYPE_CHECKING:
-    from bazel_ldfix.bazel.declared import Leftover
+    from bazel_ldfix.bazel.declaredinputs import Leftover
     from bazel_ldfix.diagnosis.explain import Finding
     from bazel_ldfix.given import Given
     from bazel_ldfix.repair.results import Missing, Repair

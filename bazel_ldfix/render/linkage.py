@@ -9,7 +9,7 @@ from bazel_ldfix.linkage.kinds import Inspection, Kind
 from bazel_ldfix.render.common import dumps, to_jsonable
 
 if TYPE_CHECKING:
-    from bazel_ldfix.linkage.dupes import DupesReport
+    from bazel_ldfix.linkage.duplicates import DupesReport
     from bazel_ldfix.linkage.gate import GateReport
 
 # -- inspect ------------------------------------------------------------------------------

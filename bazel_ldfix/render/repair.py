@@ -15,7 +15,7 @@ from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 
 if TYPE_CHECKING:
-    from bazel_ldfix.bazel.declared import Leftover
+    from bazel_ldfix.bazel.declaredinputs import Leftover
     from bazel_ldfix.repair.exposure import Shadowed
     from bazel_ldfix.repair.results import Repair, Stray
 from bazel_ldfix.render.common import (

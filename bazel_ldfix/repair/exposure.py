@@ -25,7 +25,7 @@ from bazel_ldfix.errors import LinkDirError
 from bazel_ldfix.outputbase.index import Choice, looks_like_library
 
 if TYPE_CHECKING:
-    from bazel_ldfix.repair.outcome import Entry, Outcome
+    from bazel_ldfix.repair.scanresult import Entry, Outcome
 
 
 class Exposure(str, enum.Enum):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import functools
 
-from bazel_ldfix.bazel import declared
-from bazel_ldfix.bazel.declared import Leftover
-from bazel_ldfix.repair import failopen
+from bazel_ldfix.bazel import declaredinputs
+from bazel_ldfix.bazel.declaredinputs import Leftover
+from bazel_ldfix.repair import fallback
 from bazel_ldfix.repair.results import Repair
 
 
@@ -24,7 +24,7 @@ def leftovers(repair: Repair) -> list[tuple[str, tuple[Leftover, ...]]]:
         if t.missing_after:
             continue    # it fails anyway: the diagnosis says why
         base = ":".join(repair.base_of(t.label)) or None   # the value it had
-        found = failopen.attempt(functools.partial(declared.leftovers, t.executable, base,
+        found = fallback.attempt(functools.partial(declaredinputs.leftovers, t.executable, base,
                                                    listed))
         if isinstance(found, tuple) and found:
             out.append((t.label, found))

@@ -11,19 +11,19 @@ from bazel_ldfix import elf, pathlist
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
-from bazel_ldfix.repair import twins
-from bazel_ldfix.repair.failopen import Skipped
-from bazel_ldfix.repair.outcome import Entry, Outcome
+from bazel_ldfix.repair import loadalike
+from bazel_ldfix.repair.fallback import Skipped
 from bazel_ldfix.repair.results import TestInput
-from bazel_ldfix.repair.subject import Subject
+from bazel_ldfix.repair.scanresult import Entry, Outcome
 from bazel_ldfix.repair.templates import MOVABLE_VIA, Clues, Template, named_paths
+from bazel_ldfix.repair.testread import Subject
 
 
 class Models:
     """What one command learns about its tests, for every plan it makes.
 
     Each test's executable and runfiles are read once, and each test is resolved once per
-    value of LD_LIBRARY_PATH, or not at all when a twin was (:mod:`twins`); the file facts
+    value of LD_LIBRARY_PATH, or not at all when a twin was (:mod:`loadalike`); the file facts
     underneath are shared by all tests (:class:`~bazel_ldfix.fs.memo.Memo`).
     """
 
@@ -37,9 +37,9 @@ class Models:
         self._strings: dict[str, str] = {}
         self._dirs: dict[str, tuple[str, ...]] = {}
         self._test_dirs: dict[int, tuple[Outcome, tuple[str, ...]]] = {}
-        self._shapes: dict[tuple[str, str], twins.Shape | None] = {}
+        self._shapes: dict[tuple[str, str], loadalike.Shape | None] = {}
         self._templates: dict[Hashable, Template] = {}
-        self._values: dict[str | None, twins.Mentions] = {}
+        self._values: dict[str | None, loadalike.Mentions] = {}
         self._keys: dict[Hashable, Hashable] = {}
         self.twins = 0      # outcomes moved from a twin instead of resolved
 
@@ -115,7 +115,7 @@ class Models:
                        loaders: LoaderSource,
                        *, extras: bool) -> Outcome:
         """:meth:`_resolve`, or the result of a twin test moved to this one's paths
-        (:mod:`bazel_ldfix.repair.twins`)."""
+        (:mod:`bazel_ldfix.repair.loadalike`)."""
         shape = self._shape(subject) if self.share else None
         if shape is None or self._mentions(library_path).name(shape):
             return self._resolve(subject, library_path, loaders,
@@ -135,15 +135,15 @@ class Models:
             self._templates[key] = Template(outcome, shape, clues)
         return outcome
 
-    def _mentions(self, library_path: str | None) -> twins.Mentions:
+    def _mentions(self, library_path: str | None) -> loadalike.Mentions:
         """The directories of a value of LD_LIBRARY_PATH, sorted once per value."""
         found = self._values.get(library_path)
         if found is None:
-            found = self._values[library_path] = twins.Mentions(
+            found = self._values[library_path] = loadalike.Mentions(
                 pathlist.split(library_path or ""))
         return found
 
-    def _shape(self, subject: Subject) -> twins.Shape | None:
+    def _shape(self, subject: Subject) -> loadalike.Shape | None:
         key = (subject.label, subject.executable)
         if key not in self._shapes:
             if subject.programs:
@@ -152,7 +152,7 @@ class Models:
                 self._shapes[key] = None
             else:
                 # One copy of each twins' key, however many tests share it.
-                self._shapes[key] = twins.shape(
+                self._shapes[key] = loadalike.shape(
                     subject.executable, subject.info, subject.host, subject.cwd,
                     subject.extras, [s.path for s in subject.skipped], self.memo,
                     digest=subject.digest, keys=self._keys)
@@ -209,7 +209,7 @@ class Models:
         if subject.info is None:
             program = len(entries)  # a script: each object is resolved on its own anyway
         return (Outcome(header, tuple(entries), error, tuple(skipped), program),
-                Clues(twins.Mentions(paths), "\0".join(words), frozenset(needed)))
+                Clues(loadalike.Mentions(paths), "\0".join(words), frozenset(needed)))
 
     def test_dirs(self, subject: Subject, outcome: Outcome) -> tuple[str, ...]:
         """:func:`index.test_dirs` of a test in one environment: where its staged and its
@@ -227,7 +227,7 @@ class Models:
         return index.test_dirs(subject.extras, loaded, self._preferred)
 
     def twin_key(self, subject: Subject) -> Hashable | None:
-        """What the test's twins share (:mod:`bazel_ldfix.repair.twins`); None: it has
+        """What the test's twins share (:mod:`bazel_ldfix.repair.loadalike`); None: it has
         none, or every test is resolved on its own."""
         shape = self._shape(subject) if self.share else None
         return None if shape is None else shape.key

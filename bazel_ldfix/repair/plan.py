@@ -32,10 +32,8 @@ from bazel_ldfix.bazel import execution
 from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
 from bazel_ldfix.given import Given
 from bazel_ldfix.outputbase import index
-from bazel_ldfix.repair.context import PlanContext
-from bazel_ldfix.repair.failopen import Skipped
+from bazel_ldfix.repair.fallback import Skipped
 from bazel_ldfix.repair.models import Models
-from bazel_ldfix.repair.outcome import Outcome
 from bazel_ldfix.repair.results import (
     Conflict,
     Group,
@@ -46,7 +44,9 @@ from bazel_ldfix.repair.results import (
     TestInput,
 )
 from bazel_ldfix.repair.rounds import plan_rounds
-from bazel_ldfix.repair.subject import Subject
+from bazel_ldfix.repair.scanresult import Outcome
+from bazel_ldfix.repair.setting import PlanContext
+from bazel_ldfix.repair.testread import Subject
 
 
 def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanContext,
@@ -57,7 +57,7 @@ def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     :func:`~bazel_ldfix.repair.rounds.plan_rounds`."""
     # One set of models and one host for every group's rounds and for the proof.
     if context.models is None or context.host is None:
-        from bazel_ldfix.loader.resolve import host_header
+        from bazel_ldfix.loader.closure import host_header
 
         context = dataclasses.replace(context, models=context.models or Models(),
                                       host=context.host or host_header())

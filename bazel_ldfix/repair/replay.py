@@ -73,7 +73,7 @@ class Kept:
 def inputs_of(events: BuildEvents, client_env: Mapping[str, str], output_base: str,
               prepend: bool, *, force_local: bool = False) -> str:
     """The digest of everything a repair depends on besides the file system's facts."""
-    from bazel_ldfix.loader.resolve import host_header
+    from bazel_ldfix.loader.closure import host_header
 
     digest = hashlib.blake2b(digest_size=20)
     # Less what differs from one run to the next and changes nothing in a repair: the
@@ -144,7 +144,7 @@ def given_again(kept: Kept | None, inputs: str, rules: str | None) -> Repair | N
     answer is not known without asking) and every fact it read still holds."""
     # The layers whose own kinds of facts a repair keeps register how each is read again.
     from bazel_ldfix.fs.facts import holds
-    from bazel_ldfix.loader import resolve  # noqa: F401
+    from bazel_ldfix.loader import closure  # noqa: F401
     from bazel_ldfix.outputbase import indexcache  # noqa: F401
 
     if kept is None or kept.inputs != inputs:

@@ -12,11 +12,11 @@ from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.given import Given
 from bazel_ldfix.loader.resolution import PassedOver
 from bazel_ldfix.repair import exposure
-from bazel_ldfix.repair.failopen import Skipped
+from bazel_ldfix.repair.fallback import Skipped
 
 if TYPE_CHECKING:
     from bazel_ldfix import elf
-    from bazel_ldfix.repair.outcome import Outcome
+    from bazel_ldfix.repair.scanresult import Outcome
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class TestResult:
     # it alone (empty: exactly its own files; see repair/plan.py).
     strays: tuple[Stray, ...] = ()
     # The programs of its runfiles the test can start (a cc_binary in its data), each a
-    # load of its own that the repair modelled (repair/inventory.py).
+    # load of its own that the repair modelled (repair/runfilesobjects.py).
     programs: tuple[str, ...] = ()
 
 

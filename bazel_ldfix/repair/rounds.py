@@ -21,13 +21,13 @@ from bazel_ldfix.loader.search import LoaderSource
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair import exposure
-from bazel_ldfix.repair.context import PlanContext
-from bazel_ldfix.repair.failopen import Skipped
-from bazel_ldfix.repair.inventory import PER_FILE_ERRORS
+from bazel_ldfix.repair.fallback import Skipped
 from bazel_ldfix.repair.models import Models
-from bazel_ldfix.repair.outcome import Outcome
 from bazel_ldfix.repair.results import Missing, Part, TestInput, TestResult
-from bazel_ldfix.repair.subject import Subject
+from bazel_ldfix.repair.runfilesobjects import PER_FILE_ERRORS
+from bazel_ldfix.repair.scanresult import Outcome
+from bazel_ldfix.repair.setting import PlanContext
+from bazel_ldfix.repair.testread import Subject
 
 _MAX_ROUNDS = 8  # each round can only reveal the dependencies of newly found libraries
 
@@ -61,7 +61,7 @@ def plan_rounds(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     run time, as a test's log shows): they are given as the others are, and what the tests
     load is kept the same in the same way.
 
-    A file the model cannot take (see :mod:`failopen`) is skipped and listed in
+    A file the model cannot take (see :mod:`fallback`) is skipped and listed in
     ``skipped``; it never stops the plan.
 
     A test is resolved once per environment (the context's ``models``, shared by the

@@ -1,5 +1,5 @@
 """One test's outcome, kept with what could name its own files, to be moved to its twins
-(:mod:`bazel_ldfix.repair.twins`)."""
+(:mod:`bazel_ldfix.repair.loadalike`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from bazel_ldfix import elf
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolution import Via
-from bazel_ldfix.repair import twins
-from bazel_ldfix.repair.outcome import Outcome
+from bazel_ldfix.repair import loadalike
+from bazel_ldfix.repair.scanresult import Outcome
 
 # How a found object's path came from the test's own paths (its tree, its working
 # directory, a $ORIGIN) or from paths looked at apart for the move (see Models._resolve);
@@ -32,21 +32,21 @@ def named_paths(info: elf.ElfInfo | None) -> tuple[str, ...]:
 class Clues:
     """What in one resolution could name a test's own files (see Models._resolve)."""
 
-    paths: twins.Mentions       # search paths and files the objects name, cache hits
+    paths: loadalike.Mentions       # search paths and files the objects name, cache hits
     words: str                  # messages
     needed: frozenset[str]      # every DT_NEEDED name of the objects listed
 
-    def movable(self, shape: twins.Shape) -> bool:
-        return twins.movable(self.paths, self.words, shape) and \
+    def movable(self, shape: loadalike.Shape) -> bool:
+        return loadalike.movable(self.paths, self.words, shape) and \
             shape.own_name not in self.needed
 
 
 @dataclass(frozen=True)
 class Template:
-    """One test's outcome, kept to be moved to its twins (:mod:`twins`)."""
+    """One test's outcome, kept to be moved to its twins (:mod:`loadalike`)."""
 
     outcome: Outcome
-    shape: twins.Shape
+    shape: loadalike.Shape
     clues: Clues
 
     @functools.cached_property
@@ -62,11 +62,11 @@ class Template:
                      if (path is not None and own(path)) or own(name)
                      or any(own(r) for r in requesters))
 
-    def moved_to(self, shape: twins.Shape, memo: Memo) -> Outcome | None:
+    def moved_to(self, shape: loadalike.Shape, memo: Memo) -> Outcome | None:
         """The outcome for the twin of ``shape``; None when it cannot be moved there."""
         if not self.clues.movable(shape):
             return None
-        mover = twins.Mover(self.shape, shape)
+        mover = loadalike.Mover(self.shape, shape)
         move = mover.path
         outcome = self.outcome
         entries = list(outcome.entries)

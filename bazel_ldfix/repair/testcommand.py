@@ -42,14 +42,14 @@ from bazel_ldfix.errors import (
 )
 from bazel_ldfix.given import flags as given_flags
 from bazel_ldfix.pathlist import VARIABLE
-from bazel_ldfix.repair.context import PlanContext, RunFacts, Setting
-from bazel_ldfix.repair.lastrun import LastRun
+from bazel_ldfix.repair.keptrepair import LastRun
+from bazel_ldfix.repair.setting import PlanContext, RunFacts, Setting
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.query import PendingRules
     from bazel_ldfix.bazel.targets import BuildEvents
     from bazel_ldfix.elf import ElfHeader
-    from bazel_ldfix.loader.resolve import LoaderFactory
+    from bazel_ldfix.loader.closure import LoaderFactory
     from bazel_ldfix.repair.models import Models
     from bazel_ldfix.repair.results import Repair
     from bazel_ldfix.session import BazelChoice, Session
@@ -192,7 +192,7 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         # While Bazel builds: the model, and what the host's loader says first; then each
         # test as soon as Bazel has built it.
         from bazel_ldfix.bazel.testenv import environment_of
-        from bazel_ldfix.loader.resolve import LoaderFactory, host_header
+        from bazel_ldfix.loader.closure import LoaderFactory, host_header
         from bazel_ldfix.repair.models import Models
         from bazel_ldfix.repair.results import TestInput
 

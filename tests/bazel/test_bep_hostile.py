@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bazel_ldfix.bazel import bepshape
+from bazel_ldfix.bazel import bepschema
 from bazel_ldfix.bazel.targets import parse_bep
 
 pytestmark = pytest.mark.security
@@ -83,8 +83,8 @@ def test_sanitize_keeps_a_well_shaped_event_whole() -> None:
     event = {"id": {"namedSet": {"id": "3"}},
              "namedSetOfFiles": {"files": [{"name": "a", "uri": "file:///a"}],
                                  "fileSets": [{"id": "4"}]}}
-    assert bepshape.sanitize(event) == (event, False)
-    assert bepshape.sanitize({"id": 5}) == (None, True)
+    assert bepschema.sanitize(event) == (event, False)
+    assert bepschema.sanitize({"id": 5}) == (None, True)
 
 
 # -- nesting, huge numbers, NUL bytes ------------------------------------------------------
@@ -110,7 +110,7 @@ def test_an_event_nested_within_the_json_readers_reach_is_cut_at_the_schemas_dep
     inner = started
     for _ in range(200):     # "started" in "started": a key of the schema, 200 deep
         inner["started"] = inner = {}
-    event, changed = bepshape.sanitize({"id": {"started": {}}, "started": started})
+    event, changed = bepschema.sanitize({"id": {"started": {}}, "started": started})
     assert changed and event is not None
     assert event["started"]["buildToolVersion"] == "4.2.3"
 

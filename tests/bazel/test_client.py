@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_bazelcmds_failures import fake_bazel_with_a_test
+from tests.commands.test_env_failures import fake_bazel_with_a_test
 from tests.test_children import gone, pids, start
 
 

@@ -13,11 +13,11 @@ from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.execution import Execution, of, remote_refusal
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.given import Given
-from bazel_ldfix.loader.resolve import LoaderFactory
+from bazel_ldfix.loader.closure import LoaderFactory
 from bazel_ldfix.render.repair import held_back_line
-from bazel_ldfix.repair.context import PlanContext, RunFacts, Setting
 from bazel_ldfix.repair.plan import result
 from bazel_ldfix.repair.results import Part, Repair, TestInput
+from bazel_ldfix.repair.setting import PlanContext, RunFacts, Setting
 
 REMOTE = Option("remote_executor", "grpc://re.example:8980")
 

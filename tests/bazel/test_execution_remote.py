@@ -25,7 +25,7 @@ from bazelws import (
 from rexserver import Executor
 
 from bazel_ldfix.bazel.execution import remote_refusal
-from bazel_ldfix.diagnosis.diagnose import remote_note
+from bazel_ldfix.diagnosis.report import remote_note
 
 pytestmark = [pytest.mark.remote, pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]

@@ -1,5 +1,5 @@
 """The user's command less some tests: negative patterns after a ``--``, a pattern file set
-aside. tests/flow/test_split_selection_bazel.py runs these commands with a real Bazel."""
+aside. tests/commands/test_test_split_selection_bazel.py runs these commands with a real Bazel."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Which tests a negative pattern takes out: what is decided without asking Bazel.
-tests/flow/test_split_selection_bazel.py diffs the answer against what Bazel runs."""
+tests/commands/test_test_split_selection_bazel.py diffs the answer against what Bazel runs."""
 
 from __future__ import annotations
 

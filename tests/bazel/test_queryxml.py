@@ -15,7 +15,7 @@ from elfbuild import lib, program
 
 from bazel_ldfix.bazel import queryxml
 from bazel_ldfix.errors import BazelError
-from tests.cli.test_bazelcmds_failures import fake_bazel_with_a_test
+from tests.commands.test_env_failures import fake_bazel_with_a_test
 
 # What Bazel 4.2.3 prints for one test rule whose env sets LD_LIBRARY_PATH.
 ANSWER = """<?xml version="1.1" encoding="UTF-8" standalone="no"?>

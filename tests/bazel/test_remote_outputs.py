@@ -18,11 +18,11 @@ from bazel_ldfix.bazel import bep, runfiles
 from bazel_ldfix.bazel.targets import parse_bep
 from bazel_ldfix.bazel.testenv import environment_of
 from bazel_ldfix.bazel.version import BazelVersion
-from bazel_ldfix.loader.resolve import host_of, interp_for
+from bazel_ldfix.loader.closure import host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
-from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.repair.setting import PlanContext
 
 pytestmark = pytest.mark.remote
 

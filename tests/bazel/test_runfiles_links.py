@@ -22,12 +22,12 @@ from runfilestree import both_ways, lay_out, past_manifest
 
 from bazel_ldfix.bazel import runfiles
 from bazel_ldfix.fs.memo import Memo
-from bazel_ldfix.loader.resolve import host_header
-from bazel_ldfix.repair import twins
-from bazel_ldfix.repair.inventory import tree_listing
+from bazel_ldfix.loader.closure import host_header
+from bazel_ldfix.repair import loadalike
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.results import TestInput
-from bazel_ldfix.repair.subject import Subject
+from bazel_ldfix.repair.runfilesobjects import tree_listing
+from bazel_ldfix.repair.testread import Subject
 
 
 @pytest.fixture
@@ -103,12 +103,12 @@ def test_the_twins_digest_comes_from_the_read_that_listed_the_tree(
     subjects = _shared(exes)
     memo = Memo()
     for exe, subject in zip(exes, subjects, strict=True):
-        read = twins._manifest_digest(f"{exe}.runfiles", str(exe), memo)
+        read = loadalike._manifest_digest(f"{exe}.runfiles", str(exe), memo)
         assert read is not None and subject.digest == read
-        shape = twins.shape(str(exe), subject.info, subject.host, subject.cwd,
+        shape = loadalike.shape(str(exe), subject.info, subject.host, subject.cwd,
                             subject.extras, [], memo)
         assert shape is not None
-        assert shape == twins.shape(str(exe), subject.info, subject.host, subject.cwd,
+        assert shape == loadalike.shape(str(exe), subject.info, subject.host, subject.cwd,
                                     subject.extras, [], memo, digest=subject.digest)
     # The two tests differ only in their own entry: twins.
     assert subjects[0].digest == subjects[1].digest
@@ -151,7 +151,7 @@ def test_the_digest_reduces_exactly_the_executables_lines(
                     real if p == b"REAL" else b" " + real if p == b" REAL" else p
                     for p in parts)
     memo = _Real(os.fsdecode(real))
-    assert twins.manifest_digest(data, os.fsdecode(exe), memo) == \
+    assert loadalike.manifest_digest(data, os.fsdecode(exe), memo) == \
         _digest_line_by_line(data, {exe, real})
 
 

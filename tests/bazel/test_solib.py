@@ -16,7 +16,7 @@ from diagnose_fixtures import LOG_HEADER, run
 from elfbuild import cc
 
 from bazel_ldfix.bazel import solib
-from bazel_ldfix.diagnosis import diagnose, logs
+from bazel_ldfix.diagnosis import logs, report
 
 REPO = "+nvidia_tensorrt_extension+nvidia_tensorrt_runtime_for_cuda_12_linux_x86_64"
 LIB_DIR = ("targets/x86_64-linux/lib/stubs_and_runtime_libraries_for_inference_"
@@ -67,7 +67,7 @@ def test_a_hashed_directory_names_its_import_verified_by_the_hash(tmp_path: Path
              f'    shared_library = "{LIB_DIR}/libnvinfer.so",\n)\n')
     log, hashed = hashed_layout(tmp_path, build)
     assert solib.decode_solib_dir(hashed) is None
-    (finding,) = diagnose.diagnose(logs.given([str(log)])).findings
+    (finding,) = report.diagnose(logs.given([str(log)])).findings
     build_fix = finding.fix.build
     assert build_fix is not None
     assert f"@@{REPO}//:{NAME} (a cc_import" in build_fix
@@ -77,7 +77,7 @@ def test_a_hashed_directory_names_its_import_verified_by_the_hash(tmp_path: Path
 
 def test_without_a_matching_build_file_the_label_is_a_marked_guess(tmp_path: Path) -> None:
     log, _ = hashed_layout(tmp_path, "# generated elsewhere\n")
-    (finding,) = diagnose.diagnose(logs.given([str(log)])).findings
+    (finding,) = report.diagnose(logs.given([str(log)])).findings
     build_fix = finding.fix.build
     assert build_fix is not None
     assert f"@@{REPO}//:nvinfer (a cc_import" in build_fix

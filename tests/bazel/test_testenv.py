@@ -25,12 +25,12 @@ from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.queryxml import aligned, parse_rules
 from bazel_ldfix.bazel.testenv import Order, Reach, TestEnvironment, environment_of
 from bazel_ldfix.bazel.version import BazelVersion
-from bazel_ldfix.loader.resolve import host_of, interp_for
+from bazel_ldfix.loader.closure import host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.render.repair import repair_summary
-from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.repair.setting import PlanContext
 
 V = "LD_LIBRARY_PATH"
 LABELS = ["//p:plain", "//p:attr"]

@@ -51,7 +51,7 @@ def test_a_bazel_that_does_not_answer_is_stopped_and_the_change_not_accepted(
 def test_the_analysis_runs_in_a_session_of_its_own_with_no_terminal_input(
         tmp_path: Path) -> None:
     # As every Bazel call of the tool's own: a signal then ends a wrapper and the client
-    # it started together (tests/flow/test_fix_bazel.py has them on a real Bazel).
+    # it started together (tests/commands/test_fix_command_bazel.py has them on a real Bazel).
     seen = tmp_path / "seen"
     bazel = tmp_path / "bazel"
     bazel.write_text(f"#!{sys.executable}\nimport os\n"

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from bazel_ldfix.buildfix import starlark
 from bazel_ldfix.buildfix.change import Change, Kind
+from bazel_ldfix.buildfix.definitions import Layout, locate
 from bazel_ldfix.buildfix.edit import edit_plan
-from bazel_ldfix.buildfix.locate import Layout, locate
-from bazel_ldfix.buildfix.plan import _unique
+from bazel_ldfix.buildfix.planner import _unique
 from bazel_ldfix.errors import CannotEditError
 
 MULTI = '''# top comment

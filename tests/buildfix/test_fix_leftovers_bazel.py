@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from bazelws import BAZEL, Workspace, clean_env, make_workspace, sdk
 
-from bazel_ldfix.buildfix.plan import TestMissing, plan_fix
+from bazel_ldfix.buildfix.planner import TestMissing, plan_fix
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]

@@ -16,7 +16,7 @@ from diagnose_fixtures import fake_bazel, passing_log
 
 from bazel_ldfix import cli
 from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
-from bazel_ldfix.diagnosis import diagnose, logs
+from bazel_ldfix.diagnosis import logs, report
 
 SUMMARY_ROW = "{label}                                                   FAILED in 0.0s"
 
@@ -89,7 +89,7 @@ def test_the_summary_s_log_paths_stand_in_for_fail_lines_not_understood(
     assert found is not None
     assert [(log.path, log.label) for log in found.logs] == [(str(fake.log), "//t:app_test")]
     assert "summary lists" in found.notes[0]
-    assert diagnose.diagnose(found).findings[0].soname == "libxdemo.so.11"
+    assert report.diagnose(found).findings[0].soname == "libxdemo.so.11"
 
 
 def test_bazel_testlogs_when_the_summary_says_tests_failed_and_names_no_log(
@@ -143,6 +143,6 @@ def test_after_test_diagnoses_the_bazel_7_form(tmp_path: Path) -> None:
     (fake.output_base / "command.log").write_text(
         f"FAIL: //t:app_test (Exit 127) (see {fake.log})\n"
         "Executed 1 out of 1 test: 1 fails locally.\n")
-    result = diagnose.after_test(str(fake.output_base), TESTS_FAILED)
+    result = report.after_test(str(fake.output_base), TESTS_FAILED)
     assert result is not None
     assert [f.soname for f in result.findings] == ["libxdemo.so.11"]

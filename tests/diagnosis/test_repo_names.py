@@ -19,7 +19,7 @@ from diagnose_fixtures import LOG_HEADER, run
 from elfbuild import cc
 
 from bazel_ldfix.bazel import runfiles, solib
-from bazel_ldfix.diagnosis import diagnose, logs
+from bazel_ldfix.diagnosis import logs, report
 
 
 def escape(text: str) -> str:
@@ -72,7 +72,7 @@ BAZEL7 = ("_main~nvsdk_ext~nvsdk",
 def test_the_build_fix_names_the_import_by_its_apparent_name(tmp_path: Path, canonical: str,
                                                              mapping: str) -> None:
     log = bzlmod_layout(tmp_path, canonical, mapping)
-    (finding,) = diagnose.diagnose(logs.given([str(log)])).findings
+    (finding,) = report.diagnose(logs.given([str(log)])).findings
     assert finding.soname == "libnvinfer.so.11"
     build = finding.fix.build
     assert build is not None
@@ -83,7 +83,7 @@ def test_the_build_fix_names_the_import_by_its_apparent_name(tmp_path: Path, can
 
 def test_without_a_mapping_the_canonical_label_is_printed(tmp_path: Path) -> None:
     log = bzlmod_layout(tmp_path, "+nvsdk_ext+nvsdk", "")
-    (finding,) = diagnose.diagnose(logs.given([str(log)])).findings
+    (finding,) = report.diagnose(logs.given([str(log)])).findings
     assert finding.fix.build is not None
     assert "@@+nvsdk_ext+nvsdk//:nvinfer (a cc_import" in finding.fix.build
 

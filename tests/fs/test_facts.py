@@ -36,7 +36,7 @@ def test_a_registered_kind_is_read_again_by_its_probe(tmp_path: Path) -> None:
 
 
 def test_the_layers_above_register_their_own_kinds() -> None:
-    from bazel_ldfix.loader import resolve  # noqa: F401
+    from bazel_ldfix.loader import closure  # noqa: F401
     from bazel_ldfix.outputbase import indexcache  # noqa: F401
 
     assert {"loader", "trusted", "index"} <= set(facts.PROBES)

@@ -24,10 +24,10 @@ from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolution import Environment, Resolution
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.loader.verify import verify, verify_in
-from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import TestInput
+from bazel_ldfix.repair.setting import PlanContext
 from tests.loader import test_conformance
 
 
@@ -67,7 +67,7 @@ def test_hwcaps_subdirectories_hold_with_a_memo(tmp_path: Path,
 
 
 def test_a_long_search_list_is_searched_as_without_a_memo(tmp_path: Path) -> None:
-    from bazel_ldfix.loader.resolve import Options, loader_for
+    from bazel_ldfix.loader.closure import Options, loader_for
 
     dirs = [tmp_path / f"d{i}" for i in range(14)]
     for d in dirs:
@@ -164,7 +164,7 @@ def test_a_verdict_depends_on_the_kind_of_program(tmp_path: Path) -> None:
 
 
 def test_the_extras_come_after_the_programs_own_closure(tmp_path: Path) -> None:
-    from bazel_ldfix.loader.resolve import Options, loader_for
+    from bazel_ldfix.loader.closure import Options, loader_for
 
     y = lib(tmp_path / "b" / "liby.so.1")
     x = lib(tmp_path / "a" / "libx.so.1", needs=[y])
@@ -182,7 +182,7 @@ def test_the_extras_come_after_the_programs_own_closure(tmp_path: Path) -> None:
 
 
 def test_each_test_is_resolved_once_per_value_of_the_search_path(tmp_path: Path) -> None:
-    from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
+    from bazel_ldfix.loader.closure import Options, cache_lookup, host_of, interp_for
 
     ext = tmp_path / "ob" / "external"
     shared = lib(ext / "sdk" / "lib" / "libsdk.so.11")

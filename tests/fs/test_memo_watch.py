@@ -20,10 +20,10 @@ from elfbuild import lib, program
 from modelhelp import resolver
 
 from bazel_ldfix.fs.memo import Memo
-from bazel_ldfix.loader.resolve import host_header
+from bazel_ldfix.loader.closure import host_header
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.results import TestInput
-from bazel_ldfix.repair.subject import Subject
+from bazel_ldfix.repair.testread import Subject
 
 
 def _missing(session: Models, test: TestInput) -> tuple[str, ...]:

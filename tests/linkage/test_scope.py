@@ -15,7 +15,7 @@ from pathlib import Path
 from elfbuild import cc
 
 from bazel_ldfix.linkage.scope import ScopeObject, exported, load_scope
-from bazel_ldfix.loader.resolve import Options
+from bazel_ldfix.loader.closure import Options
 
 DEFINES = "int value_{name}(void) {{ return {n}; }}\nint which(void) {{ return value_{name}(); }}\n"
 USES = "int which(void);\nint main(void) { return which() == 0; }\n"

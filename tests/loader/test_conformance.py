@@ -30,7 +30,7 @@ from elfbuild import (
 )
 
 from bazel_ldfix import elf
-from bazel_ldfix.loader import cacheflags, check, host, ldcache, resolve
+from bazel_ldfix.loader import cacheflags, closure, host, ldcache, realloader
 from bazel_ldfix.loader.conformance import Disagreement, compare
 from bazel_ldfix.loader.resolution import Environment, Resolution, Via
 from bazel_ldfix.loader.search import Loader
@@ -293,10 +293,10 @@ def test_check_disagrees_with_a_model_that_takes_a_librarys_origin_from_its_real
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "libg.so").symlink_to("../a/libg.so")
     link = str(tmp_path / "b" / "libg.so")
-    assert check.check_file(link, resolve.Options(inhibit_cache=True)).disagreements == ()
+    assert realloader.check_file(link, closure.Options(inhibit_cache=True)).disagreements == ()
     monkeypatch.setattr(Loader, "_main_origin",
                         lambda self, path, info: os.path.dirname(os.path.realpath(path)))
-    wrong = check.check_file(link, resolve.Options(inhibit_cache=True))
+    wrong = realloader.check_file(link, closure.Options(inhibit_cache=True))
     assert [(d.name, d.loader) for d in wrong.disagreements] == [("libf.so", None)]
 
 

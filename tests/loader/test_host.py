@@ -172,7 +172,7 @@ def test_diagnose_models_the_test_with_the_host_loader_never_the_named_one(
     the failure (with the host loader's rules) and the marker never appears."""
     from diagnose_fixtures import fake_bazel
 
-    from bazel_ldfix.diagnosis import diagnose, logs
+    from bazel_ldfix.diagnosis import logs, report
 
     fake = fake_bazel(tmp_path)
     marker = tmp_path / "MARKER"
@@ -183,7 +183,7 @@ def test_diagnose_models_the_test_with_the_host_loader_never_the_named_one(
        f"-Wl,--dynamic-linker,{interp}",
        src="int xdemo_value(void); int main(void){return xdemo_value() != 11;}")
     assert elf.read_elf(str(fake.executable)).interp == str(interp)
-    result = diagnose.diagnose(logs.find(str(fake.workspace)))
+    result = report.diagnose(logs.find(str(fake.workspace)))
     assert result.exit_code == 1
     assert [f.soname for f in result.findings] == ["libxdemo.so.11"]
     assert not marker.exists()

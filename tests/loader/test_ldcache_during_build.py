@@ -65,7 +65,7 @@ _READINGS = textwrap.dedent("""
     from bazel_ldfix import elf
     from bazel_ldfix.loader import host
     from bazel_ldfix.fs.memo import Memo
-    from bazel_ldfix.loader.resolve import LoaderFactory, cache_identity
+    from bazel_ldfix.loader.closure import LoaderFactory, cache_identity
 
     first, second, app, soname = sys.argv[1:5]
     loader = host.host_loader()[0]

@@ -14,8 +14,8 @@ from elfbuild import cc, lib, patch_machine, program
 
 from bazel_ldfix import elf
 from bazel_ldfix.diagnosis.explain import split_choice
+from bazel_ldfix.loader.closure import host_of, interp_for
 from bazel_ldfix.loader.resolution import Environment, PassedOver, PassReason
-from bazel_ldfix.loader.resolve import host_of, interp_for
 from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.outputbase import index
 

@@ -21,7 +21,7 @@ from bazel_ldfix import userdir
 from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.given import Given
 from bazel_ldfix.outputbase import index, indexcache
-from bazel_ldfix.repair import lastrun
+from bazel_ldfix.repair import keptrepair
 
 pytestmark = pytest.mark.security
 
@@ -190,16 +190,16 @@ def test_a_directory_someone_else_made_first_is_not_used(tmp_path: Path) -> None
 
 def memo_path(tmp_path: Path) -> str:
     runner = Bazel("bazel", str(tmp_path), {}, ())
-    path = lastrun.flags_file(runner, ["//..."], {"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    path = keptrepair.flags_file(runner, ["//..."], {"XDG_CACHE_HOME": str(tmp_path / "xdg")})
     assert path is not None and path.startswith(str(tmp_path / "xdg" / "bazel-ldfix"))
     return path
 
 
 def test_remembered_flags_round_trip(tmp_path: Path) -> None:
     path = memo_path(tmp_path)
-    lastrun.write_flags(path, Given((), ("/a", "/b")))
+    keptrepair.write_flags(path, Given((), ("/a", "/b")))
     assert Path(path).read_text() == "--test_env=LD_LIBRARY_PATH=/a:/b\n"
-    assert lastrun.read_flags(path) == Given((), ("/a", "/b"))
+    assert keptrepair.read_flags(path) == Given((), ("/a", "/b"))
 
 
 def test_only_the_tools_own_line_is_taken_from_remembered_flags(tmp_path: Path) -> None:
@@ -208,15 +208,15 @@ def test_only_the_tools_own_line_is_taken_from_remembered_flags(tmp_path: Path) 
     path.write_text("--workspace_status_command=/tmp/evil.sh\n--run_under=/tmp/evil\n"
                     "--test_env=LD_LIBRARY_PATH=/a\n")
     path.chmod(0o600)
-    assert lastrun.read_flags(str(path)) == Given((), ("/a",))
+    assert keptrepair.read_flags(str(path)) == Given((), ("/a",))
 
 
 def test_remembered_flags_of_another_user_are_ignored(tmp_path: Path) -> None:
     path = Path(memo_path(tmp_path))
-    lastrun.write_flags(str(path), Given((), ("/a",)))
+    keptrepair.write_flags(str(path), Given((), ("/a",)))
     os.chown(path, OTHER, OTHER)
-    assert lastrun.read_flags(str(path)) is None
+    assert keptrepair.read_flags(str(path)) is None
     os.chown(path, 0, 0)
     path.unlink()
     path.symlink_to("/dev/zero")
-    assert lastrun.read_flags(str(path)) is None
+    assert keptrepair.read_flags(str(path)) is None

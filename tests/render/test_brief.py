@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from bazel_ldfix.diagnosis.cause import Cause, CauseKind
-from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.diagnosis.report import Diagnosis
 from bazel_ldfix.render import brief
 
 OB = "/ob"

@@ -12,12 +12,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bazel_ldfix.bazel.declared import Leftover
+from bazel_ldfix.bazel.declaredinputs import Leftover
 from bazel_ldfix.diagnosis.cause import Cause, CauseKind
-from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.diagnosis.report import Diagnosis
 from bazel_ldfix.given import Given
 from bazel_ldfix.render import brief, github
 from bazel_ldfix.repair.exposure import Exposure

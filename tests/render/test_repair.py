@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from bazel_ldfix.bazel.declared import Leftover
+from bazel_ldfix.bazel.declaredinputs import Leftover
 from bazel_ldfix.given import Given
 from bazel_ldfix.render.common import LINE_WIDTH
 from bazel_ldfix.render.repair import (

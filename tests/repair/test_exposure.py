@@ -17,21 +17,21 @@ from modelhelp import resolver
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel.testenv import TestEnvironment
-from bazel_ldfix.loader import resolve
+from bazel_ldfix.loader import closure
 from bazel_ldfix.loader.trace import run_trace
 from bazel_ldfix.loader.verify import opened_path
 from bazel_ldfix.repair import exposure
-from bazel_ldfix.repair.context import PlanContext, Setting
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.repair.setting import PlanContext, Setting
 from bazel_ldfix.session import Session
 
 
 def _system_zlib() -> str | None:
     """This machine's libz.so.1 as its loader cache gives it (None: no zlib here)."""
-    lookup = resolve.cache_lookup(elf.read_elf(os.path.realpath("/bin/sh")), resolve.Options())
+    lookup = closure.cache_lookup(elf.read_elf(os.path.realpath("/bin/sh")), closure.Options())
     return lookup("libz.so.1") if lookup else None
 
 
@@ -106,7 +106,7 @@ def real_loads(executable: str, value: str | None) -> dict[str, str]:
     """Each name the real loader loads for ``executable`` (as the kernel starts it), with
     ``value`` as LD_LIBRARY_PATH, to the real path of its file."""
     info = elf.read_elf(executable)
-    trace = run_trace(resolve.interp_for(info), opened_path(executable, info),
+    trace = run_trace(closure.interp_for(info), opened_path(executable, info),
                       library_path=value, inhibit_cache=False)
     assert trace.error is None, trace.error
     return {o.name: os.path.realpath(o.path) for o in trace.objects if o.path}

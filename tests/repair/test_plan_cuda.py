@@ -16,13 +16,13 @@ from modelhelp import resolver
 
 from bazel_ldfix import elf, pathlist
 from bazel_ldfix.bazel.testenv import TestEnvironment
-from bazel_ldfix.loader import cuda, resolve
+from bazel_ldfix.loader import closure, cuda
 from bazel_ldfix.loader.trace import run_trace
 from bazel_ldfix.loader.verify import opened_path
-from bazel_ldfix.repair.context import PlanContext, Setting
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.repair.setting import PlanContext, Setting
 from bazel_ldfix.session import Session
 
 HOST = cuda.HostDriver((550, 54, 14))
@@ -59,7 +59,7 @@ class Toolkit:
 def _real_libcuda(executable: str, value: str | None) -> str | None:
     """The real path of the libcuda.so.1 the real loader loads for ``executable``."""
     info = elf.read_elf(executable)
-    trace = run_trace(resolve.interp_for(info), opened_path(executable, info),
+    trace = run_trace(closure.interp_for(info), opened_path(executable, info),
                       library_path=value, inhibit_cache=False)
     return next((os.path.realpath(o.path) for o in trace.objects
                  if o.name == "libcuda.so.1" and o.path), None)

@@ -16,12 +16,12 @@ from elfbuild import lib, program
 from modelhelp import plan_of
 
 from bazel_ldfix import elf
+from bazel_ldfix.loader.closure import Options, cache_lookup, host_of, interp_for
 from bazel_ldfix.loader.resolution import Environment
-from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.results import Repair, TestInput
-from tests.repair.test_twins import _family
+from tests.repair.test_loadalike import _family
 
 
 def _plan(output_base: Path, inputs: list[TestInput], session: Models,

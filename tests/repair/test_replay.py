@@ -28,14 +28,14 @@ from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.facts import PROBES, Facts, holds
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.given import Given
+from bazel_ldfix.loader.closure import LoaderFactory, host_header
 from bazel_ldfix.loader.cuda import NO_HOST_DRIVER
-from bazel_ldfix.loader.resolve import LoaderFactory, host_header
 from bazel_ldfix.outputbase import indexcache  # noqa: F401  (registers the "index" facts)
 from bazel_ldfix.repair import replay
-from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.repair.setting import PlanContext
 from bazel_ldfix.session import Session
 
 

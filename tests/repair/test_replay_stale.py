@@ -21,12 +21,12 @@ from runfilestree import tree_of
 
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.facts import Facts, holds
-from bazel_ldfix.loader.resolve import LoaderFactory, host_header
+from bazel_ldfix.loader.closure import LoaderFactory, host_header
 from bazel_ldfix.repair import replay
-from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.repair.setting import PlanContext
 
 
 def _layout(top: Path) -> tuple[Path, Path, list[TestInput]]:

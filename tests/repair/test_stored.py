@@ -28,9 +28,8 @@ from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
 from bazel_ldfix.given import Given
 from bazel_ldfix.loader.resolution import PassedOver, PassReason
 from bazel_ldfix.repair import stored
-from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.exposure import Exposure, Link, ShadowCause, Shadowed
-from bazel_ldfix.repair.failopen import SkipKind, Skipped
+from bazel_ldfix.repair.fallback import SkipKind, Skipped
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import (
@@ -42,6 +41,7 @@ from bazel_ldfix.repair.results import (
     TestInput,
     TestResult,
 )
+from bazel_ldfix.repair.setting import PlanContext
 
 Result = TestResult   # a name pytest does not take for a test class
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel.testenv import TestEnvironment
+from bazel_ldfix.loader.closure import Options, cache_lookup, host_of, interp_for
 from bazel_ldfix.loader.resolution import Environment
-from bazel_ldfix.loader.resolve import Options, cache_lookup, host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
-from bazel_ldfix.repair.context import PlanContext
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
+from bazel_ldfix.repair.setting import PlanContext
 
 
 def resolver(session: Models) -> Loaders:

@@ -10,9 +10,9 @@ from pathlib import Path
 from elfbuild import program
 
 from bazel_ldfix.fs.memo import Memo
-from bazel_ldfix.loader.resolve import host_header
+from bazel_ldfix.loader.closure import host_header
 from bazel_ldfix.repair.results import TestInput
-from bazel_ldfix.repair.subject import Subject
+from bazel_ldfix.repair.testread import Subject
 
 
 def both_ways(label: str, executable: Path) -> tuple[Subject, Subject]:

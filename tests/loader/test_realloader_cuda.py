@@ -11,9 +11,9 @@ from pathlib import Path
 
 from elfbuild import cuda_stub, lib, program
 
-from bazel_ldfix.loader import check, cuda
-from bazel_ldfix.loader.resolve import Options
-from bazel_ldfix.render.resolve import check_text, matrix_text
+from bazel_ldfix.loader import cuda, realloader
+from bazel_ldfix.loader.closure import Options
+from bazel_ldfix.render.resolved import check_text, matrix_text
 
 HOST = cuda.HostDriver((550, 54, 14))
 
@@ -29,7 +29,7 @@ def _layout(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def test_check_names_the_stub_it_loaded(tmp_path: Path) -> None:
     stub, _, app = _layout(tmp_path)
-    result = check.check_file(str(app), Options(str(stub.parent)), HOST)
+    result = realloader.check_file(str(app), Options(str(stub.parent)), HOST)
     (note,) = result.unusable
     assert note.soname == "libcuda.so.1" and note.file.kind is cuda.CudaKind.STUB
     assert "cuda: libcuda.so.1 =>" in check_text(result, color=False)
@@ -38,7 +38,7 @@ def test_check_names_the_stub_it_loaded(tmp_path: Path) -> None:
 
 def test_the_matrix_does_not_call_a_stub_all_loaded(tmp_path: Path) -> None:
     stub, host, app = _layout(tmp_path)
-    m = check.matrix(str(app), [str(stub.parent), str(host.parent)], Options(), HOST)
+    m = realloader.matrix(str(app), [str(stub.parent), str(host.parent)], Options(), HOST)
     rows = {r.label: r for r in m.rows}
     assert rows[f"{stub.parent} only"].unusable
     assert not rows[f"{host.parent} only"].unusable
@@ -50,6 +50,6 @@ def test_the_matrix_does_not_call_a_stub_all_loaded(tmp_path: Path) -> None:
 def test_check_names_a_stub_it_knows_by_its_code(tmp_path: Path) -> None:
     stub = cuda_stub(tmp_path / "vendor" / "libcuda.so.1")
     app = program(tmp_path / "app", needs=[stub])
-    result = check.check_file(str(app), Options(str(stub.parent)), HOST)
+    result = realloader.check_file(str(app), Options(str(stub.parent)), HOST)
     (note,) = result.unusable
     assert note.path.endswith("vendor/libcuda.so.1") and note.file.kind is cuda.CudaKind.STUB

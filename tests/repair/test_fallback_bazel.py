@@ -8,7 +8,7 @@ note, every test runs and the repairable one passes.
 Tests run as root, who reads every file; so the tool runs without the two capabilities that
 let root read a file of mode 000 (setpriv), while Bazel's server, started before with all of
 them, builds and runs the tests as usual. The dangling symlink is Bazel's own (an unresolved
-symlink artifact). A FIFO is left to tests/repair/test_failopen.py: Bazel would block reading it.
+symlink artifact). A FIFO is left to tests/repair/test_fallback.py: Bazel would block reading it.
 
 A library a Python test opens with ctypes by name, which no plan made before the run can
 know, is repaired by one rerun of exactly that test.
@@ -65,7 +65,7 @@ class Setup:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    top = tmp_path_factory.mktemp("failopen")
+    top = tmp_path_factory.mktemp("fallback")
     root = top / "sdk"
     sdk(root, "xdemo", "11")
     # The library the Python test opens by name (in a directory the repair does not add for

@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
-from bazel_ldfix.repair.failopen import Skipped
+from bazel_ldfix.repair.fallback import Skipped
 
 # (path, name, needed_by) of one listed object: path None when it was not found.
 Entry = tuple["str | None", str, tuple[str, ...]]

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bazel_ldfix.buildfix.change import Change, Kind
+from bazel_ldfix.buildfix.definitions import Layout, extension_repo, locate
 from bazel_ldfix.buildfix.edit import edit_plan
-from bazel_ldfix.buildfix.locate import Layout, extension_repo, locate
 
 MODULE = '''module(name = "demo")
 

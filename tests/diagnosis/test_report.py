@@ -36,9 +36,9 @@ from hypothesis import strategies as st
 
 from bazel_ldfix import cli, elf
 from bazel_ldfix.bazel import solib
-from bazel_ldfix.diagnosis import diagnose, logs, messages
+from bazel_ldfix.diagnosis import logs, messages, report
 from bazel_ldfix.diagnosis.messages import ErrorKind, parse_log
-from bazel_ldfix.diagnosis.ranwith import RanWith
+from bazel_ldfix.diagnosis.runvalues import RanWith
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
 from bazel_ldfix.render import diagnosis as render
 
@@ -324,7 +324,7 @@ def test_a_truncated_bep_file_is_read_up_to_where_it_stops(tmp_path: Path) -> No
     assert found.output_base == str(fake.output_base)
     assert found.library_path == "/kept"        # the last --test_env wins, as in Bazel
     assert "ends in the middle of an event" in found.notes[0]
-    flag = diagnose.diagnose(found).findings[0].fix.flag
+    flag = report.diagnose(found).findings[0].fix.flag
     assert flag == f"--test_env=LD_LIBRARY_PATH=/kept:{fake.sdk_lib}"
 
 
@@ -353,7 +353,7 @@ def test_the_last_invocation_explained_with_the_three_fixes(tmp_path: Path) -> N
     fake = fake_bazel(tmp_path)
     found = logs.find(str(fake.workspace))
     assert found.source.startswith("the last `bazel test`")
-    result = diagnose.diagnose(found)
+    result = report.diagnose(found)
     assert result.exit_code == 1
     f = only(result.findings)
     assert (f.test, f.error_kind, f.soname, f.seen_in_log) == (
@@ -374,7 +374,7 @@ def test_the_last_invocation_explained_with_the_three_fixes(tmp_path: Path) -> N
 
 def test_json_carries_one_entry_per_failure(tmp_path: Path) -> None:
     fake = fake_bazel(tmp_path)
-    doc = json.loads(render.to_json(diagnose.diagnose(logs.find(str(fake.workspace)))))
+    doc = json.loads(render.to_json(report.diagnose(logs.find(str(fake.workspace)))))
     assert doc["version"] == 1
     entry = only_entry(doc)
     assert set(entry) >= {"test", "log", "error_kind", "soname", "needed_by", "found", "fix"}
@@ -396,7 +396,7 @@ def test_a_library_found_nowhere_is_said_so(tmp_path: Path) -> None:
     (fake.sdk_lib / "libxdemo.so.11").rename(fake.sdk_lib / "renamed.so")
     (fake.sdk_lib / "libxdemo.so").unlink()
     (fake.sdk_lib / "libxdemo.so").symlink_to("renamed.so")
-    f = only(diagnose.diagnose(logs.find(str(fake.workspace))).findings)
+    f = only(report.diagnose(logs.find(str(fake.workspace))).findings)
     assert f.found == () and f.fix.flag is None and f.fix.command is None
     assert any("exists anywhere searched" in n for n in f.notes)
 
@@ -408,7 +408,7 @@ def test_a_wrong_machine_copy_is_passed_over(tmp_path: Path) -> None:
     arm.parent.mkdir(parents=True)
     arm.write_bytes((fake.sdk_lib / "libxdemo.so.11").read_bytes())
     patch_machine(arm, 183)
-    f = only(diagnose.diagnose(logs.find(str(fake.workspace))).findings)
+    f = only(report.diagnose(logs.find(str(fake.workspace))).findings)
     assert f.found == (str(fake.sdk_lib / "libxdemo.so.11"),)
     assert [(p.path, p.reason) for p in f.passed_over] == [(str(arm), "wrong machine: aarch64")]
 
@@ -426,7 +426,7 @@ def test_a_version_error_names_the_copies_that_define_it(tmp_path: Path) -> None
     log.write_text("\n".join(result.lines) + "\n")
     found = logs.find(str(tmp_path), log_files=[str(log)],
                       output_base=str(fake.output_base))
-    f = only(diagnose.diagnose(found).findings)
+    f = only(report.diagnose(found).findings)
     assert (f.error_kind, f.soname, f.version) == (
         ErrorKind.VERSION_NOT_FOUND, "libvdemo.so.3", "VDEMO_2")
     assert f.needed_by == (str(prog),) and f.needed_by_source == "message"
@@ -445,7 +445,7 @@ def test_a_version_only_the_systems_copy_defines_is_found_there(tmp_path: Path) 
     log = tmp_path / "cxx.log"
     log.write_text("\n".join(result.lines) + "\n")
     found = logs.find(str(tmp_path), log_files=[str(log)], output_base=str(fake.output_base))
-    failures = diagnose.diagnose(found).findings
+    failures = report.diagnose(found).findings
     assert {f.error_kind for f in failures} == {ErrorKind.VERSION_NOT_FOUND}
     interp = elf.read_elf(str(tmp_path / "cxx" / "cxx_app")).interp
     assert interp is not None
@@ -464,7 +464,7 @@ def test_a_glibc_version_has_no_library_path_fix(tmp_path: Path) -> None:
     run = glibc_not_found(tmp_path)
     log = tmp_path / "glibc.log"
     log.write_text("\n".join(run.lines) + "\n")
-    f = only(diagnose.diagnose(logs.given([str(log)])).findings)
+    f = only(report.diagnose(logs.given([str(log)])).findings)
     assert f.fix.flag is None and f.fix.build is None
     assert any("glibc's own" in n for n in f.notes)
 
@@ -478,7 +478,7 @@ def test_a_python_dlopen_by_name_gets_the_flag_not_bazel_ldfix(tmp_path: Path) -
     fake.log.write_text("Executing tests from //t:py_test\n" + "\n".join(run.lines) + "\n")
     found = logs.find(str(fake.workspace))
     assert "not `bazel test`" in found.source
-    f = only(diagnose.diagnose(found).findings)
+    f = only(report.diagnose(found).findings)
     assert f.needed_by == () and f.needed_by_source == "dlopen"
     assert f.found == (str(fake.sdk_lib / "libxdemo.so.11"),)
     assert f.fix.command == ("bazel test //t:py_test "
@@ -496,7 +496,7 @@ def test_a_truncated_copy_is_passed_over_and_the_good_one_prepended(tmp_path: Pa
     log.write_text("\n".join(run.lines) + "\n")
     found = logs.find(str(tmp_path), log_files=[str(log)],
                       output_base=str(fake.output_base))
-    f = only(diagnose.diagnose(found).findings)
+    f = only(report.diagnose(found).findings)
     assert (f.error_kind, f.found) == (ErrorKind.FILE_TOO_SHORT, (str(good),))
     assert f.fix.flag == f"--test_env=LD_LIBRARY_PATH={good.parent}"
     assert any("40 bytes long" in n for n in f.notes)
@@ -506,7 +506,7 @@ def test_an_lfs_pointer_is_named_as_such(tmp_path: Path) -> None:
     run, _ = broken_file(tmp_path, "lfs")
     log = tmp_path / "lfs.log"
     log.write_text("\n".join(run.lines) + "\n")
-    f = only(diagnose.diagnose(logs.given([str(log)])).findings)
+    f = only(report.diagnose(logs.given([str(log)])).findings)
     assert f.error_kind is ErrorKind.INVALID_ELF_HEADER
     assert any("Git LFS pointer" in n for n in f.notes)
 
@@ -515,7 +515,7 @@ def test_an_undefined_symbol_names_the_object_and_offers_no_flag(tmp_path: Path)
     at_call, _ = undefined_symbol(tmp_path)
     log = tmp_path / "sym.log"
     log.write_text("\n".join(at_call.lines) + "\n")
-    f = only(diagnose.diagnose(logs.given([str(log)])).findings)
+    f = only(report.diagnose(logs.given([str(log)])).findings)
     assert (f.soname, f.symbol, f.needed_by) == (None, "missing_fn",
                                                  (str(tmp_path / "libund.so"),))
     assert f.fix.flag is None
@@ -525,7 +525,7 @@ def test_logs_of_passing_tests_only(tmp_path: Path) -> None:
     fake = fake_bazel(tmp_path, command_log=False)
     shutil.rmtree(fake.log.parent)
     passing_log(fake, "t", "ok_test")
-    result = diagnose.diagnose(logs.find(str(fake.workspace)))
+    result = report.diagnose(logs.find(str(fake.workspace)))
     assert (result.exit_code, result.passed) == (0, 1)
     assert render.to_text(result).startswith("nothing to diagnose")
 
@@ -533,7 +533,7 @@ def test_logs_of_passing_tests_only(tmp_path: Path) -> None:
 def test_a_failure_that_is_not_the_loaders(tmp_path: Path) -> None:
     fake = fake_bazel(tmp_path)
     fake.log.write_text("Executing tests from //t:app_test\nassertion failed: 1 == 2\n")
-    result = diagnose.diagnose(logs.find(str(fake.workspace)))
+    result = report.diagnose(logs.find(str(fake.workspace)))
     assert (result.exit_code, result.other_failures) == (0, ("//t:app_test",))
 
 
@@ -553,16 +553,16 @@ def test_no_workspace_and_no_testlogs(tmp_path: Path) -> None:
 
 def test_after_test_only_speaks_of_loader_failures(tmp_path: Path) -> None:
     fake = fake_bazel(tmp_path)
-    assert diagnose.after_test(str(fake.output_base), 0) is None
-    result = diagnose.after_test(str(fake.output_base), 3,
+    assert report.after_test(str(fake.output_base), 0) is None
+    result = report.after_test(str(fake.output_base), 3,
                                  ran_with=RanWith("the run's", {}, "/keep/me"))
     assert result is not None
     flag = result.findings[0].fix.flag
     assert flag == f"--test_env=LD_LIBRARY_PATH=/keep/me:{fake.sdk_lib}"
     fake.log.write_text("Executing tests from //t:app_test\nassertion failed\n")
-    assert diagnose.after_test(str(fake.output_base), 3) is None
+    assert report.after_test(str(fake.output_base), 3) is None
     # The run's diagnosis still names it: it loaded, and failed for another reason.
-    run = diagnose.of_run(str(fake.output_base), 3)
+    run = report.of_run(str(fake.output_base), 3)
     assert run is not None and run.findings == () and run.other_failures == ("//t:app_test",)
 
 

@@ -19,11 +19,11 @@ from runfilestree import both_ways, lay_out, tree_of
 
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.diagnosis.model import HOST_LOADERS
-from bazel_ldfix.loader.resolve import host_header
-from bazel_ldfix.repair.context import PlanContext
+from bazel_ldfix.loader.closure import host_header
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
-from bazel_ldfix.repair.subject import Subject
+from bazel_ldfix.repair.setting import PlanContext
+from bazel_ldfix.repair.testread import Subject
 
 
 def script(path: Path, text: str = "#!/bin/sh\nexec ws/app/tool\n") -> Path:

@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bazel_ldfix.bazel import bepshape
+from bazel_ldfix.bazel import bepschema
 
-KEYS = sorted({*bepshape._OBJECTS, *bepshape._OBJECT_LISTS, *bepshape._STRING_LISTS,
-               *bepshape._STRINGS, *bepshape._NUMBERS, "id", "other"})
+KEYS = sorted({*bepschema._OBJECTS, *bepschema._OBJECT_LISTS, *bepschema._STRING_LISTS,
+               *bepschema._STRINGS, *bepschema._NUMBERS, "id", "other"})
 LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.text(max_size=3))
 VALUES = st.recursive(
     LEAVES,
@@ -25,8 +25,8 @@ EVENTS = st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=5)
 
 def full_clean(event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     changed = [False]
-    ident = bepshape._clean(event["id"], changed, top=False)
-    body = bepshape._clean({k: v for k, v in event.items() if k != "id"}, changed, top=True)
+    ident = bepschema._clean(event["id"], changed, top=False)
+    body = bepschema._clean({k: v for k, v in event.items() if k != "id"}, changed, top=True)
     return {"id": ident, **body}, changed[0]
 
 
@@ -43,7 +43,7 @@ def full_clean(event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
 @example(ident={}, body={"started": "today"})
 def test_sanitize_is_the_full_clean(ident: dict[str, Any], body: dict[str, Any]) -> None:
     event = {**body, "id": ident}
-    got, changed = bepshape.sanitize(event)
+    got, changed = bepschema.sanitize(event)
     want, want_changed = full_clean(event)
     assert (got, changed) == (want, want_changed)
     if not changed:
@@ -54,4 +54,4 @@ def test_every_event_bazel_wrote_is_taken_as_it_is() -> None:
     recorded = Path(__file__).parents[1] / "support/recorded/bazel-4.2.3-test.json"
     for line in recorded.read_text().splitlines():
         event = json.loads(line)
-        assert bepshape.sanitize(event) == (event, False)
+        assert bepschema.sanitize(event) == (event, False)

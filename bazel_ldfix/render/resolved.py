@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bazel_ldfix.loader.check import CheckResult, Matrix
+    from bazel_ldfix.loader.closure import Unversioned
     from bazel_ldfix.loader.cuda import CudaNote
+    from bazel_ldfix.loader.realloader import CheckResult, Matrix
     from bazel_ldfix.loader.resolution import Library, Resolution
-    from bazel_ldfix.loader.resolve import Unversioned
 from bazel_ldfix.render.common import DIM, JSON_VERSION, RED, RESET, json_text, text_of
 
 

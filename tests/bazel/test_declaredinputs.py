@@ -22,7 +22,7 @@ import pytest
 from elfbuild import lib, program
 from elftools.elf.elffile import ELFFile
 
-from bazel_ldfix.bazel import declared
+from bazel_ldfix.bazel import declaredinputs
 from bazel_ldfix.bazel.solib import SolibImport
 from bazel_ldfix.render.repair import leftover_lines
 
@@ -57,7 +57,7 @@ def _loaded(exe: Path) -> dict[str, str]:
 def test_a_library_loaded_from_an_undeclared_solib_file_is_a_leftover(tmp_path: Path) -> None:
     exe = _test(tmp_path, declare=("libdecl.so",))
     real = _loaded(exe)
-    found = declared.leftovers(str(exe))
+    found = declaredinputs.leftovers(str(exe))
     assert [f.soname for f in found] == ["libleft.so"]
     assert os.path.realpath(found[0].path) == os.path.realpath(real["libleft.so"])
     assert "libleft.so" in leftover_lines("//t:needs", found)[0]
@@ -66,31 +66,31 @@ def test_a_library_loaded_from_an_undeclared_solib_file_is_a_leftover(tmp_path: 
 def test_a_test_whose_solib_files_are_all_declared_has_none(tmp_path: Path) -> None:
     exe = _test(tmp_path, declare=("libdecl.so", "libleft.so"))
     assert set(_loaded(exe)) >= {"libdecl.so", "libleft.so"}
-    assert declared.undeclared(str(exe)) == frozenset()
-    assert declared.leftovers(str(exe)) == ()
+    assert declaredinputs.undeclared(str(exe)) == frozenset()
+    assert declaredinputs.leftovers(str(exe)) == ()
 
 
 def test_without_a_manifest_nothing_is_called_a_leftover(tmp_path: Path) -> None:
     exe = _test(tmp_path, declare=())
     os.unlink(str(exe) + ".runfiles_manifest")
-    assert declared.leftovers(str(exe)) == ()
+    assert declaredinputs.leftovers(str(exe)) == ()
 
 
 def test_an_undeclared_file_the_loader_does_not_open_is_no_leftover(tmp_path: Path) -> None:
     exe = _test(tmp_path, declare=("libdecl.so", "libleft.so"))
     extra = lib(exe.parent.parent / SOLIB / "libunused.so")
-    assert declared.undeclared(str(exe)) == {os.path.realpath(extra)}
+    assert declaredinputs.undeclared(str(exe)) == {os.path.realpath(extra)}
     assert "libunused.so" not in _loaded(exe)
-    assert declared.leftovers(str(exe)) == ()
+    assert declaredinputs.leftovers(str(exe)) == ()
 
 
 def test_one_listing_serves_every_test_of_the_directory(tmp_path: Path) -> None:
     exe = _test(tmp_path, declare=("libdecl.so",))
     listed: dict[str, tuple[str, list[str]]] = {}
-    first = declared.undeclared(str(exe), listed)
+    first = declaredinputs.undeclared(str(exe), listed)
     lib(exe.parent.parent / SOLIB / "libnew.so")    # after the listing was kept
-    assert declared.undeclared(str(exe), listed) == first
-    assert declared.undeclared(str(exe)) == first | {
+    assert declaredinputs.undeclared(str(exe), listed) == first
+    assert declaredinputs.undeclared(str(exe)) == first | {
         os.path.realpath(exe.parent.parent / SOLIB / "libnew.so")}
 
 
@@ -113,22 +113,22 @@ IMPORT_X = 'cc_import(name = "x", shared_library = "lib/libx.so")\n'
 @pytest.mark.parametrize("value", ["lib/libx.so", ":lib/libx.so", "//:lib/libx.so"])
 def test_an_import_its_build_file_still_names_is_declared(tmp_path: Path, value: str) -> None:
     build = f'cc_import(name = "x", shared_library = "{value}")\n'
-    assert declared.build_declares(_import(tmp_path, "@sdk//:x", "lib/libx.so", build))
+    assert declaredinputs.build_declares(_import(tmp_path, "@sdk//:x", "lib/libx.so", build))
 
 
 def test_a_rule_gone_from_the_build_file_is_a_leftover(tmp_path: Path) -> None:
     # A BUILD fix renamed the import x_import; the fix was reverted.
     imp = _import(tmp_path, "@sdk//:x_import", "lib/libx.so.1", IMPORT_X)
-    assert declared.build_declares(imp) is False
+    assert declaredinputs.build_declares(imp) is False
     # The fix kept: the old name is a cc_library that stages no file of its own.
     wrapped = ('cc_import(name = "x_import", shared_library = "lib/libx.so.1")\n'
                'cc_library(name = "x", deps = [":x_import", ":y"])\n')
     imp = _import(tmp_path, "@sdk//:x", "lib/libx.so", wrapped)
-    assert declared.build_declares(imp) is False
+    assert declaredinputs.build_declares(imp) is False
 
 
 def test_a_file_the_import_no_longer_names_is_a_leftover(tmp_path: Path) -> None:
-    assert declared.build_declares(
+    assert declaredinputs.build_declares(
         _import(tmp_path, "@sdk//:x", "lib/libx.so.1", IMPORT_X)) is False
 
 
@@ -139,17 +139,17 @@ def test_a_file_the_import_no_longer_names_is_a_leftover(tmp_path: Path) -> None
     'cc_import(name = "x", shared_library = ":libx_copy")\n',
 ], ids=["macro", "comprehension", "glob", "rule-label"])
 def test_what_the_build_file_cannot_tell_keeps_the_import(tmp_path: Path, build: str) -> None:
-    assert declared.build_declares(
+    assert declaredinputs.build_declares(
         _import(tmp_path, "@sdk//:x", "lib/libx.so.1", build)) is None
 
 
 def test_an_unverified_label_or_a_package_not_there_cannot_tell(tmp_path: Path) -> None:
-    assert declared.build_declares(
+    assert declaredinputs.build_declares(
         _import(tmp_path, "@sdk//:x", "lib/libx.so.1", IMPORT_X, verified=False)) is None
     # A package of the main repository that this build did not link into the execroot.
-    assert declared.build_declares(
+    assert declaredinputs.build_declares(
         _import(tmp_path, "//vendor:x", "vendor/lib/libx.so", None)) is None
     # A directory with no BUILD file is no package.
     (tmp_path / "gone").mkdir()
-    assert declared.build_declares(
+    assert declaredinputs.build_declares(
         _import(tmp_path, "//gone:x", "gone/lib/libx.so", None)) is False

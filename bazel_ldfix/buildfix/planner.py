@@ -2,7 +2,7 @@
 
 Input is the repair's answer (which tests miss which sonames, and what needs them); the
 ``cc_import`` behind each name is read from the test's ``_solib_`` directories
-(``declared.imports_of``, which leaves out what earlier builds left there). The cases:
+(``declaredinputs.imports_of``, which leaves out what earlier builds left there). The cases:
 
 - the test links an import whose file is unversioned: import the file named like its SONAME
   (``shared_library``), or keep the unversioned one as ``interface_library`` beside it;
@@ -34,11 +34,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declared, solib
+from bazel_ldfix.bazel import declaredinputs, solib
 from bazel_ldfix.buildfix import driver, providers, staging, starlark, unfetched
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
+from bazel_ldfix.buildfix.definitions import locate
 from bazel_ldfix.buildfix.edit import edit_plan
-from bazel_ldfix.buildfix.locate import locate
 from bazel_ldfix.diagnosis import fixes, hermetic
 from bazel_ldfix.errors import BadInputError, CannotEditError
 from bazel_ldfix.loader.cuda import DRIVER_SONAMES, NO_HOST_DRIVER, HostDriver
@@ -101,7 +101,7 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     for test in sorted(tests, key=lambda t: t.label):
         header = _header(test)
         # What an earlier build left in bazel-out is no import of this build's.
-        imports = declared.imports_of(test.executable)
+        imports = declaredinputs.imports_of(test.executable)
         own, other = list(imports.own), list(imports.other)
         added: list[tuple[str, str]] = []       # what Bazel would stage after the change
         settled: set[str] = set()               # names the model need not find afterwards
@@ -349,7 +349,7 @@ def _versioned(consumer: solib.SolibImport, own: Sequence[solib.SolibImport],
 def _unmet(library: str) -> tuple[str, ...]:
     """What ``library`` needs that the loader model finds nowhere for it alone: not through
     its own RPATH or RUNPATH, the cache or the system directories (no LD_LIBRARY_PATH)."""
-    from bazel_ldfix.loader.resolve import Options, resolve_file
+    from bazel_ldfix.loader.closure import Options, resolve_file
 
     try:
         return resolve_file(library, Options()).missing

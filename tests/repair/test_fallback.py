@@ -16,25 +16,25 @@ from foreign import aarch64_lib, aarch64_program, i386_lib, linker_script, text_
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel.testenv import TestEnvironment
+from bazel_ldfix.loader.closure import Options, cache_lookup, host_header, host_of, interp_for
 from bazel_ldfix.loader.resolution import Environment
-from bazel_ldfix.loader.resolve import Options, cache_lookup, host_header, host_of, interp_for
 from bazel_ldfix.loader.search import Loader, Loaders
-from bazel_ldfix.repair import failopen
-from bazel_ldfix.repair.context import PlanContext
-from bazel_ldfix.repair.failopen import Fallback, SkipKind, Skipped
+from bazel_ldfix.repair import fallback
+from bazel_ldfix.repair.fallback import Fallback, SkipKind, Skipped
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import TestInput
-from bazel_ldfix.repair.subject import Subject
+from bazel_ldfix.repair.setting import PlanContext
+from bazel_ldfix.repair.testread import Subject
 
 
 def kind_of(path: Path) -> SkipKind | None:
-    verdict = failopen.examine(str(path), host_header())
+    verdict = fallback.examine(str(path), host_header())
     return verdict.kind if isinstance(verdict, Skipped) else None
 
 
 def test_a_library_of_this_machine_is_taken(tmp_path: Path) -> None:
     good = lib(tmp_path / "libgood.so.1")
-    assert failopen.examine(str(good), host_header()) == elf.read_header(str(good))
+    assert fallback.examine(str(good), host_header()) == elf.read_header(str(good))
 
 
 @pytest.mark.parametrize(("make", "kind"), [
@@ -48,7 +48,7 @@ def test_a_library_of_this_machine_is_taken(tmp_path: Path) -> None:
 def test_each_kind_of_file_is_skipped_with_its_reason(
         tmp_path: Path, make: Callable[[Path], Path], kind: SkipKind) -> None:
     path = make(tmp_path / "libodd.so")
-    verdict = failopen.examine(str(path), host_header())
+    verdict = fallback.examine(str(path), host_header())
     assert isinstance(verdict, Skipped) and verdict.kind is kind
     assert verdict.reason and str(path) in verdict.note()
 
@@ -57,7 +57,7 @@ def test_a_truncated_library_is_malformed_in_the_loaders_words(tmp_path: Path) -
     whole = lib(tmp_path / "libwhole.so.1")
     for size in (200, 1000):
         cut = truncated(tmp_path / f"libcut{size}.so", whole, size)
-        verdict = failopen.examine(str(cut), host_header())
+        verdict = fallback.examine(str(cut), host_header())
         assert isinstance(verdict, Skipped) and verdict.kind is SkipKind.MALFORMED
         assert verdict.reason.startswith("the loader would refuse it: ")
     short = truncated(tmp_path / "libshort.so", whole, 20)
@@ -73,7 +73,7 @@ def test_a_fifo_is_never_opened(tmp_path: Path) -> None:
 def test_a_dangling_symlink_and_a_directory(tmp_path: Path) -> None:
     link = tmp_path / "libgone.so"
     link.symlink_to(tmp_path / "nowhere.so")
-    verdict = failopen.examine(str(link), host_header())
+    verdict = fallback.examine(str(link), host_header())
     assert isinstance(verdict, Skipped) and verdict.kind is SkipKind.GONE
     assert "dangling symlink" in verdict.reason
     (tmp_path / "libdir.so").mkdir()
@@ -155,25 +155,25 @@ def test_a_test_built_for_another_machine_is_skipped_not_fatal(tmp_path: Path) -
 def test_attempt_turns_errors_and_bugs_into_one_line() -> None:
     from bazel_ldfix.errors import BazelError, BazelNotFoundError
 
-    assert failopen.attempt(lambda: 5) == 5
+    assert fallback.attempt(lambda: 5) == 5
 
     def step_fails() -> int:
         raise BazelError("`bazel query` failed", ["bazel", "query"], 7, "ERROR: a\nERROR: b")
 
-    fallback = failopen.attempt(step_fails)
-    assert fallback == Fallback("`bazel query` failed (exit code 7)")
-    assert "\n" not in fallback.message()
+    fell = fallback.attempt(step_fails)
+    assert fell == Fallback("`bazel query` failed (exit code 7)")
+    assert "\n" not in fell.message()
 
     def bug() -> int:
         table: dict[str, int] = {}
         return table["x"]
 
-    fallback = failopen.attempt(bug)
-    assert isinstance(fallback, Fallback)
-    assert fallback.reason.startswith("internal error, please report it: KeyError: 'x' (")
+    fell = fallback.attempt(bug)
+    assert isinstance(fell, Fallback)
+    assert fell.reason.startswith("internal error, please report it: KeyError: 'x' (")
 
     def not_installed() -> int:
         raise BazelNotFoundError("cannot run bazel: No such file or directory")
 
     with pytest.raises(BazelNotFoundError):
-        failopen.attempt(not_installed)
+        fallback.attempt(not_installed)

@@ -2,7 +2,7 @@
 
 The paths here are ones a real Bazel cannot be made to take on demand (a bug of ours, put
 in for the test; an interrupted build step), so a stand-in script plays Bazel and logs
-every call. tests/repair/test_failopen_bazel.py covers the rest with a real Bazel.
+every call. tests/repair/test_fallback_bazel.py covers the rest with a real Bazel.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 from bazel_ldfix.diagnosis import rerun
-from bazel_ldfix.diagnosis.diagnose import Diagnosis
 from bazel_ldfix.diagnosis.explain import Finding
 from bazel_ldfix.diagnosis.fixes import Fix
 from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.diagnosis.report import Diagnosis
 from bazel_ldfix.given import Given
 from bazel_ldfix.repair.results import Repair
 

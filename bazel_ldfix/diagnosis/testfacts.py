@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declared, runfiles
+from bazel_ldfix.bazel import declaredinputs, runfiles
 from bazel_ldfix.bazel.solib import SolibImport
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.messages import LoaderFailure
@@ -79,7 +79,7 @@ class TestContext:
             mapping = runfiles.repo_mapping_of(executable)
             apparent = mapping.label if mapping is not None else None
             # What an earlier build left in bazel-out is no import of this build's.
-            staged = declared.imports_of(executable, apparent)
+            staged = declaredinputs.imports_of(executable, apparent)
             imports, other = list(staged.own), list(staged.other)
         return cls(label, executable, expect, output_base, library_path, missing,
                    tuple(imports), tuple(other), tuple(notes), loaders, session)
@@ -122,7 +122,7 @@ class TestContext:
         """The files named ``soname`` the system offers a program like the test's: the one
         ``ld.so.cache`` gives, then those in the loader's default directories (as the loader
         itself says them)."""
-        from bazel_ldfix.loader.resolve import host_of, interp_for
+        from bazel_ldfix.loader.closure import host_of, interp_for
 
         found: dict[str, None] = {}
         info = self._info()

@@ -16,8 +16,8 @@ from bazel_ldfix.errors import (
 )
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.outputbase import index
-from bazel_ldfix.repair import failopen
-from bazel_ldfix.repair.failopen import Skipped
+from bazel_ldfix.repair import fallback
+from bazel_ldfix.repair.fallback import Skipped
 from bazel_ldfix.repair.results import TestInput
 
 # What one hostile file can make the reader or the model raise: reported as a skipped file.
@@ -177,7 +177,7 @@ def examined(paths: Sequence[str], expect: elf.ElfHeader, memo: Memo,
         if target and accepted is not None and target in accepted:
             out.append(path)
             continue
-        verdict = failopen.examine(path, expect, memo)
+        verdict = fallback.examine(path, expect, memo)
         if isinstance(verdict, Skipped):
             skipped.append(verdict)
         else:

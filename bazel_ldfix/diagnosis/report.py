@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 from bazel_ldfix import PROG
 from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 from bazel_ldfix.diagnosis import fixes, logs
-from bazel_ldfix.diagnosis.context import TestContext
 from bazel_ldfix.diagnosis.explain import Finding, explain_test
 from bazel_ldfix.diagnosis.messages import LoaderFailure, read_log
 from bazel_ldfix.diagnosis.model import HOST_LOADERS
-from bazel_ldfix.diagnosis.ranwith import RanWith
+from bazel_ldfix.diagnosis.runvalues import RanWith
+from bazel_ldfix.diagnosis.testfacts import TestContext
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.search import LoaderSource
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from bazelws import BAZEL, Workspace, clean_env, make_workspace, two_foo_sdks
 
-from tests.flow.test_split_bazel import MAPS, mapped
+from tests.commands.test_test_split_bazel import MAPS, mapped
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]

@@ -20,7 +20,7 @@ import enum
 from dataclasses import dataclass
 
 from bazel_ldfix.linkage.scope import Scope, ScopeObject, exported, load_scope
-from bazel_ldfix.loader.resolve import Options
+from bazel_ldfix.loader.closure import Options
 from bazel_ldfix.symbols import Bind, Symbol, SymbolType, Visibility
 
 # Relocation types that refer to a module's TLS block, by e_machine.

@@ -13,9 +13,9 @@ from pathlib import Path
 from diagnose_fixtures import fake_bazel
 
 from bazel_ldfix import elf
-from bazel_ldfix.diagnosis import diagnose, logs
+from bazel_ldfix.diagnosis import logs, report
 from bazel_ldfix.diagnosis.model import HOST_LOADERS
-from bazel_ldfix.diagnosis.ranwith import RanWith
+from bazel_ldfix.diagnosis.runvalues import RanWith
 from bazel_ldfix.loader.resolution import Environment
 from bazel_ldfix.loader.search import Loader, Loaders
 
@@ -37,7 +37,7 @@ def _diagnosed(tmp_path: Path, planned: dict[str, tuple[str, ...]]) -> tuple[int
     found = logs.from_command_log(str(fake.output_base))
     assert found is not None
     counted = Counted()
-    result = diagnose.diagnose(found, ran_with=RanWith("the run's", {}, None, planned),
+    result = report.diagnose(found, ran_with=RanWith("the run's", {}, None, planned),
                                loaders=counted.loaders)
     finding = result.findings[0]
     assert finding.soname == "libxdemo.so.11"      # from the loader's own words, either way

@@ -13,9 +13,10 @@ from bazel_ldfix.errors import (
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.loader.resolution import Environment, Resolution
 from bazel_ldfix.loader.search import LoaderSource
-from bazel_ldfix.repair import failopen, twins
-from bazel_ldfix.repair.failopen import Skipped
-from bazel_ldfix.repair.inventory import (
+from bazel_ldfix.repair import fallback, loadalike
+from bazel_ldfix.repair.fallback import Skipped
+from bazel_ldfix.repair.results import TestInput
+from bazel_ldfix.repair.runfilesobjects import (
     PER_FILE_ERRORS,
     manifest_libraries,
     runfiles_libraries,
@@ -23,7 +24,6 @@ from bazel_ldfix.repair.inventory import (
     test_cwd,
     tree_listing,
 )
-from bazel_ldfix.repair.results import TestInput
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Subject:
     skipped: tuple[Skipped, ...] = ()
     notes: tuple[str, ...] = ()
     host: elf.ElfHeader | None = None   # what a script runs as (this machine's programs)
-    # The twins' digest of the tree's MANIFEST (twins.manifest_digest), taken from the
+    # The twins' digest of the tree's MANIFEST (loadalike.manifest_digest), taken from the
     # read that listed the tree; None: read it when it is asked for.
     digest: bytes | None = field(default=None, repr=False, compare=False)
     # The ELF programs of the runfiles the test can start (a cc_binary in its data), each
@@ -75,7 +75,7 @@ class Subject:
             extras, skipped = runfiles_libraries(tree, expect, memo, listing)
             programs = runfiles_programs(tree, test.executable, expect, memo, listing)
             if listing is not None:
-                digest = twins.manifest_digest(listing.manifest, test.executable, memo)
+                digest = loadalike.manifest_digest(listing.manifest, test.executable, memo)
         else:
             # No tree (--nobuild_runfile_links, as --remote_download_minimal sets): the
             # manifest names what the test stages.
@@ -104,13 +104,13 @@ class Subject:
                 env = Environment(library_path, self.cwd, loaders.cache_for(info))
                 loader = loaders.make_loader(info, env)
             except PER_FILE_ERRORS as exc:
-                return [failopen.no_loader(self.executable, exc)]
+                return [fallback.no_loader(self.executable, exc)]
             try:
                 return [loader.resolve(self.executable, self.extras if extras else (),
                                        info=info)]
             except PER_FILE_ERRORS as exc:
                 if not (extras and self.extras):
-                    return [failopen.from_error(self.executable, exc)]
+                    return [fallback.from_error(self.executable, exc)]
             # One of the extras defeats the model: take them one at a time.
             out: list[Resolution | Skipped] = [*self._resolve_own(
                 loaders, library_path, extras=False)]
@@ -119,7 +119,7 @@ class Subject:
                     out.append(loaders.make_loader(info, env).resolve(self.executable, (path,),
                                                               info=info))
                 except PER_FILE_ERRORS as exc:
-                    out.append(failopen.from_error(path, exc))
+                    out.append(fallback.from_error(path, exc))
             return out
         return [self._resolve_alone(path, loaders, library_path) for path in self.extras]
 
@@ -130,13 +130,13 @@ class Subject:
         try:
             info = elf.read_elf(path)
         except PER_FILE_ERRORS as exc:
-            return failopen.from_error(path, exc)
+            return fallback.from_error(path, exc)
         try:
             env = Environment(library_path, self.cwd, loaders.cache_for(info))
             loader = loaders.make_loader(info, env)
         except PER_FILE_ERRORS as exc:
-            return failopen.no_loader(path, exc)
+            return fallback.no_loader(path, exc)
         try:
             return loader.resolve(path, info=info)
         except PER_FILE_ERRORS as exc:
-            return failopen.from_error(path, exc)
+            return fallback.from_error(path, exc)

@@ -21,7 +21,7 @@ from diagnose_fixtures import EXTENSION_SRC, versioned_lib
 from elfbuild import patch_class, patch_machine
 
 from bazel_ldfix import cli
-from bazel_ldfix.diagnosis import diagnose, logs
+from bazel_ldfix.diagnosis import logs, report
 
 pytestmark = [pytest.mark.bazel,
               pytest.mark.skipif(BAZEL is None, reason="no bazel on PATH")]
@@ -330,7 +330,7 @@ def test_the_bazel_ldfix_test_run_is_followed_by_the_diagnosis(scenario: Scenari
     # fails, and the diagnosis of that run says why.
     result = scenario.ws.ldfix("test", "//t:py_ctypes")
     assert result.returncode == 3, result.stderr[-3000:]
-    after = diagnose.after_test(scenario.output_base, result.returncode)
+    after = report.after_test(scenario.output_base, result.returncode)
     assert after is not None
     assert [(f.test, f.soname) for f in after.findings] == [("//t:py_ctypes",
                                                              "libydemo.so.13")]

@@ -19,9 +19,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.given import Given
 from bazel_ldfix.loader import conformance, ldconfig, trace
-from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, CudaNote, HostDriver, notes_for
-from bazel_ldfix.loader.resolution import Resolution
-from bazel_ldfix.loader.resolve import (
+from bazel_ldfix.loader.closure import (
     Options,
     cache_of,
     interp_for,
@@ -29,6 +27,8 @@ from bazel_ldfix.loader.resolve import (
     profile_of,
     trusted_for,
 )
+from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, CudaNote, HostDriver, notes_for
+from bazel_ldfix.loader.resolution import Resolution
 from bazel_ldfix.loader.verify import opened_path
 
 _MAX_EXACT_SUBSETS = 12  # beyond this many directories, the smallest set is found greedily
