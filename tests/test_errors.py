@@ -16,11 +16,17 @@ import pytest
 from bazel_ldfix.errors import BazelError, exit_words
 
 
+def _default_signals() -> None:
+    # A job started in the background of a shell inherits SIGINT ignored, and a shell
+    # cannot undo that for its children: give them the default action, as a terminal does.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _shell_status(script: str) -> tuple[int, int]:
     """(Python's returncode, bash's ``$?``) for the same child ending in the same way."""
-    proc = subprocess.run(["sh", "-c", script], check=False)
+    proc = subprocess.run(["sh", "-c", script], check=False, preexec_fn=_default_signals)
     status = subprocess.run(["bash", "-c", f"sh -c '{script}'; echo $?"], capture_output=True,
-                            text=True, check=True).stdout.strip()
+                            text=True, check=True, preexec_fn=_default_signals).stdout.strip()
     return proc.returncode, int(status)
 
 
