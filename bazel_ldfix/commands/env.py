@@ -38,6 +38,8 @@ def env(session: Session, bazel: BazelChoice, prepend: bool, fmt: str,
     Examples:
       bazel-ldfix env //app:vendor_test
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
+      (user.bazelrc: this machine only, not committed; .bazelrc reads it with
+      `try-import %workspace%/user.bazelrc`)
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
     from bazel_ldfix.render.repair import (

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix import PROG
 from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
+from bazel_ldfix.given import TRY_IMPORT, USER_BAZELRC
 from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
@@ -341,8 +342,9 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
                             f"{it}", SAID, MORE))
     lines = wrap(f"{count} {outcome} ({names}); to make it permanent:", SAID, MORE)
     if not repair.groups:   # (one .bazelrc line cannot give a split run's values)
-        lines += wrap(f"on this machine: `{prog} env --format bazelrc {args} >> .bazelrc`",
-                      MORE, MORE + "  ")
+        lines += wrap(f"on this machine only: `{prog} env --format bazelrc {args} >> "
+                      f"{USER_BAZELRC}` (a file not committed; .bazelrc reads it with the line "
+                      f"`{TRY_IMPORT}`)", MORE, MORE + "  ")
     lines += wrap(f"on every machine: the BUILD change `{prog} fix {args}` shows "
                   "(--write makes it)", MORE, MORE + "  ")
     if opened:
