@@ -25,6 +25,7 @@ import stat
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from bazel_ldfix.fs.bounded import read_at_most
 
@@ -72,6 +73,38 @@ def private_dir(path: str, *, create: bool = True) -> str | None:
     except OSError:
         return None
     return path if _private(st) and stat.S_ISDIR(st.st_mode) else None
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """A directory of the tool's own that cannot be made or trusted, and why."""
+
+    path: str
+    reason: str             # the system's words (``Permission denied``), or what it is
+
+    def words(self) -> str:
+        return f"cannot make the per-user directory {self.path} ({self.reason})"
+
+
+# What makes the per-user directory usable again (XDG_CACHE_HOME comes first, cache_path).
+WAY_OUT = "set XDG_CACHE_HOME to a writable directory"
+
+
+def why_not_private(path: str) -> str:
+    """Why :func:`private_dir` refuses ``path``, in words for a message: the system's
+    reason it cannot be made (``Permission denied``, ``Not a directory``), or what it is."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    if st.st_uid != os.geteuid():
+        return "owned by another user"
+    if not _private(st):
+        return "others can write to it"
+    return "usable"
 
 
 def _private(st: os.stat_result) -> bool:

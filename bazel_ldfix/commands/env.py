@@ -87,4 +87,5 @@ def env(session: Session, bazel: BazelChoice, prepend: bool, fmt: str,
     if text:
         session.show(text)
     given = bool(repair.flags or any(g.flags for g in repair.groups))
-    return 1 if repair.unresolved or repair.withheld or (repair.missing and not given) else 0
+    return 1 if repair.unresolved or repair.withheld or repair.unlinked \
+        or (repair.missing and not given) else 0

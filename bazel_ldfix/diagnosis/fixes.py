@@ -57,10 +57,10 @@ def command(label: str | None, value: str | None, *, ldfix: bool,
     """The command to run now: ``bazel-ldfix test`` when its model finds everything (the
     tool run as ``prog``, how the user runs it)."""
     target = quoting.shell(label) if label else "<your test targets>"
+    if value is None:
+        return None     # no value gives it: the repair would not either
     if ldfix:
         return f"{prog} test {target}"
-    if value is None:
-        return None
     return f"bazel test {target} {quoting.shell(Given.of_value(value).flag)}"
 
 
