@@ -93,15 +93,27 @@ def run(session: Session, bazel_args: Sequence[str], options: FixOptions) -> int
     written, ``bazel build --nobuild`` is asked, and unless ``--write`` keeps them they get
     their bytes back (:func:`apply`). A change Bazel rejects is no diff but a reason.
     """
-    from bazel_ldfix.bazel.workspace import workspace_of
-    from bazel_ldfix.render.buildfix import to_jsonable, to_text
-    from bazel_ldfix.render.common import dumps
+    from bazel_ldfix.diagnosis import runvalues
     from bazel_ldfix.repair import testcommand as repairing
 
     bazel = session.bazel(options.bazel)
     repair = repairing.for_command(session, options.bazel, bazel_args)
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair)
+    try:
+        return change(session, bazel, bazel_args, options, repair)
+    finally:
+        # Its build step, analysis and fetches ran no test: a later `diagnose` says so.
+        runvalues.keep_own(session.cache_dir, repair.output_base, "fix")
+
+
+def change(session: Session, bazel: Bazel, bazel_args: Sequence[str], options: FixOptions,
+           repair: Repair) -> int:
+    """:func:`run` once the repair is known: the plan, its analysis, and what is shown."""
+    from bazel_ldfix.bazel.workspace import workspace_of
+    from bazel_ldfix.render.buildfix import to_jsonable, to_text
+    from bazel_ldfix.render.common import dumps
+
     workspace = workspace_of(session.cwd) or session.cwd
     fetch = unfetched.Fetcher(workspace, repair.output_base, bazel, session.say)
     result = plan_for(repair, workspace, interface=options.interface, cuda=session.cuda,

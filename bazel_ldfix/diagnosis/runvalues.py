@@ -10,6 +10,11 @@ options and whose repair knows each test's value (:attr:`TestResult.library_path
 ``command.log`` its ``bazel test`` left (device, inode, size, modification and change
 times), so that a later ``diagnose`` of that run models the same environment. Any later
 Bazel command rewrites ``command.log``, and the record no longer applies.
+
+The commands that run no test of their own (``env``, ``fix``, ``test --dry-run``: a build
+step, an analysis, a fetch) also rewrite ``command.log``. Each records that it did, tied to
+the ``command.log`` it left (:func:`keep_own`), so that a later ``diagnose`` can say which
+run it explains rather than that the last command was not a ``bazel test``.
 """
 
 from __future__ import annotations
@@ -94,3 +99,42 @@ def recall(root: str | None, output_base: str) -> RanWith | None:
         return None
     return RanWith("the options of that `bazel-ldfix test` (rc files included, from its "
                    "build events) and its repair", values)
+
+
+def _own_path(root: str, output_base: str) -> str:
+    digest = hashlib.sha256(os.path.realpath(output_base).encode("utf-8", "surrogateescape"))
+    return os.path.join(root, "own-command", digest.hexdigest()[:32])
+
+
+def keep_own(root: str | None, output_base: str, command: str) -> None:
+    """After ``bazel-ldfix COMMAND`` ran Bazel commands that run no test: that it did,
+    tied to the ``command.log`` the last of them left. Best effort, as :func:`keep`."""
+    if root is None:
+        return
+    identity = _identity(os.path.join(output_base, "command.log"))
+    path = _own_path(root, output_base)
+    if identity is None or userdir.private_dir(os.path.dirname(path)) is None:
+        return
+    doc = {"version": VERSION, "command_log": identity, "command": command}
+    userdir.write_private(path, userdir.seal(json.dumps(doc).encode("utf-8")))
+
+
+def recall_own(root: str | None, output_base: str) -> str | None:
+    """The command of the tool's own whose Bazel command left the ``command.log`` that is
+    there now, unchanged (None: another command left it, or nothing was recorded)."""
+    if root is None:
+        return None
+    path = _own_path(root, output_base)
+    if userdir.private_dir(os.path.dirname(path), create=False) is None:
+        return None
+    data = userdir.read_private(path, _MAX)
+    body = userdir.unseal(data) if data is not None else None
+    try:
+        doc = json.loads(body.decode("utf-8")) if body is not None else None
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("version") != VERSION \
+            or doc.get("command_log") != _identity(os.path.join(output_base, "command.log")) \
+            or not isinstance(doc.get("command"), str):
+        return None
+    return str(doc["command"])

@@ -198,6 +198,29 @@ def test_the_advice_for_this_machine_alone_works_as_printed(ws: Workspace, faile
         user.unlink(missing_ok=True)
 
 
+def test_diagnose_after_fix_check_says_which_run_it_explains(ws: Workspace, failed: str) -> None:
+    assert ws.bazel("test", *TESTS).returncode == 3
+    assert ws.ldfix("fix", "--check", *TESTS).returncode == 1    # a change is needed
+    # fix's own Bazel commands ran no test: the tests' latest runs are explained, and why.
+    result = ws.ldfix("diagnose")
+    assert result.returncode == 1, result.stderr
+    said = result.stdout.splitlines()[2]
+    assert said.startswith("2 failed tests were stopped by the dynamic loader, from the "
+                           "latest run of each test in $OUTPUT_BASE/"), said
+    assert said.endswith("/testlogs (the last Bazel command was run by "
+                         "`bazel-ldfix fix` and ran no test):"), said
+    # Another command of the user's: no longer the tool's.
+    assert ws.bazel("info", "release").returncode == 0
+    said = ws.ldfix("diagnose").stdout.splitlines()[2]
+    assert said.endswith("/testlogs (the last Bazel command ran no test):"), said
+    # The repaired run of `test` is a `bazel test`: diagnose explains it, and it passed.
+    assert ws.ldfix("test", *TESTS).returncode == 0
+    after = ws.ldfix("diagnose")
+    assert after.returncode == 0
+    assert after.stdout == ("nothing to diagnose: no failed test in the last `bazel test` "
+                            f"({failed}/command.log)\n")
+
+
 def test_on_github_one_notice_per_repaired_test_and_none_for_another_failure(
         ws: Workspace, failed: str) -> None:
     result = ws.ldfix("test", *TESTS, "//app:broken_test", env={"GITHUB_ACTIONS": "true"})
