@@ -24,9 +24,11 @@ import os
 import posixpath
 import shutil
 import stat
+import struct
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -151,8 +153,8 @@ def opened(path: str, keep: Keep, limits: Limits | None = None) -> Iterator[Pack
             except BadInputError:
                 raise
             except (tarfile.TarError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError,
-                    OSError, lzma.LZMAError, RuntimeError, ValueError,
-                    NotImplementedError) as exc:
+                    OSError, lzma.LZMAError, zlib.error, struct.error, RuntimeError,
+                    ValueError, NotImplementedError) as exc:
                 # A corrupt stream, a CRC that does not match, an encrypted member, a
                 # compression method zipfile lacks: the archive cannot be read as a whole.
                 raise BadInputError(f"{path}: corrupt {fmt.value} archive ({exc})") from None

@@ -266,3 +266,27 @@ def test_a_hard_link_in_a_tar_is_the_file_it_links(tmp_path: Path) -> None:
     with archive.opened(str(packed), keep_elf) as package:
         assert [m.name for m in package.files] == ["pkg/libx.so.1"]
         assert package.names_of("pkg/libx.so.1") == ("pkg/libx.so.1", "pkg/copy.so")
+
+
+@pytest.mark.parametrize("mode", ["w", "w:gz", "zip"])
+def test_corrupt_archives_raise_only_the_projects_errors(tmp_path: Path, mode: str) -> None:
+    import contextlib
+    import random
+
+    from bazel_ldfix.errors import LdfixError
+
+    root = tree(tmp_path / "src")
+    packed = (zip_of(root, tmp_path / "p.whl") if mode == "zip"
+              else tar_of(root, tmp_path / "p.tar", mode))
+    original = packed.read_bytes()
+    rng = random.Random(mode)
+    case = tmp_path / "case"
+    for _ in range(60):
+        data = bytearray(original)
+        for _ in range(rng.randrange(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.2:
+            data = data[: rng.randrange(len(data))]
+        case.write_bytes(bytes(data))
+        with contextlib.suppress(LdfixError), archive.opened(str(case), keep_elf):
+            pass   # anything but the project's errors fails the test
