@@ -242,7 +242,7 @@ def _not_shared(file: _File, library: str) -> str:
             return "a shared object without PT_DYNAMIC: the loader cannot load it"
         return (f"a shared object without a DT_SONAME: a program linked against it records "
                 f"its path, not {library}")
-    words = found.mismatch(kinds.Kind.SHARED_OBJECT) or found.kind.words
+    words = found.mismatch(kinds.Kind.SHARED_OBJECT, file.member.name) or found.kind.words
     return words.replace(" named .so", f" named {posixpath.basename(file.member.name)}", 1)
 
 

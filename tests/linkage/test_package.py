@@ -262,3 +262,12 @@ def test_nothing_of_the_package_is_run(tmp_path: Path) -> None:
     root = package(tmp_path / "dir", {f"pkg/bin/{LIB}": prog})
     assert gate(root).returncode == 1
     assert not mark.exists()
+
+
+def test_a_renamed_archive_in_a_wheel_is_named_by_its_member_name(
+        tmp_path: Path, case: StreamCase) -> None:
+    root = package(tmp_path / "dir", {f"pkg/lib/{LIB}": case.lib,
+                                      f"pkg/vendor/{LIB}": case.renamed})
+    [finding] = check_package(str(wheel(root, tmp_path / "w.whl")), [LIB]).findings
+    assert finding.detail == (f"a static archive (ar) named {LIB}: the linker would copy its "
+                              "objects into the program, making a private copy")
