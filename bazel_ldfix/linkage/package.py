@@ -38,6 +38,9 @@ _STATE_TYPES = frozenset({SymbolType.FUNC, SymbolType.OBJECT, SymbolType.TLS,
 # Every object has these; they are the linker's, not the library's.
 _LINKER_NAMES = frozenset({"_init", "_fini", "_DYNAMIC", "_GLOBAL_OFFSET_TABLE_"})
 _LINKED = (kinds.Kind.SHARED_OBJECT, kinds.Kind.PIE, kinds.Kind.EXECUTABLE)
+# Links worth a line: a link to a directory of the package is followed through, not a fault.
+_UNFOLLOWED = frozenset({archive.LinkProblem.OUTSIDE, archive.LinkProblem.LOOP,
+                         archive.LinkProblem.DANGLING})
 
 
 class Problem(str, enum.Enum):
@@ -101,7 +104,7 @@ class PackageReport:
     objects: int                   # ELF objects read
     libraries: tuple[Library, ...]
     findings: tuple[Finding, ...]
-    links: tuple[archive.Link, ...]  # links not followed
+    links: tuple[archive.Link, ...]  # links that leave the package, loop or dangle
     unread: tuple[Unread, ...]
 
     @property
@@ -225,7 +228,7 @@ def _verdict(package: archive.Package, libraries: tuple[str, ...], files: list[_
     return PackageReport(
         package.path, package.format, package.entries,
         sum(f.inspection.elf is not None for f in files), tuple(results), tuple(findings),
-        tuple(link for link in package.links if link.problem is not None),
+        tuple(link for link in package.links if link.problem in _UNFOLLOWED),
         tuple(unread + unread_more))
 
 

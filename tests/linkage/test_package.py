@@ -271,3 +271,19 @@ def test_a_renamed_archive_in_a_wheel_is_named_by_its_member_name(
     [finding] = check_package(str(wheel(root, tmp_path / "w.whl")), [LIB]).findings
     assert finding.detail == (f"a static archive (ar) named {LIB}: the linker would copy its "
                               "objects into the program, making a private copy")
+
+
+def test_links_that_lead_nowhere_are_listed_and_a_directory_link_is_not(
+        tmp_path: Path, case: StreamCase) -> None:
+    root = package(tmp_path / "dir", {f"pkg/lib/{LIB}": case.lib})
+    (root / "pkg" / "lib64").symlink_to("lib")
+    (root / "pkg" / "libz.so").symlink_to("/lib/x86_64-linux-gnu/libz.so.1")
+    (root / "pkg" / "a").symlink_to("b")
+    (root / "pkg" / "b").symlink_to("a")
+    report = check_package(str(root), [LIB])
+    assert report.ok
+    assert [(link.name, link.problem.value if link.problem else None)
+            for link in report.links] == [("pkg/a", "loop"), ("pkg/b", "loop"),
+                                          ("pkg/libz.so", "outside")]
+    assert ("  link pkg/libz.so -> /lib/x86_64-linux-gnu/libz.so.1: leaves the package: "
+            "not followed") in gate(root).stdout.splitlines()
