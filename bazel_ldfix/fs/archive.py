@@ -276,20 +276,23 @@ def _directory(root: str, keep: Keep, limits: Limits) -> Package:
             if entries > limits.members:
                 raise BadInputError(f"{root}: more than {limits.members} entries")
             name = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_symlink():
-                links[name] = (os.readlink(entry.path), False)
-            elif entry.is_dir(follow_symlinks=False):
-                directories.add(name)
-                stack.append(name)
-            elif entry.is_file(follow_symlinks=False):
-                st = entry.stat(follow_symlinks=False)
-                first = seen.setdefault((st.st_dev, st.st_ino), name)
-                if first != name:
-                    links[name] = (first, True)
-                    continue
-                regular.add(name)
-                if keep(name, _head(entry.path)):
-                    files.append(Member(name, entry.path, st.st_size))
+            try:
+                if entry.is_symlink():
+                    links[name] = (os.readlink(entry.path), False)
+                elif entry.is_dir(follow_symlinks=False):
+                    directories.add(name)
+                    stack.append(name)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    first = seen.setdefault((st.st_dev, st.st_ino), name)
+                    if first != name:
+                        links[name] = (first, True)
+                        continue
+                    regular.add(name)
+                    if keep(name, _head(entry.path)):
+                        files.append(Member(name, entry.path, st.st_size))
+            except OSError as exc:
+                raise BadInputError(f"{entry.path}: {exc.strerror or exc}") from None
     frozen = frozenset(regular)
     return Package(root, Format.DIRECTORY, entries, tuple(sorted(files, key=lambda m: m.name)),
                    frozen, _links(links, frozen, frozenset(directories)), 0)
@@ -341,6 +344,26 @@ class _Counted(io.RawIOBase):
                 f"{self._path}: decompresses to more than {self._limits.ratio} times its "
                 f"size ({self._compressed} bytes): a decompression bomb")
         return n
+
+
+_MAX_HEADER = 1 << 20     # a pax or GNU long-name header larger than this is no header
+_HEADER_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
+                 tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+
+
+class _HeaderTooLarge(tarfile.TarError):
+    pass
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A member header whose extended headers (pax, GNU long names) are bounded: tarfile
+    reads those into memory whole, by the size they claim."""
+
+    def _proc_member(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _HEADER_TYPES and self.size > _MAX_HEADER:
+            raise _HeaderTooLarge(f"an extended header claims {self.size} bytes, more than "
+                                  f"{_MAX_HEADER}")
+        return super()._proc_member(tarfile)  # type: ignore[misc, no-any-return]
 
 
 class _Reader:
@@ -463,7 +486,7 @@ class _Reader:
         compressed = None if fmt is Format.TAR else self.size
         counted = _Counted(_decompressed(raw, fmt), self.path, self.limits, compressed)
         # Read once, in order ("r|"): a compressed archive is never decompressed twice.
-        with tarfile.open(fileobj=counted, mode="r|") as archive:
+        with tarfile.open(fileobj=counted, mode="r|", tarinfo=_BoundedTarInfo) as archive:
             for info in archive:
                 self._tar_member(archive, info, compressed)
         self.bytes_read = max(self.bytes_read, counted.count)

@@ -3,6 +3,7 @@ written outside the private directory, links followed only inside the package.""
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import tarfile
@@ -290,3 +291,23 @@ def test_corrupt_archives_raise_only_the_projects_errors(tmp_path: Path, mode: s
         case.write_bytes(bytes(data))
         with contextlib.suppress(LdfixError), archive.opened(str(case), keep_elf):
             pass   # anything but the project's errors fails the test
+
+
+def test_an_extended_header_claiming_a_huge_size_is_refused_before_reading(
+        tmp_path: Path) -> None:
+    """tarfile reads a pax header into memory whole, by the size it claims."""
+    packed = tmp_path / "pax.tar"
+    with tarfile.open(packed, "w", format=tarfile.PAX_FORMAT) as t:
+        info = tarfile.TarInfo("pkg/" + "x" * 200)   # too long for ustar: a pax header
+        t.addfile(info, io.BytesIO(b""))
+    data = bytearray(packed.read_bytes())
+    assert data[156:157] == tarfile.XHDTYPE
+    data[124:136] = b"%011o\0" % (1 << 30)
+    data[148:156] = b" " * 8
+    data[148:156] = b"%06o\0 " % sum(data[:512])
+    for mode in ("plain", "gz"):
+        path = tmp_path / f"pax.{mode}"
+        path.write_bytes(bytes(data) if mode == "plain" else gzip.compress(bytes(data)))
+        with pytest.raises(BadInputError, match="an extended header claims 1073741824 bytes"), \
+                archive.opened(str(path), keep_elf):
+            pass
