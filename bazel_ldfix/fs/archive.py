@@ -17,6 +17,7 @@ import bz2
 import contextlib
 import enum
 import errno
+import functools
 import gzip
 import io
 import lzma
@@ -120,7 +121,15 @@ class Package:
 
     def names_of(self, member: str) -> tuple[str, ...]:
         """``member``'s own name, then every link's that leads to it."""
-        return (member, *(link.name for link in self.links if link.resolved == member))
+        return (member, *self._leading_to.get(member, ()))
+
+    @functools.cached_property
+    def _leading_to(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, list[str]] = {}
+        for link in self.links:
+            if link.resolved is not None:
+                out.setdefault(link.resolved, []).append(link.name)
+        return {name: tuple(names) for name, names in out.items()}
 
 
 @contextlib.contextmanager
@@ -240,16 +249,24 @@ def _resolve(name: str, regular: frozenset[str], links: dict[str, tuple[str, boo
         return None, LinkProblem.NOT_A_FILE
     if final in regular:
         return final, None
-    if final in directories or any(r.startswith(final + "/") for r in regular):
+    if final in directories:
         return None, LinkProblem.NOT_A_FILE
     return None, LinkProblem.DANGLING
 
 
 def _links(raw: dict[str, tuple[str, bool]], regular: frozenset[str],
            directories: frozenset[str]) -> tuple[Link, ...]:
+    # A zip need not list its directories: every parent of a member is one.
+    every = set(directories)
+    for name in (*regular, *raw):
+        parent = posixpath.dirname(name)
+        while parent and parent not in every:
+            every.add(parent)
+            parent = posixpath.dirname(parent)
+    known = frozenset(every)
     out = []
     for name in sorted(raw):
-        resolved, problem = _resolve(name, regular, raw, directories)
+        resolved, problem = _resolve(name, regular, raw, known)
         out.append(Link(name, raw[name][0], resolved, problem))
     return tuple(out)
 
