@@ -114,7 +114,8 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                  "above the current directory)")
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    cache_dir = None if session is None or setting.no_cache else session.cache_dir
+    cache_dir = None if session is None or setting.no_cache or session.store is None \
+        else session.store.root
     last = LastRun(runner, args, client_env, use=cache_dir is not None)
     built = _build_step(runner, args, client_env, last, output_base)
     if isinstance(built, StepFailed):
