@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bazel_ldfix import store
 from bazel_ldfix.store import Record, Store
@@ -284,6 +286,20 @@ def test_a_forgotten_record_is_gone(tmp_path: Path) -> None:
     kept.forget(Record.REPAIR, "never kept")
     assert kept.recall(Record.REPAIR, "k") is None
     assert not os.path.exists(kept.path(Record.REPAIR, "k"))
+
+
+@settings(max_examples=50, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.binary(max_size=64), max_size=8))
+def test_a_body_kept_in_chunks_is_the_body_kept_whole(
+        tmp_path_factory: pytest.TempPathFactory, chunks: list[bytes]) -> None:
+    kept = store.at(str(tmp_path_factory.mktemp("store")))
+    assert kept is not None
+    assert kept.keep(Record.RULES, "whole", b"".join(chunks))
+    assert kept.keep(Record.RULES, "chunks", iter(chunks))
+    assert Path(kept.path(Record.RULES, "whole")).read_bytes() == \
+        Path(kept.path(Record.RULES, "chunks")).read_bytes()
+    assert kept.recall(Record.RULES, "chunks") == b"".join(chunks)
 
 
 # -- the links directories -----------------------------------------------------------------

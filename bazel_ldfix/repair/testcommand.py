@@ -115,8 +115,9 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                  "above the current directory)")
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    store = None if session is None or setting.no_cache else session.store
-    last = LastRun(runner, args, client_env, use=store is not None)
+    store = None if session is None else session.store
+    use = store is not None and not setting.no_cache
+    last = LastRun(runner, args, store, use=use)
     built = _build_step(runner, args, client_env, last, output_base)
     if isinstance(built, StepFailed):
         return built
@@ -126,7 +127,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
 
     selected = [t.label for t in selected_tests(events.tests, {}, events.command_line)]
     rules = _Rules(runner, events, events.workspace or workspace, selected,
-                   store, built.output_base)
+                   store if use else None, built.output_base)
     # The same command again, with nothing it read changed: the same repair.
     inputs = replay.inputs_of(events, client_env, built.output_base, setting.prepend,
                               force_local=setting.force_local_path) \

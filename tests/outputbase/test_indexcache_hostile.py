@@ -198,35 +198,35 @@ def test_a_directory_someone_else_made_first_is_not_used(tmp_path: Path) -> None
 
 # -- the remembered flags ----------------------------------------------------------------------
 
-def memo_path(tmp_path: Path) -> str:
+def memo_of(tmp_path: Path) -> tuple[store.Store, str]:
     runner = Bazel("bazel", str(tmp_path), {}, ())
-    path = keptrepair.flags_file(runner, ["//..."], {"XDG_CACHE_HOME": str(tmp_path / "xdg")})
-    assert path is not None and path.startswith(str(tmp_path / "xdg" / "bazel-ldfix"))
-    return path
+    kept = store.of_env({"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert kept is not None and kept.root == str(tmp_path / "xdg" / "bazel-ldfix")
+    return kept, keptrepair.command_key(runner, ["//..."])
 
 
 def test_remembered_flags_round_trip(tmp_path: Path) -> None:
-    path = memo_path(tmp_path)
-    keptrepair.write_flags(path, Given((), ("/a", "/b")))
-    assert Path(path).read_text() == "--test_env=LD_LIBRARY_PATH=/a:/b\n"
-    assert keptrepair.read_flags(path) == Given((), ("/a", "/b"))
+    kept, command = memo_of(tmp_path)
+    keptrepair.write_flags(kept, command, Given((), ("/a", "/b")))
+    assert kept.recall(Record.FLAGS, command) == b"--test_env=LD_LIBRARY_PATH=/a:/b\n"
+    assert keptrepair.read_flags(kept, command) == Given((), ("/a", "/b"))
 
 
 def test_only_the_tools_own_line_is_taken_from_remembered_flags(tmp_path: Path) -> None:
-    path = Path(memo_path(tmp_path))
-    path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
-    path.write_text("--workspace_status_command=/tmp/evil.sh\n--run_under=/tmp/evil\n"
-                    "--test_env=LD_LIBRARY_PATH=/a\n")
-    path.chmod(0o600)
-    assert keptrepair.read_flags(str(path)) == Given((), ("/a",))
+    kept, command = memo_of(tmp_path)
+    assert kept.keep(Record.FLAGS, command,
+                     b"--workspace_status_command=/tmp/evil.sh\n--run_under=/tmp/evil\n"
+                     b"--test_env=LD_LIBRARY_PATH=/a\n")
+    assert keptrepair.read_flags(kept, command) == Given((), ("/a",))
 
 
 def test_remembered_flags_of_another_user_are_ignored(tmp_path: Path) -> None:
-    path = Path(memo_path(tmp_path))
-    keptrepair.write_flags(str(path), Given((), ("/a",)))
+    kept, command = memo_of(tmp_path)
+    keptrepair.write_flags(kept, command, Given((), ("/a",)))
+    path = Path(kept.path(Record.FLAGS, command))
     os.chown(path, OTHER, OTHER)
-    assert keptrepair.read_flags(str(path)) is None
+    assert keptrepair.read_flags(kept, command) is None
     os.chown(path, 0, 0)
     path.unlink()
     path.symlink_to("/dev/zero")
-    assert keptrepair.read_flags(str(path)) is None
+    assert keptrepair.read_flags(kept, command) is None
