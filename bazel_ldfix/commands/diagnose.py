@@ -61,7 +61,7 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
         from bazel_ldfix.diagnosis import runvalues
 
         # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
-        ran_with = runvalues.recall(session.cache_dir, found.output_base)
+        ran_with = runvalues.recall(session.store, found.output_base)
     loaders = session.loaders(loader)
     result = report.diagnose(found, ran_with=ran_with, loaders=loaders,
                                  session=session.for_repair())
