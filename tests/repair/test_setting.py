@@ -22,7 +22,7 @@ def _heard(into: list[str]) -> Callable[[str, OSError], None]:
 
 def test_without_a_session_nothing_is_kept_and_no_one_is_told() -> None:
     context = PlanContext("/ob", LOADERS)
-    assert (context.cache_dir, context.links_root, context.told, context.progress) == (
+    assert (context.store, context.links_root, context.told, context.progress) == (
         None, None, None, None)
     assert context.cuda is NO_HOST_DRIVER
     assert context.setting == Setting() and context.run == RunFacts()
@@ -33,11 +33,11 @@ def test_the_sessions_store_unless_the_command_reads_no_cache(tmp_path: Path) ->
     session = Session(str(tmp_path), dict(os.environ), store_root=str(tmp_path / "store"),
                       on_error=_heard(heard))
     context = PlanContext("/ob", LOADERS, session=session)
-    assert context.cache_dir == session.cache_dir is not None
-    assert context.cache_dir.startswith(str(tmp_path / "store"))
+    assert context.store == session.store is not None
+    assert context.store.root.startswith(str(tmp_path / "store"))
     assert context.links_root == session.links_root
     uncached = dataclasses.replace(context, setting=Setting(no_cache=True))
-    assert uncached.cache_dir is None
+    assert uncached.store is None
     assert uncached.links_root == session.links_root     # links are no cache
     assert context.told is session.on_error
 
