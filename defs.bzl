@@ -1,6 +1,7 @@
 """Tests that check built or prebuilt native files with bazel-ldfix, as `bazel test`s.
 
-    load("@bazel_ldfix//:defs.bzl", "ldfix_inspect_test", "ldfix_linkage_test", "ldfix_load_test")
+    load("@bazel_ldfix//:defs.bzl", "ldfix_inspect_test", "ldfix_linkage_test", "ldfix_load_test",
+         "ldfix_package_test")
 
 Each is a py_test running bazel-ldfix on one file of a target, found through the test's
 runfiles: cached like any test, no absolute path, nothing read outside its inputs, so it runs
@@ -82,3 +83,24 @@ def ldfix_linkage_test(name, binary, needs = [], imports = [], no_defines = [], 
     for symbol, soname in sorted(binds.items()):
         options += ["--binds", "%s=%s" % (symbol, soname)]
     _ldfix_test(name, "assert-linkage", binary, options, **kwargs)
+
+def ldfix_package_test(name, package, libraries, **kwargs):
+    """The package gate (`bazel-ldfix assert-package`) on what a CI ships.
+
+    Each library must be in the package exactly once, as a real shared object; no two files
+    may carry one SONAME; and no program or library of the package may define the names the
+    library exports (a private, static copy). Nothing of the package is run.
+
+    Args:
+      name: the test's name.
+      package: the target whose one file is the package: a wheel or zip, or a tar archive
+        (.tar, .tar.gz, .tgz, .tar.xz, .tar.bz2), such as a genrule's or pkg_tar's output.
+      libraries: the library names (file names or SONAMEs) it must hold once.
+      **kwargs: passed to the test.
+    """
+    if not libraries:
+        fail("ldfix_package_test %s: name at least one library" % name)
+    options = []
+    for library in libraries:
+        options += ["--library", library]
+    _ldfix_test(name, "assert-package", package, options, **kwargs)

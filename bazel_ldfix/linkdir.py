@@ -7,12 +7,13 @@ instead of its own. A links directory holds one symlink per needed soname, each 
 chosen for it, and nothing else.
 
 Each one is made for one set of links and named by their digest (the same links give the
-same path, so the same ``--test_env`` and Bazel's cached test results). They live in
-``links/`` of the per-user directory (:mod:`bazel_ldfix.userdir`), where only this user can
-write. A directory found there is used only if it is a real directory of this user's that
-nobody else can write and holds exactly the links asked for (names and targets); anything
-else there is replaced by one made now. Each use renews its modification time; one unused
-for :data:`MAX_AGE` seconds is removed by the next run that makes links.
+same path, so the same ``--test_env`` and Bazel's cached test results). They live in the
+links directory of the per-user store (:meth:`bazel_ldfix.store.Store.links_dir`), where
+only this user can write. A directory found there is used only if it is a real directory
+of this user's that nobody else can write and holds exactly the links asked for (names and
+targets); anything else there is replaced by one made now. Each use renews its
+modification time; one unused for :data:`MAX_AGE` seconds is removed by the next run that
+makes links.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from collections.abc import Mapping
 
 from bazel_ldfix.errors import LinkDirError
 
-SUBDIR = "links"
 MAX_AGE = 30 * 24 * 3600
 _DIGEST_LENGTH = 32
 

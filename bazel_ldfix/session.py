@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.loader.closure import LoaderFactory, Options
     from bazel_ldfix.loader.cuda import HostDriver
     from bazel_ldfix.outputbase.index import ProgressFn
-    from bazel_ldfix.userdir import Unusable
+    from bazel_ldfix.store import Store, Unusable
 
 # Set by `bazel run` (and by the Python launcher) for the binary's own runfiles; a user's
 # shell does not set them, and the user's `bazel test` must not see them.
@@ -99,8 +99,8 @@ class Session:
     progress: ProgressFn | None = None
     """Told of the progress of a long walk of ``output_base/external``."""
     store_root: str | None = None
-    """The per-user directory, when the caller names one (None: the one the environment
-    names, :func:`bazel_ldfix.userdir.cache_path`)."""
+    """The per-user store's directory, when the caller names one (None: the one the
+    environment names, :func:`bazel_ldfix.store.place`)."""
     driver: HostDriver | None = None
     """The host's NVIDIA driver, when the caller knows it (None: read from this host)."""
 
@@ -172,13 +172,13 @@ class Session:
     # The per-user store.
 
     @functools.cached_property
-    def cache_dir(self) -> str | None:
-        """The per-user directory records are kept in (None: none can be trusted)."""
-        from bazel_ldfix import userdir
+    def store(self) -> Store | None:
+        """The per-user store records are kept in (None: none can be trusted)."""
+        from bazel_ldfix import store
 
         if self.store_root is not None:
-            return userdir.private_dir(self.store_root)
-        return userdir.cache_root(self.env)
+            return store.at(self.store_root)
+        return store.of_env(self.env)
 
     @functools.cached_property
     def links_root(self) -> str | None:
@@ -189,10 +189,10 @@ class Session:
         splits at both. Only the commands that give the loader a value ask
         (:meth:`for_repair`).
         """
-        from bazel_ldfix import linkdir, userdir
+        from bazel_ldfix import store
 
         path, source = (self.store_root, "the caller") if self.store_root is not None \
-            else userdir.cache_path(self.env)
+            else store.place(self.env)
         if not pathlist.listable(path):
             held = next(c for c in path if c in ":;")
             raise BadInputError(
@@ -200,22 +200,21 @@ class Session:
                 "loader reads as a separator in LD_LIBRARY_PATH, so no links directory "
                 "under it can be given to the tests; set XDG_CACHE_HOME to a path without "
                 "':' or ';'")
-        root = self.cache_dir
-        return userdir.private_dir(os.path.join(root, linkdir.SUBDIR)) if root else None
+        kept = self.store
+        return kept.links_dir() if kept is not None else None
 
     @functools.cached_property
     def links_problem(self) -> Unusable | None:
         """Why no links directory can be made (None: one can), so that a repair that needs
         one says so rather than suggest what cannot work."""
-        from bazel_ldfix import linkdir, userdir
+        from bazel_ldfix import store
 
         if self.links_root is not None:
             return None
-        path = self.store_root if self.store_root is not None \
-            else userdir.cache_path(self.env)[0]
-        if self.cache_dir is not None:
-            path = os.path.join(self.cache_dir, linkdir.SUBDIR)
-        return userdir.Unusable(path, userdir.why_not_private(path))
+        path = self.store_root if self.store_root is not None else store.place(self.env)[0]
+        if self.store is not None:
+            path = os.path.join(self.store.root, store.LINKS)
+        return store.Unusable(path, store.why_not_private(path))
 
     def for_repair(self) -> Session:
         """This session, settled for a command that gives the tests a value: its links
@@ -245,7 +244,7 @@ def replaced(session: Session, **changes: object) -> Session:
     worked out already (the store's place, the host's driver): the same user, the same
     host."""
     new = dataclasses.replace(session, **changes)  # type: ignore[arg-type]
-    for name in ("cuda", "cache_dir", "links_root", "links_problem"):
+    for name in ("cuda", "store", "links_root", "links_problem"):
         if name in session.__dict__:
             new.__dict__[name] = session.__dict__[name]
     return new

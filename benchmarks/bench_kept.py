@@ -28,11 +28,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
 
-from bazel_ldfix import userdir  # noqa: E402
+from bazel_ldfix import store  # noqa: E402
+from bazel_ldfix.store import Record  # noqa: E402
 
 
 def kept_dir() -> str:
-    return os.path.join(userdir.cache_root(os.environ) or "/nonexistent", "last-repair")
+    opened = store.of_env(os.environ)
+    return os.path.join(opened.root if opened else "/nonexistent", Record.REPAIR.directory)
 
 
 def made_anew(argv: list[str], ws: str) -> bench.Run:

@@ -35,7 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
 
-from bazel_ldfix import userdir  # noqa: E402
+from bazel_ldfix import store  # noqa: E402
+from bazel_ldfix.store import Record  # noqa: E402
 
 
 def flags_of(ws: str, target: str) -> list[str]:
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         bench.run(argv, cwd=ws)   # the same command before: the server's state is its own
         return bench.run(argv, cwd=ws)
 
-    kept = os.path.join(userdir.cache_root(os.environ) or "/nonexistent", "last-repair")
+    opened = store.of_env(os.environ)
+    kept = os.path.join(opened.root if opened else "/nonexistent", Record.REPAIR.directory)
 
     def anew(argv: list[str]) -> bench.Run:
         bench.run(argv, cwd=ws)

@@ -165,8 +165,8 @@ def child(top: str, tests: int, keep: bool = False) -> None:
     """One measured run: ``plan_repair`` over the first ``tests`` tests; JSON on stdout.
 
     ``keep``: as a command does, the memo keeps every fact it reads, and the repair is
-    then kept with them (``replay.save``, in ``TOP/kept``), which :func:`again` reads back
-    and checks in another process, as the next run of the same command would."""
+    then kept with them (``replay.save``, in a store in ``TOP/kept``), which :func:`again`
+    reads back and checks in another process, as the next run of the same command would."""
     sys.path.insert(0, REPO)
     started = time.perf_counter()
     from bazel_ldfix.bazel.testenv import TestEnvironment
@@ -198,10 +198,10 @@ def child(top: str, tests: int, keep: bool = False) -> None:
                                                   models=session))
     elapsed = time.perf_counter() - started
     if keep:
+        from bazel_ldfix import store
         from bazel_ldfix.repair import replay
 
-        os.makedirs(os.path.join(top, "kept"), mode=0o700, exist_ok=True)
-        assert replay.save(os.path.join(top, "kept", str(tests)), "inputs", "",
+        assert replay.save(store.at(os.path.join(top, "kept")), str(tests), "inputs", "",
                            session.memo.facts(), result, now_ns=time.time_ns() + 10**12)
         elapsed = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -217,10 +217,11 @@ def again(top: str, tests: int) -> None:
     ``memo.holds``), as the next run of the same command does; JSON on stdout."""
     sys.path.insert(0, REPO)
     started = time.perf_counter()
+    from bazel_ldfix import store
     from bazel_ldfix.fs.facts import holds
     from bazel_ldfix.repair import replay
 
-    kept = replay.load(os.path.join(top, "kept", str(tests)))
+    kept = replay.load(store.at(os.path.join(top, "kept")), str(tests))
     assert kept is not None and holds(kept.facts)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"seconds": time.perf_counter() - started,

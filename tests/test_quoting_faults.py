@@ -1,5 +1,5 @@
-"""The smaller faults: a Bazel killed by a signal, control characters in names, JSON of
-names that are not UTF-8, and temporary files left behind by a write that fails."""
+"""The smaller faults: a Bazel killed by a signal, control characters in names, and JSON of
+names that are not UTF-8. (A write of the per-user store that fails: tests/test_store.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from elfbuild import lib, program
 from elfcraft import craft
 
-from bazel_ldfix import quoting, userdir
+from bazel_ldfix import quoting
 from tests.commands.test_env_failures import fake_bazel_with_a_test
 
 pytestmark = pytest.mark.security
@@ -90,33 +90,3 @@ def test_json_safe_keeps_utf8_strings_as_strings() -> None:
     assert quoting.json_safe({"a": ["/é/x", 1, None]}) == {"a": ["/é/x", 1, None]}
     assert quoting.json_safe({"k\udcff": "v\udcff"}) == {"k\\xff": {"base64": "dv8="}}
 
-
-# -- a write that fails leaves nothing behind --------------------------------------------------
-
-def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
-    """The write succeeds and the rename fails (the target is a non-empty directory): the
-    temporary file goes."""
-    directory = userdir.private_dir(str(tmp_path / "cache"))
-    assert directory is not None
-    target = Path(directory) / "index"
-    target.mkdir()
-    (target / "keep").write_text("")  # a non-empty directory cannot be replaced by a file
-    assert not userdir.write_private(str(target), b"data")
-    assert sorted(os.listdir(directory)) == ["index"]
-
-
-def test_a_full_disk_leaves_no_temporary_file(tmp_path: Path) -> None:
-    """A real full filesystem: a tiny tmpfs, when this machine lets us mount one."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)],
-                             capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        directory = userdir.private_dir(str(mnt / "cache"))
-        assert directory is not None
-        assert not userdir.write_private(os.path.join(directory, "index"), b"x" * 1_000_000)
-        assert os.listdir(directory) == []
-    finally:
-        subprocess.run(["umount", str(mnt)], check=True)

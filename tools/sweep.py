@@ -7,7 +7,7 @@ Every ELF executable and shared library of this machine's class and machine unde
 directories (default /usr/bin and /usr/lib/x86_64-linux-gnu, recursively, each file once) is
 loaded by ``ld.so`` in trace mode and by the model; files the real loader cannot list at all
 (it rejects the file itself) are skipped. Prints "N agree of M" and each disagreement; exits 1
-if there is any. tests/loader/test_conformance.py runs a 40-file sample of it.
+if there is any. tests/loader/test_search.py runs a 40-file sample of it.
 """
 
 from __future__ import annotations

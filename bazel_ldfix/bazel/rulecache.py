@@ -3,7 +3,8 @@
 Which test rules set LD_LIBRARY_PATH (their ``env``, ``env_inherit`` and ``tags``) is
 decided when Bazel loads their packages: by the packages' BUILD files, the ``.bzl`` files
 they load (transitively), and the options that steer loading. So the query's answer is
-kept in the per-user directory with what it depends on:
+kept in the per-user store (:attr:`Record.RULES <bazel_ldfix.store.Record.RULES>`) with
+what it depends on:
 
 - the key: the workspace, the ``bazel`` run and its startup options, Bazel's version, and
   the build step's canonical options (rc-file lines included, for every command: Bazel
@@ -28,9 +29,8 @@ recorded with the old answer (timestamps are coarse: see
 where its label says, or stat'ed, leaves nothing recorded (a boundary file may be absent:
 it is recorded as absent).
 
-The file: a magic line, then JSON, then :func:`bazel_ldfix.userdir.seal`'s trailer. It
-lives in the per-user directory and is believed only as a whole (:mod:`bazel_ldfix.userdir`):
-one another user could have written, one cut short or of another shape is ignored.
+The record is JSON, one per key. The store believes it only whole and of this version
+(:mod:`bazel_ldfix.store`); one of another shape or key is ignored too.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bazel_ldfix import userdir
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.bazel.options import NO_TEST_TAG
@@ -49,10 +48,9 @@ from bazel_ldfix.bazel.queryxml import RuleInfo, RulesAnswer
 from bazel_ldfix.bazel.targets import BuildEvents
 from bazel_ldfix.bazel.workspace import WORKSPACE_FILES
 from bazel_ldfix.fs.facts import SETTLE_NS
+from bazel_ldfix.store import Record as StoreRecord
+from bazel_ldfix.store import Store
 
-MAGIC = b"bazel-ldfix rules 1\n"
-MAX_SIZE = 1 << 24
-#: How old every timestamp must be, before the query started, for a record to be written.
 #: A record that would remember more labels starts afresh with the last query's.
 MAX_LABELS = 100_000
 # Files of the workspace that decide loading without being named by `buildfiles`: the
@@ -121,25 +119,22 @@ def _loading(option: Option) -> bool:
     return True
 
 
-def record_file(cache_dir: str, key: Key) -> str:
-    """One record per key, named by a digest of it (the record names its key)."""
-    import hashlib
-
-    digest = hashlib.sha256(_dumps(key.as_json())).hexdigest()[:32]
-    return os.path.join(cache_dir, "rules", digest)
+def stored_key(key: Key) -> str:
+    """The store's key of the record of ``key`` (the record names its key too)."""
+    return _dumps(key.as_json()).decode("ascii")
 
 
-def recall(cache_dir: str, key: Key, labels: Sequence[str]) -> dict[str, RuleInfo] | None:
+def recall(store: Store, key: Key, labels: Sequence[str]) -> dict[str, RuleInfo] | None:
     """The remembered answer for ``labels`` (label -> the rule's attributes, for the rules
     that name the variable); None when it must be asked again."""
-    record = load(cache_dir, key)
+    record = load(store, key)
     if record is None or not record.labels.issuperset(labels) \
             or not unchanged(record.files):
         return None
     return {label: record.rules[label] for label in labels if label in record.rules}
 
 
-def remember(cache_dir: str, key: Key, labels: Sequence[str], answer: RulesAnswer,
+def remember(store: Store, key: Key, labels: Sequence[str], answer: RulesAnswer,
              output_base: str, asked_ns: int) -> bool:
     """Record the answer of a query started at ``asked_ns`` (``time.time_ns()``); False
     when it is not recorded (a file in doubt, a file changed too recently, no trusted
@@ -149,33 +144,24 @@ def remember(cache_dir: str, key: Key, labels: Sequence[str], answer: RulesAnswe
         return False
     asked = frozenset(labels)
     rules = {label: info for label, info in answer.rules.items() if label in asked}
-    old = load(cache_dir, key)
+    old = load(store, key)
     if old is not None and len(old.labels | asked) <= MAX_LABELS and unchanged(old.files):
         asked |= old.labels
         rules = {**{k: v for k, v in old.rules.items() if k in old.labels - set(labels)},
                  **rules}
         files = tuple({w.path: w for w in (*old.files, *files)}.values())
-    if userdir.private_dir(cache_dir, create=False) is None \
-            or userdir.private_dir(os.path.join(cache_dir, "rules")) is None:
-        return False
-    body = MAGIC + _dumps(_to_json(Record(key, asked, rules, files)))
-    if len(body) > MAX_SIZE - 64:
-        return False
-    return userdir.write_private(record_file(cache_dir, key), userdir.seal(body))
+    body = _dumps(_to_json(Record(key, asked, rules, files)))
+    return store.keep(StoreRecord.RULES, stored_key(key), body)
 
 
-def load(cache_dir: str, key: Key) -> Record | None:
+def load(store: Store, key: Key) -> Record | None:
     """The record of ``key``, if there is one to believe (whether its files changed is
     :func:`unchanged`'s question)."""
-    if userdir.private_dir(cache_dir, create=False) is None \
-            or userdir.private_dir(os.path.join(cache_dir, "rules"), create=False) is None:
-        return None
-    data = userdir.read_private(record_file(cache_dir, key), MAX_SIZE)
-    body = userdir.unseal(data) if data is not None else None
-    if body is None or not body.startswith(MAGIC):
+    body = store.recall(StoreRecord.RULES, stored_key(key))
+    if body is None:
         return None
     try:
-        record = _from_json(json.loads(body[len(MAGIC):]))
+        record = _from_json(json.loads(body))
     except (ValueError, TypeError, KeyError):
         return None
     return record if record is not None and record.key == key else None

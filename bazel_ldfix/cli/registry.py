@@ -42,6 +42,7 @@ COMMANDS: dict[str, Entry] = {
     "inspect": Entry("inspect", "What each FILE really is, read from its bytes."),
     "assert-linkage": Entry("assert_linkage", "Fail unless FILE links as asserted."),
     "dupes": Entry("dupes", "Symbols several loaded objects define, and split state."),
+    "assert-package": Entry("assert_package", "Fail unless a package ships each library once."),
 }
 
 

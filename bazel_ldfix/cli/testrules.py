@@ -12,8 +12,8 @@ the test names no absolute path and runs the same locally, sandboxed or remotely
 unversioned file. The other shared objects in the runfiles (what the binary may ``dlopen``:
 plugins in its ``data``) are resolved too, each as ``dlopen`` would load it into the
 binary's process: a soname the binary already loaded is reused, not searched again (glibc
-``_dl_map_object`` matches loaded objects by name first). ``inspect`` and ``assert-linkage``
-run those commands as they are.
+``_dl_map_object`` matches loaded objects by name first). ``inspect``, ``assert-linkage``
+and ``assert-package`` run those commands as they are.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-COMMANDS = ("load", "inspect", "assert-linkage")
+COMMANDS = ("load", "inspect", "assert-linkage", "assert-package")
 # The test's own repositories (the tool, its Python packages, a Python toolchain): their
 # files are in the runfiles too, but are not the binary's.
 _TOOL_REPOSITORIES = ("bazel_ldfix", "bazel_ldfix_pip", "rules_python")

@@ -51,7 +51,7 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
 
     def own(base: str) -> str | None:
         """The command of bazel-ldfix's own that ran the last Bazel command, if one did."""
-        return runvalues.recall_own(session.cache_dir, base)
+        return runvalues.recall_own(session.store, base)
 
     found = logs.find(session.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns, own=own)
@@ -63,7 +63,7 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     ran_with = None
     if found.command_log is not None and found.output_base is not None:
         # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
-        ran_with = runvalues.recall(session.cache_dir, found.output_base)
+        ran_with = runvalues.recall(session.store, found.output_base)
     loaders = session.loaders(loader)
     result = report.diagnose(found, ran_with=ran_with, loaders=loaders,
                                  session=session.for_repair())

@@ -66,7 +66,7 @@ def env(session: Session, bazel: BazelChoice, prepend: bool, fmt: str,
     from bazel_ldfix.diagnosis import runvalues
 
     # Its build step ran no test: a later `diagnose` says so.
-    runvalues.keep_own(session.cache_dir, repair.output_base, "env")
+    runvalues.keep_own(session.store, repair.output_base, "env")
     held_back = held_back_line(repair, session.prog)
     if held_back:
         session.say(held_back)

@@ -105,7 +105,7 @@ def run(session: Session, bazel_args: Sequence[str], options: FixOptions) -> int
         return change(session, bazel, bazel_args, options, repair)
     finally:
         # Its build step, analysis and fetches ran no test: a later `diagnose` says so.
-        runvalues.keep_own(session.cache_dir, repair.output_base, "fix")
+        runvalues.keep_own(session.store, repair.output_base, "fix")
 
 
 def change(session: Session, bazel: Bazel, bazel_args: Sequence[str], options: FixOptions,

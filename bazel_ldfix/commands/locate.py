@@ -43,7 +43,7 @@ def locate(session: Session, sonames: tuple[str, ...], bazel: BazelChoice,
     # Ranked as the repair ranks them: where what the workspace's tests import leads first.
     found = index.copies(sonames, [root], session.host_header(),
                          preferred=index.test_dirs(solib.staged(output_base), ()),
-                         cache_dir=None if bazel.no_cache else session.cache_dir,
+                         store=None if bazel.no_cache else session.store,
                          on_error=session.on_error, progress=session.progress,
                          cuda=session.cuda)
     session.show(locate_json(found) if as_json else locate_text(found, root))

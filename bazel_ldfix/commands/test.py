@@ -153,17 +153,16 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
         from bazel_ldfix.diagnosis import runvalues
 
         # Its build step ran no test: a later `diagnose` says so.
-        runvalues.keep_own(session.cache_dir, repair.output_base, "test --dry-run")
+        runvalues.keep_own(session.store, repair.output_base, "test --dry-run")
         session.show(shlex.join(bazel.argv("test", args)))
         return 0
     code = bazel.stream("test", args)
     ran_with = ran_with_repair(repair)
     if ran_with is not None:
-        from bazel_ldfix import userdir
         from bazel_ldfix.diagnosis import runvalues
 
         # For a later `diagnose` of this run (its command.log): what each test was given.
-        runvalues.keep(userdir.cache_root(session.env), repair.output_base, ran_with.values)
+        runvalues.keep(session.store, repair.output_base, ran_with.values)
     remote = is_remote(repair) and not options.force_local_path
     failed = diagnose_after(session, repair.output_base, code, ran_with, remote=remote)
     diagnosis = failed if failed is not None and failed.findings else None

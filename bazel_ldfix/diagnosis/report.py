@@ -23,11 +23,11 @@ from bazel_ldfix.diagnosis.runvalues import RanWith
 from bazel_ldfix.diagnosis.testfacts import TestContext
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.search import LoaderSource
-from bazel_ldfix.userdir import WAY_OUT
+from bazel_ldfix.store import WAY_OUT
 
 if TYPE_CHECKING:
     from bazel_ldfix.session import Session
-    from bazel_ldfix.userdir import Unusable
+    from bazel_ldfix.store import Unusable
 
 
 @dataclass(frozen=True)

@@ -6,29 +6,32 @@ is known from a ``--build_event_json_file`` (``diagnose --bep``: the canonical o
 files included) and from ``bazel-ldfix test``, whose build step's events carry the same
 options and whose repair knows each test's value (:attr:`TestResult.library_path`).
 
-``bazel-ldfix test`` keeps its values in the per-user directory, with the identity of the
-``command.log`` its ``bazel test`` left (device, inode, size, modification and change
-times), so that a later ``diagnose`` of that run models the same environment. Any later
-Bazel command rewrites ``command.log``, and the record no longer applies.
+``bazel-ldfix test`` keeps its values in the per-user store, one record per output_base
+(:attr:`Record.RAN_WITH <bazel_ldfix.store.Record.RAN_WITH>`). With them it keeps the
+identity of the ``command.log`` its ``bazel test`` left (device, inode, size,
+modification and change times), so that a later ``diagnose`` of that run models the same
+environment. Any later Bazel command rewrites ``command.log``, and the record no longer
+applies.
 
 The commands that run no test of their own (``env``, ``fix``, ``test --dry-run``: a build
 step, an analysis, a fetch) also rewrite ``command.log``. Each records that it did, tied to
-the ``command.log`` it left (:func:`keep_own`), so that a later ``diagnose`` can say which
-run it explains rather than that the last command was not a ``bazel test``.
+the ``command.log`` it left (:func:`keep_own`, :attr:`Record.OWN_COMMAND
+<bazel_ldfix.store.Record.OWN_COMMAND>`), so that a later ``diagnose`` can say which run it
+explains rather than that the last command was not a ``bazel test``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from bazel_ldfix import userdir
+from bazel_ldfix.store import Record
 
-VERSION = 1
-_MAX = 16 << 20
+if TYPE_CHECKING:
+    from bazel_ldfix.store import Store
 
 
 @dataclass(frozen=True)
@@ -54,36 +57,23 @@ def _identity(path: str) -> list[int] | None:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _record_path(root: str, output_base: str) -> str:
-    digest = hashlib.sha256(os.path.realpath(output_base).encode("utf-8", "surrogateescape"))
-    return os.path.join(root, "ran-with", digest.hexdigest()[:32])
-
-
-def keep(root: str | None, output_base: str, values: Mapping[str, str | None]) -> None:
+def keep(store: Store | None, output_base: str, values: Mapping[str, str | None]) -> None:
     """After a ``bazel test`` of ``bazel-ldfix test``: its tests' values, tied to the
     ``command.log`` it left. Best effort: a record not written only costs a later
     ``diagnose`` the knowledge."""
-    if root is None:
-        return
     identity = _identity(os.path.join(output_base, "command.log"))
-    path = _record_path(root, output_base)
-    if identity is None or userdir.private_dir(os.path.dirname(path)) is None:
+    if store is None or identity is None:
         return
-    doc = {"version": VERSION, "command_log": identity, "values": dict(values)}
+    doc = {"command_log": identity, "values": dict(values)}
     body = json.dumps(doc, ensure_ascii=False).encode("utf-8", "surrogateescape")
-    userdir.write_private(path, userdir.seal(body))
+    store.keep(Record.RAN_WITH, os.path.realpath(output_base), body)
 
 
-def recall(root: str | None, output_base: str) -> RanWith | None:
+def recall(store: Store | None, output_base: str) -> RanWith | None:
     """The values :func:`keep` recorded for the run whose ``command.log`` is still there,
     unchanged; None for any other run (a plain ``bazel test``, any later command)."""
-    if root is None:
-        return None
-    path = _record_path(root, output_base)
-    if userdir.private_dir(os.path.dirname(path), create=False) is None:
-        return None
-    data = userdir.read_private(path, _MAX)
-    body = userdir.unseal(data) if data is not None else None
+    body = store.recall(Record.RAN_WITH, os.path.realpath(output_base)) \
+        if store is not None else None
     if body is None:
         return None
     try:
@@ -92,7 +82,7 @@ def recall(root: str | None, output_base: str) -> RanWith | None:
         return None
     identity = _identity(os.path.join(output_base, "command.log"))
     values = doc.get("values") if isinstance(doc, dict) else None
-    if not isinstance(doc, dict) or doc.get("version") != VERSION or identity is None \
+    if not isinstance(doc, dict) or identity is None \
             or doc.get("command_log") != identity or not isinstance(values, dict) \
             or not all(isinstance(k, str) and (v is None or isinstance(v, str))
                        for k, v in values.items()):
@@ -101,40 +91,26 @@ def recall(root: str | None, output_base: str) -> RanWith | None:
                    "build events) and its repair", values)
 
 
-def _own_path(root: str, output_base: str) -> str:
-    digest = hashlib.sha256(os.path.realpath(output_base).encode("utf-8", "surrogateescape"))
-    return os.path.join(root, "own-command", digest.hexdigest()[:32])
-
-
-def keep_own(root: str | None, output_base: str, command: str) -> None:
+def keep_own(store: Store | None, output_base: str, command: str) -> None:
     """After ``bazel-ldfix COMMAND`` ran Bazel commands that run no test: that it did,
     tied to the ``command.log`` the last of them left. Best effort, as :func:`keep`."""
-    if root is None:
-        return
     identity = _identity(os.path.join(output_base, "command.log"))
-    path = _own_path(root, output_base)
-    if identity is None or userdir.private_dir(os.path.dirname(path)) is None:
+    if store is None or identity is None:
         return
-    doc = {"version": VERSION, "command_log": identity, "command": command}
-    userdir.write_private(path, userdir.seal(json.dumps(doc).encode("utf-8")))
+    body = json.dumps({"command_log": identity, "command": command}).encode("utf-8")
+    store.keep(Record.OWN_COMMAND, os.path.realpath(output_base), body)
 
 
-def recall_own(root: str | None, output_base: str) -> str | None:
+def recall_own(store: Store | None, output_base: str) -> str | None:
     """The command of the tool's own whose Bazel command left the ``command.log`` that is
     there now, unchanged (None: another command left it, or nothing was recorded)."""
-    if root is None:
-        return None
-    path = _own_path(root, output_base)
-    if userdir.private_dir(os.path.dirname(path), create=False) is None:
-        return None
-    data = userdir.read_private(path, _MAX)
-    body = userdir.unseal(data) if data is not None else None
+    body = store.recall(Record.OWN_COMMAND, os.path.realpath(output_base)) \
+        if store is not None else None
     try:
         doc = json.loads(body.decode("utf-8")) if body is not None else None
     except ValueError:
         return None
-    if not isinstance(doc, dict) or doc.get("version") != VERSION \
-            or doc.get("command_log") != _identity(os.path.join(output_base, "command.log")) \
-            or not isinstance(doc.get("command"), str):
+    if not isinstance(doc, dict) or not isinstance(doc.get("command"), str) \
+            or doc.get("command_log") != _identity(os.path.join(output_base, "command.log")):
         return None
     return str(doc["command"])

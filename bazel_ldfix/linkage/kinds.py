@@ -126,12 +126,14 @@ class Inspection:
             text += f", {self.members} member{'s' if self.members != 1 else ''}"
         return text
 
-    def mismatch(self, required: Kind) -> str | None:
-        """None when the file is ``required``; else what it is instead, and what that means."""
+    def mismatch(self, required: Kind, name: str | None = None) -> str | None:
+        """None when the file is ``required``; else what it is instead, and what that means.
+        ``name``: the file's own name when ``path`` is not it (a package's member, read
+        from a private copy)."""
         if self.kind is required:
             return None
         text = self.kind.words
-        name = os.path.basename(self.path)
+        name = os.path.basename(name if name is not None else self.path)
         if required is Kind.SHARED_OBJECT and _looks_like_library(name):
             text += " named .so" if name.endswith(".so") else f" named {name}"
             consequence = _AS_LIBRARY.get(self.kind)

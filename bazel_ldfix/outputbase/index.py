@@ -26,6 +26,7 @@ from bazel_ldfix.loader.verify import verify_in
 
 if TYPE_CHECKING:
     from bazel_ldfix.fs.memo import Memo
+    from bazel_ldfix.store import Store
 
 #: ``progress(files_scanned, repository)``, called during a walk: first ``(0, "")``, then
 #: every few hundred directories, last with ``repository`` None when the walk ends.
@@ -302,14 +303,14 @@ def _ranks(preferred: Sequence[str], realpath: Callable[[str], str]
 
 # -- locating -------------------------------------------------------------------------------
 
-def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str | None = None,
+def candidates(sonames: Iterable[str], roots: Sequence[str], *, store: Store | None = None,
                on_error: OnError | None = None, progress: ProgressFn | None = None,
                mounts: Mounts | None = None, memo: Memo | None = None,
                cached_only: bool = False) -> dict[str, list[str]]:
     """Every file named like one of ``sonames`` under ``roots``, as name -> sorted paths.
 
-    Without ``cache_dir``, one walk per root collects only these names. With it, the index
-    of each root (every library-like name) comes from the cache when the cache is valid
+    Without ``store``, one walk per root collects only these names. With it, the index
+    of each root (every library-like name) comes from the store when the cache is valid
     (see :mod:`bazel_ldfix.outputbase.indexcache`), else from one walk that rewrites it. A cached
     path that no longer exists makes the cache stale, and the root is walked again.
     ``cached_only``: a root without a valid cached index is not walked (it adds nothing).
@@ -334,36 +335,36 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str |
         if cached_only:
             from bazel_ldfix.outputbase import indexcache
 
-            hit = indexcache.load(cache_dir, root, indexcache.state(root), names) \
-                if cache_dir else None
+            hit = indexcache.load(store, root, indexcache.state(root), names) \
+                if store else None
             found = hit or {}
-        elif cache_dir is None:
+        elif store is None:
             found = scan(root, names.__contains__, on_error, progress=progress, mounts=mounts)
         else:
-            found = _cached_scan(root, names, cache_dir, on_error, progress, mounts)
+            found = _cached_scan(root, names, store, on_error, progress, mounts)
         for name, dirs in found.items():
             if name in names:
                 out[name] += [os.path.join(d, name) for d in dirs]
     return {n: sorted(paths) for n, paths in out.items()}
 
 
-def _cached_scan(root: str, names: set[str], cache_dir: str, on_error: OnError | None,
+def _cached_scan(root: str, names: set[str], store: Store, on_error: OnError | None,
                  progress: ProgressFn | None, mounts: Mounts | None) -> Mapping[str, list[str]]:
     from bazel_ldfix.outputbase import indexcache
 
     state = indexcache.state(root)
-    hit = indexcache.load(cache_dir, root, state, names)
+    hit = indexcache.load(store, root, state, names)
     if hit is not None and all(os.path.lexists(os.path.join(d, n))
                                for n, dirs in hit.items() for d in dirs):
         return hit
     found = scan(root, looks_like_library, on_error, progress=progress, mounts=mounts)
-    indexcache.save(cache_dir, root, state, found)
+    indexcache.save(store, root, state, found)
     return found
 
 
 def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
            preferred: Sequence[str] = (),
-           on_error: OnError | None = None, *, cache_dir: str | None = None,
+           on_error: OnError | None = None, *, store: Store | None = None,
            progress: ProgressFn | None = None, memo: Memo | None = None,
            cuda: HostDriver = NO_HOST_DRIVER) -> dict[str, Choice]:
     """Find each soname: first beside the ``preferred`` directories, then by one walk.
@@ -371,7 +372,7 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
     Most versioned files sit beside the library the test links (the target of its
     ``_solib_*`` symlink, see :func:`preferred_dirs`; the directories of its loaded
     libraries, see :func:`preferred_dirs`), so the walk (or the cached index, with
-    ``cache_dir``) is only consulted for names still missing; when none is, nothing is
+    ``store``) is only consulted for names still missing; when none is, nothing is
     walked at all. ``progress`` sees the walk, if there is one (see :class:`Progress`).
     """
     names = list(dict.fromkeys(sonames))
@@ -407,7 +408,7 @@ def locate(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader,
                 result[name] = choice
     rest = [n for n in names if n not in result]
     if rest:
-        found = candidates(rest, roots, cache_dir=cache_dir, on_error=on_error,
+        found = candidates(rest, roots, store=store, on_error=on_error,
                            progress=progress, memo=memo)
         for name in sorted(rest):
             result[name] = choose(name, found[name], expect, preferred, memo, cuda)
@@ -538,7 +539,7 @@ class Copy:
 
 
 def copies(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader, *,
-           preferred: Sequence[str] = (), cache_dir: str | None = None,
+           preferred: Sequence[str] = (), store: Store | None = None,
            on_error: OnError | None = None, progress: ProgressFn | None = None,
            cuda: HostDriver = NO_HOST_DRIVER) -> dict[str, tuple[Copy, ...]]:
     """Every copy of each soname under ``roots``, best first, ranked as the repair ranks
@@ -548,7 +549,7 @@ def copies(sonames: Iterable[str], roots: Sequence[str], expect: elf.ElfHeader, 
     would load says why it is not the one. A soname found nowhere maps to ``()``.
     """
     names = list(dict.fromkeys(sonames))
-    found = candidates(names, roots, cache_dir=cache_dir, on_error=on_error, progress=progress)
+    found = candidates(names, roots, store=store, on_error=on_error, progress=progress)
     out: dict[str, tuple[Copy, ...]] = {}
     for name in names:
         choice = choose(name, found[name], expect, preferred, cuda=cuda)

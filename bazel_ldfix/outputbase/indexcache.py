@@ -16,16 +16,15 @@ What the state cannot see is a change deep inside a repository that Bazel did no
 edited ``local_repository``). A cached path that no longer exists is caught by the caller,
 which walks again; ``--no-cache`` bypasses the cache.
 
-The file: a header line, ``root NUL length-of-state LF``, the state, then one record per
-name, ``NUL NUL name (NUL directory)...``, directories relative to the root, then the
-trailer ``NUL NUL NUL end <length> <crc32> LF`` over everything before it. No name or
-directory is empty or holds a NUL, so ``NUL NUL name NUL`` after the state finds a record
-without parsing the others.
+The record (:attr:`Record.INDEX <bazel_ldfix.store.Record.INDEX>`, one per root): a line,
+``root NUL length-of-state LF``, the state, then one entry per name, ``NUL NUL name (NUL
+directory)...``, directories relative to the root. No name or directory is empty or holds
+a NUL, so ``NUL NUL name NUL`` after the state finds an entry without parsing the others.
 
-The file lives in the per-user directory (:mod:`bazel_ldfix.userdir`) and is believed only
-as a whole: a file another user could have written, one cut short (the trailer), or one
-with a record that leaves the root (an absolute path, a ``..``) is ignored, and the walk
-is done again.
+It is kept in the per-user store (:mod:`bazel_ldfix.store`), which believes it only whole
+and of this version; an index that does not name this root and state, or with an entry
+that leaves the root (an absolute path, a ``..``), is ignored too, and the walk is done
+again.
 """
 
 from __future__ import annotations
@@ -33,18 +32,12 @@ from __future__ import annotations
 import os
 import stat
 import time
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from bazel_ldfix import userdir
 from bazel_ldfix.fs import facts
 from bazel_ldfix.fs.facts import SETTLE_NS
-
-MAGIC = b"bazel-ldfix index 2 (names: index.looks_like_library)\n"
-# An index of 100,000 library files with 100-byte paths is some 10 MB.
-MAX_SIZE = 1 << 26
-#: How old every timestamp of a state must be before an index is written with it.
+from bazel_ldfix.store import Record, Store
 
 
 @dataclass(frozen=True)
@@ -57,20 +50,6 @@ class State:
 
     key: bytes
     settled: bool  # every timestamp in it is older than SETTLE_NS: safe to write an index
-
-
-def default_dir(env: Mapping[str, str]) -> str | None:
-    """The per-user cache directory (None: none can be trusted, so nothing is cached)."""
-    return userdir.cache_root(env)
-
-
-def cache_file(cache_dir: str, root: str) -> str:
-    """One file per root (``output_base/external``), named by a checksum of its path.
-
-    Two roots with the same checksum take turns in one file: the file names its root.
-    """
-    base = os.path.basename(os.path.dirname(root.rstrip("/")))[:40]
-    return os.path.join(cache_dir, f"index-{base}-{zlib.crc32(os.fsencode(root)):08x}")
 
 
 def state(root: str, now_ns: int | None = None) -> State:
@@ -109,10 +88,10 @@ def state(root: str, now_ns: int | None = None) -> State:
 
 
 def _header(root: str, current: State) -> bytes:
-    return b"%s%s\0%d\n%s" % (MAGIC, os.fsencode(root), len(current.key), current.key)
+    return b"%s\0%d\n%s" % (os.fsencode(root), len(current.key), current.key)
 
 
-def save(cache_dir: str, root: str, current: State,
+def save(store: Store, root: str, current: State,
          found: Mapping[str, Iterable[str]]) -> bool:
     """Write the index (name -> directories under ``root``); False if it was not written.
 
@@ -131,23 +110,16 @@ def save(cache_dir: str, root: str, current: State,
             if rel is None:
                 raise ValueError(f"{d} is not under {root}")
             parts.append(b"\0" + os.fsencode(rel))
-    if userdir.private_dir(cache_dir) is None:
-        return False
-    return userdir.write_private(cache_file(cache_dir, root), userdir.seal(b"".join(parts)))
+    return store.keep(Record.INDEX, root, parts)  # the file names its root
 
 
-def load(cache_dir: str, root: str, current: State,
+def load(store: Store, root: str, current: State,
          names: Iterable[str]) -> dict[str, list[str]] | None:
     """name -> directories for ``names`` from a valid cached index; None without one.
 
     A name the index does not hold maps to ``[]``: it is nowhere under ``root``.
     """
-    if userdir.private_dir(cache_dir, create=False) is None:
-        return None
-    data = userdir.read_private(cache_file(cache_dir, root), MAX_SIZE)
-    if data is None:
-        return None
-    data = userdir.unseal(data)
+    data = store.recall(Record.INDEX, root)
     header = _header(root, current)
     if data is None or not data.startswith(header):
         return None

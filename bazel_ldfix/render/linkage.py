@@ -1,4 +1,5 @@
-"""Text and JSON (``"version": 1``) for ``inspect``, ``assert-linkage`` and ``dupes``."""
+"""Text and JSON (``"version": 1``) for ``inspect``, ``assert-linkage``, ``dupes`` and
+``assert-package``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from bazel_ldfix.render.common import dumps, to_jsonable
 if TYPE_CHECKING:
     from bazel_ldfix.linkage.duplicates import DupesReport
     from bazel_ldfix.linkage.gate import GateReport
+    from bazel_ldfix.linkage.package import Finding, PackageReport
 
 # -- inspect ------------------------------------------------------------------------------
 
@@ -132,4 +134,80 @@ def dupes_text(report: DupesReport, demangled: Mapping[str, str]) -> str:
     lines.append(f"{len(report.duplicates)} duplicate name(s); "
                  + (f"{len(split)} split state: {', '.join(split)}" if split
                     else "none splits state (interposition unifies them)"))
+    return "\n".join(lines)
+
+
+# -- assert-package -----------------------------------------------------------------------
+
+def package_json(report: PackageReport, demangled: Mapping[str, str]) -> str:
+    return dumps({
+        "package": report.package,
+        "format": report.format.value,
+        "entries": report.entries,
+        "objects": report.objects,
+        "ok": report.ok,
+        "libraries": [{"name": lib.name, "file": lib.file, "soname": lib.soname,
+                       "exports": lib.exports,
+                       "ok": not any(f.subject == lib.name and f.problem.value != "one-soname"
+                                     for f in report.findings)}
+                      for lib in report.libraries],
+        "findings": [{"problem": f.problem.value, "subject": f.subject, "files": list(f.files),
+                      "links": list(f.links), "detail": f.detail, "symbols": list(f.symbols),
+                      "demangled": [demangled.get(s, s) for s in f.symbols]}
+                     for f in report.findings],
+        "links_not_followed": [{"name": link.name, "target": link.target,
+                                "problem": link.problem.value if link.problem else None}
+                               for link in report.links],
+        "unread": [{"file": u.file, "reason": u.reason} for u in report.unread],
+    })
+
+
+def _files(finding: Finding) -> str:
+    text = ", ".join(printable(f) for f in finding.files)
+    if finding.links:
+        text += f" (also as {', '.join(printable(x) for x in finding.links)})"
+    return text
+
+
+def _names(found: Sequence[str], demangled: Mapping[str, str], limit: int = 4) -> str:
+    # A constructor's C1 and C2 names demangle alike: each text once.
+    shown = list(dict.fromkeys(printable(demangled.get(n, n)) for n in found))
+    more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
+    return ", ".join(shown[:limit]) + more
+
+
+def package_text(report: PackageReport, demangled: Mapping[str, str]) -> str:
+    lines = [f"{printable(report.package)} ({report.format.words}, {report.entries} "
+             f"entr{'ies' if report.entries != 1 else 'y'}, {report.objects} ELF "
+             f"object{'s' if report.objects != 1 else ''}):"]
+    for lib in report.libraries:
+        mine = [f for f in report.findings
+                if f.subject == lib.name and f.problem.value != "one-soname"]
+        if not mine and lib.file is not None:
+            lines.append(f"  ok   {printable(lib.name)}: one shared object, "
+                         f"{printable(lib.file)} (SONAME {printable(lib.soname or '')}); "
+                         f"no other file defines its {lib.exports} exported names")
+        for f in mine:
+            where = f" {_files(f)}" if f.files else ""
+            text = f"  FAIL {printable(lib.name)}: {f.problem.words}:{where}: {printable(f.detail)}"
+            if f.symbols:
+                text += f": {_names(f.symbols, demangled)}"
+            lines.append(text)
+    for f in report.findings:
+        if f.problem.value == "one-soname":
+            lines.append(f"  FAIL SONAME {printable(f.subject)}: {_files(f)}: "
+                         f"{printable(f.detail)}")
+    for link in report.links:
+        words = link.problem.words if link.problem else ""
+        lines.append(f"  link {printable(link.name)} -> {printable(link.target)}: {words}")
+    for u in report.unread:
+        lines.append(f"  not read: {printable(u.file)}: {printable(u.reason)}")
+    count = len(report.findings)
+    if count:
+        lines.append(f"{count} problem{'s' if count != 1 else ''} found")
+    else:
+        names = ", ".join(printable(lib.name) for lib in report.libraries)
+        each = " each" if len(report.libraries) > 1 else ""
+        lines.append(f"the package holds {names} once{each}, as a shared object, and no "
+                     "private copy")
     return "\n".join(lines)

@@ -14,7 +14,7 @@ from bazel_ldfix.given import TRY_IMPORT, USER_BAZELRC
 from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
-from bazel_ldfix.userdir import WAY_OUT
+from bazel_ldfix.store import WAY_OUT
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.declaredinputs import Leftover

@@ -232,7 +232,7 @@ def own_file(subject: Subject, loaded: Sequence[str], name: str,
     dirs = models.dirs_of(subject, loaded)
     roots = [os.path.join(context.output_base, "external")]
     choice = index.locate([name], roots, expect, dirs, context.told,
-                          cache_dir=context.cache_dir, memo=models.memo,
+                          store=context.store, memo=models.memo,
                           cuda=context.cuda)[name]
     if choice.path is not None:
         return choice.path

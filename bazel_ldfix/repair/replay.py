@@ -2,7 +2,7 @@
 
 Running the same ``bazel-ldfix test //...`` again, with nothing changed, makes the same
 repair: the model is a function of what it reads. So each repair is kept (per command, in
-the per-user directory, :mod:`bazel_ldfix.userdir`) with
+the per-user store, :attr:`Record.REPAIR <bazel_ldfix.store.Record.REPAIR>`) with
 
 * **its inputs**, as one digest: the build step's events (the tests, their executables,
   the options, Bazel's version), the client's environment, the user and group, the
@@ -35,24 +35,20 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bazel_ldfix import userdir
 from bazel_ldfix.fs.facts import SETTLE_NS
+from bazel_ldfix.store import Record
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.queryxml import RuleInfo
     from bazel_ldfix.bazel.targets import BuildEvents
     from bazel_ldfix.fs.facts import Facts
     from bazel_ldfix.repair.results import Repair
+    from bazel_ldfix.store import Store
 
-MAGIC = b"bazel-ldfix replay 2\n"
-MAX_SIZE = 1 << 27          # 10,000 tests' facts and repair are some 10 MB
-#: How old every timestamp a repair read must be before it is kept (see the docstring).
-#: How many commands' repairs are kept (the most recently made).
-KEPT = 32
 # Options of a build step's events that differ from one run to the next: the Bazel
 # client's timings (its startup, the wait for the server, extracting its data) and the
 # step's own events file.
@@ -99,18 +95,16 @@ def rules_of(rules: Mapping[str, RuleInfo] | None) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
 
 
-def load(path: str | None) -> Kept | None:
-    """The repair kept at ``path``; None for a file that is missing, not this user's
-    alone, cut short, or not exactly what :func:`save` writes."""
+def load(store: Store | None, command: str) -> Kept | None:
+    """The repair kept for ``command``; None for none, or one the store does not believe
+    (:meth:`Store.recall <bazel_ldfix.store.Store.recall>`) or that is not exactly what
+    :func:`save` writes."""
     from bazel_ldfix.repair import stored
 
-    if path is None or userdir.private_dir(os.path.dirname(path), create=False) is None:
+    body = store.recall(Record.REPAIR, command) if store is not None else None
+    if body is None:
         return None
-    data = userdir.read_private(path, MAX_SIZE)
-    body = userdir.unseal(data) if data is not None else None
-    if body is None or not body.startswith(MAGIC):
-        return None
-    head, sep, rest = body[len(MAGIC):].partition(b"\n")
+    head, sep, rest = body.partition(b"\n")
     if not sep:
         return None
     try:
@@ -154,46 +148,43 @@ def given_again(kept: Kept | None, inputs: str, rules: str | None) -> Repair | N
     return dataclasses.replace(kept.repair, given_again=True) if holds(kept.facts) else None
 
 
-def save(path: str | None, inputs: str, rules: str, facts: Facts | None, repair: Repair,
-         now_ns: int | None = None) -> bool:
+def save(store: Store | None, command: str, inputs: str, rules: str, facts: Facts | None,
+         repair: Repair, now_ns: int | None = None) -> bool:
     """Keep ``repair`` (best effort: a repair not kept is only made again); False when it
     is not kept: no facts (something was read that is not kept as one), or a timestamp
     too recent (see :data:`SETTLE_NS`)."""
     from bazel_ldfix.repair import stored
 
-    if path is None or facts is None or not settled(facts, now_ns):
-        return False
-    if userdir.private_dir(os.path.dirname(path)) is None:
+    if store is None or facts is None or not settled(facts, now_ns):
         return False
     try:
         repair_bytes = stored.encode(repair)
     except (TypeError, ValueError):   # a text JSON cannot hold: the repair is made again
         return False
     try:
-        return _write(path, itertools.chain([MAGIC], _head(inputs, rules, facts),
-                                            [b"\n", repair_bytes]))
+        return store.keep(Record.REPAIR, command, itertools.chain(
+            _head(inputs, rules, facts), [b"\n", repair_bytes]))
     except ValueError:   # a path no bytes stand for (none that os.fsdecode gives)
         return False
 
 
-def replace_differing(path: str | None, inputs: str, rules: str, facts: Facts | None,
-                      repair: Repair, now_ns: int | None = None) -> bool:
+def replace_differing(store: Store | None, command: str, inputs: str, rules: str,
+                      facts: Facts | None, repair: Repair, now_ns: int | None = None) -> bool:
     """A repair made anew without the cache (``--no-cache``) in place of a kept one of the
     same command that differs from it, which would otherwise be given again; nothing is
     written where no repair was kept. When the new one cannot be kept, the old one is
     removed. Whether a kept repair was replaced or removed."""
     from bazel_ldfix.repair import stored
 
-    kept = load(path)
-    if path is None or kept is None:
+    kept = load(store, command)
+    if store is None or kept is None:
         return False
     with contextlib.suppress(TypeError, ValueError):
         if (kept.inputs, kept.rules) == (inputs, rules) and \
                 stored.encode(kept.repair) == stored.encode(repair):
             return False    # the same repair: given again, it is right
-    if not save(path, inputs, rules, facts, repair, now_ns):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    if not save(store, command, inputs, rules, facts, repair, now_ns):
+        store.forget(Record.REPAIR, command)
     return True
 
 
@@ -209,28 +200,6 @@ def _head(inputs: str, rules: str, facts: Facts) -> Iterator[bytes]:
         yield (b"," if at else b"") + dumps(kind) + b":" + \
             dumps([part for fact in kept.items() for part in fact])
     yield b"}}"
-
-
-def _write(path: str, chunks: Iterable[bytes]) -> bool:
-    if not userdir.write_private(path, userdir.sealed(chunks)):
-        return False
-    _prune(os.path.dirname(path))
-    return True
-
-
-def _prune(directory: str, keep: int | None = None) -> None:
-    """Remove all but the :data:`KEPT` most recently written repairs (one per command, a
-    few megabytes for a thousand tests): a workspace's commands come and go."""
-    keep = KEPT if keep is None else keep
-    try:
-        with os.scandir(directory) as entries:
-            found = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.path)
-                     for entry in entries if entry.is_file(follow_symlinks=False)]
-    except OSError:
-        return
-    for _, old in sorted(found, reverse=True)[keep:]:
-        with contextlib.suppress(OSError):
-            os.unlink(old)
 
 
 def settled(facts: Facts, now_ns: int | None = None) -> bool:

@@ -71,7 +71,7 @@ def plan_rounds(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     """
     output_base, loaders, prepend = context.output_base, context.loaders, \
         context.setting.prepend
-    cache_dir, links_root = context.cache_dir, context.links_root
+    store, links_root = context.store, context.links_root
     cuda, on_error, progress = context.cuda, context.told, context.progress
     host, session = context.host, context.models
     assert host is not None and session is not None   # plan_repair settles both
@@ -112,7 +112,7 @@ def plan_rounds(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
             if not new or header is None:
                 continue
             dirs = session.test_dirs(subject, outcome)
-            located = index.locate(new, roots, header, dirs, on_error, cache_dir=cache_dir,
+            located = index.locate(new, roots, header, dirs, on_error, store=store,
                                    progress=progress, memo=memo, cuda=cuda)
             for name, choice in located.items():
                 other = index.renamed(name, dirs, header, memo, cuda) if choice.dir is None \
@@ -145,12 +145,12 @@ def plan_rounds(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
             break
         value = Given(value.base, exposer.added(), prepend)
     exposer.discard_unused()
-    if cache_dir is not None and scan.expect is not None:
+    if store is not None and scan.expect is not None:
         # Every other copy, from the cached index if there is one (never a walk for this),
         # for what was found beside the tests' libraries: a wrong version elsewhere is
         # named too.
         chosen = [name for name, c in exposer.choices.items() if c.path is not None]
-        elsewhere = index.candidates(chosen, roots, cache_dir=cache_dir, memo=memo,
+        elsewhere = index.candidates(chosen, roots, store=store, memo=memo,
                                      cached_only=True)
         for name in chosen:
             exposer.choices[name] = index.with_others(exposer.choices[name], elsewhere[name],

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.outputbase.index import ProgressFn
     from bazel_ldfix.repair.models import Models
     from bazel_ldfix.session import Session
+    from bazel_ldfix.store import Store
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,11 @@ class PlanContext:
     on_error: Callable[[str, OSError], None] | None = None
 
     @property
-    def cache_dir(self) -> str | None:
-        """The per-user store's directory the index cache may use (None: walk)."""
+    def store(self) -> Store | None:
+        """The per-user store the index may be kept in (None: walk)."""
         if self.session is None or self.setting.no_cache:
             return None
-        return self.session.cache_dir
+        return self.session.store
 
     @property
     def links_root(self) -> str | None:

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.repair.models import Models
     from bazel_ldfix.repair.results import Repair
     from bazel_ldfix.session import BazelChoice, Session
+    from bazel_ldfix.store import Store
 
 @dataclass(frozen=True)
 class StepFailed:
@@ -114,8 +115,9 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                  "above the current directory)")
     if output_base is not None and not os.path.isdir(output_base):
         raise BadInputError(f"output_base {output_base} does not exist")
-    cache_dir = None if session is None or setting.no_cache else session.cache_dir
-    last = LastRun(runner, args, client_env, use=cache_dir is not None)
+    store = None if session is None else session.store
+    use = store is not None and not setting.no_cache
+    last = LastRun(runner, args, store, use=use)
     built = _build_step(runner, args, client_env, last, output_base)
     if isinstance(built, StepFailed):
         return built
@@ -125,7 +127,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
 
     selected = [t.label for t in selected_tests(events.tests, {}, events.command_line)]
     rules = _Rules(runner, events, events.workspace or workspace, selected,
-                   cache_dir, built.output_base)
+                   store if use else None, built.output_base)
     # The same command again, with nothing it read changed: the same repair.
     inputs = replay.inputs_of(events, client_env, built.output_base, setting.prepend,
                               force_local=setting.force_local_path) \
@@ -284,11 +286,11 @@ class _Rules:
     was read from has changed, else asked (``bazel query``), early or when needed."""
 
     def __init__(self, runner: Bazel, events: BuildEvents, workspace: str,
-                 selected: Sequence[str], cache_dir: str | None, output_base: str) -> None:
+                 selected: Sequence[str], store: Store | None, output_base: str) -> None:
         from bazel_ldfix.bazel import rulecache
 
         self._runner, self._selected, self._output_base = runner, selected, output_base
-        self._remembered = cache_dir if cache_dir and selected else None
+        self._remembered = store if selected else None
         self._key = rulecache.key_of(runner, events, workspace)
         #: The remembered answer (None: not known without asking).
         self.known = rulecache.recall(self._remembered, self._key, selected) \

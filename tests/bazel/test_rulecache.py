@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bazel_ldfix import userdir
+from bazel_ldfix import store
 from bazel_ldfix.bazel import rulecache
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.client import Bazel
@@ -22,6 +22,7 @@ from bazel_ldfix.bazel.options import NO_TEST_TAG
 from bazel_ldfix.bazel.queryxml import RuleInfo, RulesAnswer, answer_of
 from bazel_ldfix.bazel.targets import BuildEvents
 from bazel_ldfix.bazel.version import BazelVersion
+from bazel_ldfix.store import Record, Store
 
 OTHER = 65534
 LABELS = ("//t:a_test", "//t:b_test")
@@ -33,7 +34,7 @@ ANSWER = RulesAnswer({"//t:a_test": RuleInfo({"LD_LIBRARY_PATH": "/rule/dir"}, (
 class World:
     ws: Path        # the workspace
     ob: Path        # its output_base
-    cache: str      # the per-user directory
+    cache: Store    # the per-user store
     key: rulecache.Key
 
 
@@ -50,8 +51,9 @@ def world(tmp_path: Path) -> World:
                  ob / "external" / "sdk" / "defs" / "BUILD"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# {path.name}\n")
-    assert userdir.private_dir(str(cache)) is not None
-    return World(ws, ob, str(cache),
+    opened = store.at(str(cache))
+    assert opened is not None
+    return World(ws, ob, opened,
                  rulecache.Key(str(ws), "bazel", (), "4.2.3", (Option("define", "x=1"),)))
 
 
@@ -129,7 +131,7 @@ def test_records_of_one_key_are_merged_while_both_hold(world: World) -> None:
 
 def test_a_record_planted_where_another_user_could_write_is_ignored(world: World) -> None:
     remembered(world)
-    record = Path(rulecache.record_file(world.cache, world.key))
+    record = Path(world.cache.path(Record.RULES, rulecache.stored_key(world.key)))
     rules = record.parent
     rules.chmod(0o770)
     assert rulecache.recall(world.cache, world.key, LABELS) is None
@@ -137,9 +139,9 @@ def test_a_record_planted_where_another_user_could_write_is_ignored(world: World
     os.chown(rules, OTHER, OTHER)
     assert rulecache.recall(world.cache, world.key, LABELS) is None
     os.chown(rules, os.geteuid(), os.getegid())
-    Path(world.cache).chmod(0o777)
+    Path(world.cache.root).chmod(0o777)
     assert rulecache.recall(world.cache, world.key, LABELS) is None
-    Path(world.cache).chmod(0o700)
+    Path(world.cache.root).chmod(0o700)
     os.chown(record, OTHER, OTHER)
     assert rulecache.recall(world.cache, world.key, LABELS) is None
     os.chown(record, os.geteuid(), os.getegid())
@@ -149,17 +151,18 @@ def test_a_record_planted_where_another_user_could_write_is_ignored(world: World
 @pytest.mark.parametrize("damage", ["cut short", "another shape", "another key", "fifo"])
 def test_a_damaged_record_is_ignored(world: World, damage: str) -> None:
     remembered(world)
-    record = Path(rulecache.record_file(world.cache, world.key))
+    key = rulecache.stored_key(world.key)
+    record = Path(world.cache.path(Record.RULES, key))
     data = record.read_bytes()
     if damage == "cut short":
         record.write_bytes(data[:len(data) // 2])
     elif damage == "another shape":
-        record.write_bytes(userdir.seal(rulecache.MAGIC + b'{"key": [], "labels": 1}'))
+        assert world.cache.keep(Record.RULES, key, b'{"key": [], "labels": 1}')
     elif damage == "another key":
-        body = userdir.unseal(data) or b""
+        body = world.cache.recall(Record.RULES, key) or b""
         assert b'"version":"4.2.3"' in body
-        record.write_bytes(userdir.seal(body.replace(b'"version":"4.2.3"',
-                                                     b'"version":"4.2.4"')))
+        assert world.cache.keep(Record.RULES, key, body.replace(b'"version":"4.2.3"',
+                                                                b'"version":"4.2.4"'))
     else:
         record.unlink()
         os.mkfifo(record, 0o600)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from diagnose_fixtures import LOG_HEADER, run
 from elfbuild import cc
 
@@ -82,3 +83,30 @@ def test_without_a_matching_build_file_the_label_is_a_marked_guess(tmp_path: Pat
     assert build_fix is not None
     assert f"@@{REPO}//:nvinfer (a cc_import" in build_fix
     assert "check it with `bazel query`" in build_fix
+
+
+# -- names that decode ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("name", "decoded"), [
+    # seen on Bazel 4.2.3
+    ("_U@xsdk_S_S_Cxdemo___Ulib", ("@xsdk//:xdemo", "lib")),
+    ("_U@demo_Utensorrt_S_S_Cdemoinfer___Ulib", ("@demo_tensorrt//:demoinfer", "lib")),
+    ("_U_S_St_Clocal_Uimp___Ut_Ssub_Udir", ("//t:local_imp", "t/sub_dir")),
+    ("_U_S_Sdeep_Spkg_Ua_Cmy_Uimp-x___Udeep_Spkg_Ua_Sa_Ub_Sc",
+     ("//deep/pkg_a:my_imp-x", "deep/pkg_a/a_b/c")),
+    ("_U@xsdk_Uv_S_S_Cxdemo_Uif___Ulib", ("@xsdk_v//:xdemo_if", "lib")),
+    # newer Bazel escapes @ too
+    ("_U_A_Axsdk_S_S_Cxdemo___Ulib", ("@@xsdk//:xdemo", "lib")),
+    # a library at the repository's root
+    ("_U@r_S_S_Cx___U", ("@r//:x", "")),
+])
+def test_solib_directory_names_decode_to_the_cc_import(name: str,
+                                                       decoded: tuple[str, str]) -> None:
+    assert solib.decode_solib_dir(name) == decoded
+
+
+@pytest.mark.parametrize("name", ["libfoo", "_solib_k8", "_Ux_Zy", "_U@x_S_S_Cy",
+                                  "_U@x_S_S_Cy___Ua___Ub"])
+def test_other_names_are_not_decoded(name: str) -> None:
+    assert solib.decode_solib_dir(name) is None
+

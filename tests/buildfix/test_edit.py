@@ -20,7 +20,6 @@ from bazel_ldfix.buildfix import starlark
 from bazel_ldfix.buildfix.change import Change, Kind
 from bazel_ldfix.buildfix.definitions import Layout, locate
 from bazel_ldfix.buildfix.edit import edit_plan
-from bazel_ldfix.buildfix.planner import _unique
 from bazel_ldfix.errors import CannotEditError
 
 MULTI = '''# top comment
@@ -183,14 +182,6 @@ def test_a_value_that_does_not_name_the_staged_file_is_refused(
         assert not plan.problems and plan.files
     else:
         assert not plan.files and "not the file lib/libx.so itself" in plan.problems[0]
-
-
-def test_two_fixes_that_disagree_are_a_conflict() -> None:
-    problems: list[str] = []
-    kept = _unique([set_to("a.so.1"), set_to("a.so.1"), set_to("a.so.2")], problems)
-    assert kept == [set_to("a.so.1")]
-    assert problems == ['conflicting fixes for //p:x: shared_library = "a.so.1" (test) and '
-                        '"a.so.2" (test)']
 
 
 def test_a_repository_defined_by_a_macro_is_only_described(tmp_path: Path) -> None:

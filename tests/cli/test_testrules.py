@@ -117,3 +117,22 @@ def test_load_resolves_the_other_shared_objects_of_the_runfiles_as_dlopen_would(
     assert "ws/bin/liblonely.so (in the runfiles, loaded with dlopen) would not load: " \
            "libmissing.so.3" in out
     assert "libtool_own" not in out and "libreuses" not in out
+
+
+def test_package_verdict_runs_assert_package_on_the_file_of_the_runfiles(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import tarfile
+
+    x = lib(tmp_path / "build" / "libx.so.1")
+    packed = tmp_path / "out" / "pkg.tar.gz"
+    packed.parent.mkdir()
+    with tarfile.open(packed, "w:gz") as t:
+        t.add(x, arcname="pkg/lib/libx.so.1")
+    manifest = tmp_path / "t.runfiles_manifest"
+    manifest.write_text(f"ws/dist/pkg.tar.gz {packed}\n")
+    env = {"RUNFILES_MANIFEST_FILE": str(manifest), "TEST_WORKSPACE": "ws"}
+    argv = ["assert-package", "//dist:pkg", "dist/pkg.tar.gz", "--library"]
+    assert main([*argv, "libx.so.1"], env) == 0
+    assert "ok   libx.so.1: one shared object, pkg/lib/libx.so.1" in capsys.readouterr().out
+    assert main([*argv, "liby.so.1"], env) == 1
+    assert "FAIL liby.so.1: missing" in capsys.readouterr().out

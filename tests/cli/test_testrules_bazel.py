@@ -12,14 +12,12 @@ the packages were found in.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bazelws import BAZEL, REPO, Workspace, clean_env, make_workspace, sdk
+from bazelws import BAZEL, REPO, Workspace, make_workspace, runtime_env, sdk
 from elfbuild import cc
 
 from bazel_ldfix import __version__
@@ -61,25 +59,6 @@ def consumer_workspace(top: Path, sdk_dir: Path, good_dir: Path) -> str:
             + demo_repository(sdk_dir, "lib/libdemo.so")
             + f'new_local_repository(name = "good_sdk", path = "{good_dir}", '
               f"build_file_content = {json.dumps(good_build)})\n")
-
-
-def runtime_env(top: Path) -> dict[str, str]:
-    """A CI job's environment: system Python and tools, no PYTHONPATH, no LD_LIBRARY_PATH."""
-    env = {k: v for k, v in clean_env().items() if k not in ("PYTHONPATH", "BAZEL_LDFIX_PYTHON")}
-    system_python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    # Bazel 4's Python launcher starts with `#!/usr/bin/env python`; Debian has `python`
-    # only with python-is-python3.
-    bin_dir = top / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(system_python)
-    (bin_dir / "python3").symlink_to(system_python)
-    assert BAZEL
-    env["PATH"] = os.pathsep.join([str(bin_dir), os.path.dirname(BAZEL), "/usr/bin", "/bin"])
-    env["BAZEL"] = BAZEL
-    # Where @bazel_ldfix_pip takes click, pyelftools and bazel-runfiles from: the Python
-    # this test runs in, which has the package's dependencies installed.
-    env["BAZEL_LDFIX_PYTHON"] = sys.executable
-    return env
 
 
 @pytest.fixture(scope="module")

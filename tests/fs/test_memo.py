@@ -28,7 +28,7 @@ from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import TestInput
 from bazel_ldfix.repair.setting import PlanContext
-from tests.loader import test_conformance
+from tests.loader import test_search
 
 
 class _Both(Loader):
@@ -46,7 +46,7 @@ class _Both(Loader):
         return warm
 
 
-_RULES = sorted((name, func) for name, func in vars(test_conformance).items()
+_RULES = sorted((name, func) for name, func in vars(test_search).items()
                 if name.startswith("test_") and callable(func)
                 and list(inspect.signature(func).parameters) == ["tmp_path"])
 
@@ -54,15 +54,15 @@ _RULES = sorted((name, func) for name, func in vars(test_conformance).items()
 @pytest.mark.parametrize("rule", [f for _, f in _RULES], ids=[n for n, _ in _RULES])
 def test_every_loader_rule_holds_with_a_memo(rule: Callable[[Path], None], tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(test_conformance, "Loader", _Both)
+    monkeypatch.setattr(test_search, "Loader", _Both)
     rule(tmp_path)
 
 
 def test_hwcaps_subdirectories_hold_with_a_memo(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(test_conformance, "Loader", _Both)
+    monkeypatch.setattr(test_search, "Loader", _Both)
     for sub in ("glibc-hwcaps/x86-64-v2", "tls", "x86_64"):
-        test_conformance.test_glibc_hwcaps_and_legacy_subdirectories_are_preferred(
+        test_search.test_glibc_hwcaps_and_legacy_subdirectories_are_preferred(
             tmp_path / sub.replace("/", "_"), sub)
 
 

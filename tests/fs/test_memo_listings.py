@@ -24,10 +24,10 @@ from bazel_ldfix.loader.resolution import Environment, Resolution
 from bazel_ldfix.loader.search import Loader
 from bazel_ldfix.loader.trace import run_trace
 from bazel_ldfix.loader.verify import opened_path
-from tests.loader import test_conformance
-from tests.loader.test_conformance import found
+from tests.loader import test_search
+from tests.loader.test_search import found
 
-pytestmark = test_conformance.pytestmark
+pytestmark = test_search.pytestmark
 
 
 def _shared(memo: Memo) -> Callable[[Path, str | None], Resolution]:
@@ -36,10 +36,10 @@ def _shared(memo: Memo) -> Callable[[Path, str | None], Resolution]:
 
     def resolve(file: Path, library_path: str | None) -> Resolution:
         env = Environment(library_path, "/")
-        model = Loader(test_conformance._host(), env, memo).resolve(str(file))
-        fresh = Loader(test_conformance._host(), env, Memo()).resolve(str(file))
+        model = Loader(test_search._host(), env, memo).resolve(str(file))
+        fresh = Loader(test_search._host(), env, Memo()).resolve(str(file))
         assert model == fresh
-        real = run_trace(test_conformance.INTERP, opened_path(str(file), model.info),
+        real = run_trace(test_search.INTERP, opened_path(str(file), model.info),
                          library_path=library_path, inhibit_cache=True, cwd="/")
         from bazel_ldfix.loader.conformance import compare
 

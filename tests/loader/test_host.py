@@ -19,8 +19,9 @@ import pytest
 from elfbuild import cc, lib, program
 
 from bazel_ldfix import elf
-from bazel_ldfix.errors import UntrustedLoaderError
+from bazel_ldfix.errors import BadInputError, UntrustedLoaderError
 from bazel_ldfix.loader import host
+from bazel_ldfix.loader.host import parse_probe
 
 pytestmark = pytest.mark.security
 
@@ -202,3 +203,34 @@ def test_diagnose_asks_the_loader_named_with_loader(tmp_path: Path) -> None:
     assert finding["needed_by_source"] == "loader model"
     gone = run("diagnose", "--loader", str(tmp_path / "nope"), cwd=fake.workspace)
     assert "--loader" in gone.stdout + gone.stderr and "Traceback" not in gone.stderr
+
+
+# -- the probe (LD_DEBUG=libs) ------------------------------------------------------------------
+
+_SUBDIRS = ["glibc-hwcaps/x86-64-v3", "glibc-hwcaps/x86-64-v2", "tls/x86_64", "tls/x86_64",
+            "tls", "x86_64", ""]
+
+
+def _search_line(dirs: list[str], what: str) -> str:
+    entries = [f"{d}/{s}" if s else d for d in dirs for s in _SUBDIRS]
+    return f"     4242:\t search path={':'.join(entries)}\t\t({what})\n"
+
+
+def test_parse_probe_reads_tokens_subdirectories_and_system_dirs() -> None:
+    probe_dir = "/nonexistent-bazel-ldfix-probe/lib/x86_64-linux-gnu/@/x86_64/@"
+    text = ("     4242:\tfind library=libbazel-ldfix-probe.so [0]; searching\n"
+            + _search_line([probe_dir], "LD_LIBRARY_PATH")
+            + _search_line(["/lib/x86_64-linux-gnu", "/usr/lib", "/opt/x86_64"],
+                           "system search path"))
+    host = parse_probe("/lib64/ld-linux-x86-64.so.2", text)
+    assert host.lib == "lib/x86_64-linux-gnu"
+    assert host.platform == "x86_64"
+    assert host.subdirs == tuple(_SUBDIRS)
+    assert host.system_dirs == ("/lib/x86_64-linux-gnu", "/usr/lib", "/opt/x86_64")
+    assert host.hwcaps == ("x86-64-v3", "x86-64-v2")
+
+
+def test_parse_probe_refuses_output_without_search_paths() -> None:
+    with pytest.raises(BadInputError):
+        parse_probe("/lib/ld-musl-x86_64.so.1", "musl libc (x86_64)\nVersion 1.2.3\n")
+

@@ -20,25 +20,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ldcachehelp import (
+    GCC,
+    LDCONFIG,
+    LDSO,
+    SYSTEM_CACHE,
+    X86_64,
+    build_lib,
+    elf_ident,
+    host_profile,
+    needs_gcc,
+    needs_ldconfig,
+    needs_ldso,
+    needs_system_cache,
+    run,
+)
 
 from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.loader import host
-from bazel_ldfix.loader.cacheflags import (
-    FLAG_AARCH64_LIB64,
-    FLAG_ARM_LIBHF,
-    FLAG_ELF,
-    FLAG_ELF_LIBC6,
-    FLAG_X8664_LIB64,
-    FLAG_X8664_LIBX32,
-    FlagRule,
-    expected_flags,
-    loader_flag_rule,
-)
+from bazel_ldfix.loader.cacheflags import FLAG_ELF, FLAG_ELF_LIBC6, FlagRule
 from bazel_ldfix.loader.ldcache import (
     DL_CACHE_HWCAP_EXTENSION,
     NO_LEGACY_HWCAPS,
@@ -50,58 +53,9 @@ from bazel_ldfix.loader.ldcache import (
     parse_cache,
     read_cache,
 )
-from bazel_ldfix.loader.ldconfig import conf_dirs, scan_sysroot, search_dirs
-from bazel_ldfix.loader.profile import (
-    LoaderProfile,
-    parse_diagnostics,
-)
-from bazel_ldfix.machines import (
-    EM_386,
-    EM_AARCH64,
-    EM_ARM,
-    EM_PPC64,
-    EM_RISCV,
-    EM_S390,
-    EM_X86_64,
-)
-
-LDSO = "/lib64/ld-linux-x86-64.so.2"
-SYSTEM_CACHE = "/etc/ld.so.cache"
-X86_64 = FLAG_ELF_LIBC6 | FLAG_X8664_LIB64
-LDCONFIG = shutil.which("ldconfig") or next(
-    (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)), None
-)
-GCC = shutil.which("gcc")
-
-needs_ldso = pytest.mark.skipif(not os.path.exists(LDSO), reason="no x86_64 ld.so")
-needs_system_cache = pytest.mark.skipif(
-    not os.path.exists(SYSTEM_CACHE), reason="no /etc/ld.so.cache"
-)
-needs_ldconfig = pytest.mark.skipif(LDCONFIG is None, reason="no ldconfig")
-needs_gcc = pytest.mark.skipif(GCC is None, reason="no gcc")
-
+from bazel_ldfix.machines import EM_386, EM_X86_64
 
 # --- helpers ----------------------------------------------------------------------------
-
-
-def _clean_env() -> dict[str, str]:
-    """The loader consults the cache only after LD_LIBRARY_PATH, so drop anything that
-    changes its search."""
-    env = dict(os.environ)
-    for name in ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "LD_DEBUG"):
-        env.pop(name, None)
-    return env
-
-
-def _run(*cmd: str) -> str:
-    return subprocess.run(
-        cmd, check=True, capture_output=True, text=True, env=_clean_env()
-    ).stdout
-
-
-@functools.cache
-def _host_profile() -> LoaderProfile:
-    return parse_diagnostics(_run(LDSO, "--list-diagnostics"))
 
 
 _LDCONFIG_ROW = re.compile(r"^\t(\S+) \((.*)\) => (.*)$")
@@ -110,7 +64,7 @@ _LDCONFIG_ROW = re.compile(r"^\t(\S+) \((.*)\) => (.*)$")
 def _ldconfig_listing(cache: str | None = None) -> list[tuple[str, str, str | None]]:
     """(soname, path, hwcaps name) rows in the order ``ldconfig -p`` prints them (file order)."""
     assert LDCONFIG is not None
-    out = _run(LDCONFIG, "-p", *(("-C", cache) if cache else ()))
+    out = run(LDCONFIG, "-p", *(("-C", cache) if cache else ()))
     rows = []
     for line in out.splitlines():
         match = _LDCONFIG_ROW.match(line)
@@ -127,10 +81,10 @@ def _loader_list(program: str, cache: str | None = None) -> dict[str, str]:
     """``ld.so --list`` as {soname: path}. With ``cache``, the loader runs in a private mount
     namespace where that file is bind-mounted over /etc/ld.so.cache."""
     if cache is None:
-        out = _run(LDSO, "--list", program)
+        out = run(LDSO, "--list", program)
     else:
         script = 'mount --bind "$1" /etc/ld.so.cache && exec "$2" --list "$3"'
-        out = _run("unshare", "-m", "sh", "-c", script, "sh", cache, LDSO, program)
+        out = run("unshare", "-m", "sh", "-c", script, "sh", cache, LDSO, program)
     return {m.group(1): m.group(2) for m in map(_LIST_ROW.match, out.splitlines()) if m}
 
 
@@ -148,67 +102,6 @@ def _can_bind_mount_cache() -> bool:
 needs_private_loader = pytest.mark.skipif(
     not _can_bind_mount_cache(), reason="cannot bind-mount a private cache (needs unshare -m)"
 )
-
-
-def _soname_of(path: str) -> str | None:
-    """The ELF hook scan_sysroot wants. pyelftools stands in for the project's elf.py."""
-    try:
-        with open(path, "rb") as handle:
-            elf = ELFFile(handle)
-            if elf.elfclass != 64 or elf["e_machine"] != "EM_X86_64":
-                return None
-            if elf["e_type"] != "ET_DYN":
-                return None
-            for segment in elf.iter_segments():
-                if isinstance(segment, DynamicSegment):
-                    for tag in segment.iter_tags():
-                        if tag.entry.d_tag == "DT_SONAME":
-                            return str(tag.soname)
-                    return ""
-            return None
-    except (OSError, ELFError):
-        return None
-
-
-def _uses_glibc(path: str) -> bool:
-    """Whether ldconfig counts ``path`` as a libc6 object: it needs libc.so.6 or libm.so.6,
-    or names a glibc program interpreter (read with pyelftools, not the project's reader)."""
-    with open(path, "rb") as handle:
-        elf = ELFFile(handle)
-        dynamic = elf.get_section_by_name(".dynamic")
-        needed = ({t.needed for t in dynamic.iter_tags("DT_NEEDED")}
-                  if dynamic is not None else set())
-        interp = next((seg.get_interp_name() for seg in elf.iter_segments()
-                       if seg["p_type"] == "PT_INTERP"), "")
-    return bool(needed & {"libc.so.6", "libm.so.6"}) or os.path.basename(interp).startswith(
-        ("ld-linux", "ld64.so", "ld.so"))
-
-
-def _elf_ident(path: str) -> tuple[int, int, int] | None:
-    try:
-        with open(path, "rb") as handle:
-            header = handle.read(64)
-    except OSError:
-        return None
-    if header[:4] != b"\x7fELF" or len(header) < 52:
-        return None
-    elf_class, data = header[4], header[5]
-    order = "<" if data == 1 else ">"
-    (machine,) = struct.unpack_from(order + "H", header, 18)
-    (e_flags,) = struct.unpack_from(order + "I", header, 48 if elf_class == 2 else 36)
-    return elf_class, machine, e_flags
-
-
-def _build_lib(path: Path, soname: str | None, value: int = 1, *extra: str) -> None:
-    assert GCC is not None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    soname_flag = [f"-Wl,-soname,{soname}"] if soname else []
-    subprocess.run(
-        [GCC, "-shared", "-fPIC", *extra, *soname_flag, "-o", str(path), "-x", "c", "-"],
-        input=f"int f_{abs(hash(str(path))) % 100000}(void){{return {value};}}\n",
-        text=True,
-        check=True,
-    )
 
 
 def _build_program(path: Path, libs: list[Path]) -> None:
@@ -240,7 +133,7 @@ class MirrorRoot:
         (self.root / "etc").mkdir()
 
     def lib(self, rel: str, soname: str | None, *extra: str) -> Path:
-        _build_lib(self.inner / rel, soname, 1, *extra)
+        build_lib(self.inner / rel, soname, 1, *extra)
         return self.host / rel
 
     def conf(self, *dirs: str) -> None:
@@ -249,7 +142,7 @@ class MirrorRoot:
 
     def ldconfig(self, *args: str) -> str:
         assert LDCONFIG is not None
-        _run(LDCONFIG, "-X", "-r", str(self.root), *args)
+        run(LDCONFIG, "-X", "-r", str(self.root), *args)
         return str(self.root / "etc" / "ld.so.cache")
 
 
@@ -263,20 +156,8 @@ def test_system_cache_matches_ldconfig_listing() -> None:
     ours = [(e.soname, e.path, e.hwcaps) for e in cache.entries]
     assert ours == _ldconfig_listing()
     assert cache.path == SYSTEM_CACHE
-    generated = re.search(r"^Cache generated by: (.*)$", _run(LDCONFIG or "", "-p"), re.M)
+    generated = re.search(r"^Cache generated by: (.*)$", run(LDCONFIG or "", "-p"), re.M)
     assert cache.generator == (generated.group(1) if generated else None)
-
-
-@needs_system_cache
-def test_system_cache_flags_are_what_expected_flags_predicts() -> None:
-    checked = 0
-    for entry in read_cache(SYSTEM_CACHE).entries:
-        ident = _elf_ident(entry.path)
-        if ident is None:
-            continue
-        assert expected_flags(*ident, libc6=_uses_glibc(entry.path)) == entry.flags, entry
-        checked += 1
-    assert checked > 0
 
 
 @needs_system_cache
@@ -306,7 +187,7 @@ def _programs_without_rpath() -> Iterator[str]:
 @pytest.mark.parametrize("program", list(_programs_without_rpath()))
 def test_lookup_agrees_with_the_real_loader(program: str) -> None:
     cache = read_cache(SYSTEM_CACHE)
-    profile = _host_profile()
+    profile = host_profile()
     listed = _loader_list(program)
     assert listed, "ld.so --list printed no libraries"
     for soname, path in listed.items():
@@ -323,10 +204,10 @@ def test_lookup_misses_and_flag_mismatch() -> None:
     assert cache.lookup("") is None
     libc = cache.lookup("libc.so.6", flags_ok=X86_64)
     assert libc is not None
-    assert (_elf_ident(libc) or (0, 0, 0))[:2] == (2, EM_X86_64)
+    assert (elf_ident(libc) or (0, 0, 0))[:2] == (2, EM_X86_64)
     # An i386 loader's rule selects only an i386 row: this system's 32-bit libc, if any.
     i386 = cache.lookup("libc.so.6", flags_ok=FLAG_ELF_LIBC6)
-    assert i386 is None or (_elf_ident(i386) or (0, 0, 0))[:2] == (1, EM_386)
+    assert i386 is None or (elf_ident(i386) or (0, 0, 0))[:2] == (1, EM_386)
     # A filter that takes every row picks the first libc.so.6 row in file order, whichever
     # ABI that is here (x32 sorts first once libc6-x32 is installed).
     first = next(path for soname, path, _ in _ldconfig_listing() if soname == "libc.so.6")
@@ -360,7 +241,7 @@ def test_hwcaps_priority_and_first_directory_win_like_the_loader(tmp_path: Path)
     program = tmp_path / "prog"
     _build_program(program, [bar_a, only_b, m.inner / "a/libfoo.so.1"])
     listed = _loader_list(str(program), cache_file)
-    profile = _host_profile()
+    profile = host_profile()
     for soname in ("libfoo.so.1", "libbar.so.1", "libonly.so.3"):
         assert profile.lookup(cache, soname) == listed[soname], soname
 
@@ -397,7 +278,7 @@ def test_legacy_hwcap_rows_like_the_loader(tmp_path: Path, with_tls: bool) -> No
     program = tmp_path / "prog"
     _build_program(program, [m.inner / "c/libleg.so.1"])
     listed = _loader_list(str(program), cache_file)
-    assert _host_profile().lookup(cache, "libleg.so.1") == listed["libleg.so.1"]
+    assert host_profile().lookup(cache, "libleg.so.1") == listed["libleg.so.1"]
     if tls is not None:
         assert listed["libleg.so.1"] == str(tls)
         assert cache.lookup("libleg.so.1") == str(tls)  # tls is always acceptable
@@ -405,7 +286,7 @@ def test_legacy_hwcap_rows_like_the_loader(tmp_path: Path, with_tls: bool) -> No
         # 2.36 on x86_64: dl_hwcap has the x86_64 bit, avx512_1 is masked off, and the
         # haswell platform row is taken exactly when the loader's AT_PLATFORM is haswell
         # (which depends on this CPU: the loader's own diagnostics say which).
-        platform = re.search(r'^dl_platform="(.*)"$', _run(LDSO, "--list-diagnostics"), re.M)
+        platform = re.search(r'^dl_platform="(.*)"$', run(LDSO, "--list-diagnostics"), re.M)
         on_haswell = platform is not None and platform.group(1) == "haswell"
         assert listed["libleg.so.1"] == str(haswell if on_haswell else x86_64)
         assert cache.lookup("libleg.so.1", legacy_hwcaps=NO_LEGACY_HWCAPS) == str(plain)
@@ -434,7 +315,7 @@ def test_other_cache_formats_like_the_loader(tmp_path: Path, fmt: str) -> None:
     program = tmp_path / "prog"
     _build_program(program, [m.inner / "a/libfoo.so.1", m.inner / "a/libzed.so.10"])
     listed = _loader_list(str(program), cache_file)
-    profile = _host_profile()
+    profile = host_profile()
     for soname in ("libfoo.so.1", "libzed.so.10"):
         assert profile.lookup(cache, soname) == listed[soname], soname
     if fmt == "old":
@@ -465,139 +346,6 @@ def test_isa_level_of_hwcaps_rows(tmp_path: Path) -> None:
     assert cache.lookup("libisa.so.1", hwcaps_active=active, isa_1=0xF) == str(v3)
     assert cache.lookup("libisa.so.1", hwcaps_active=active, isa_1=0x3) == str(base)
     assert cache.lookup("libisa.so.1", hwcaps_active=active) == str(v3)
-
-
-# --- sysroot fallback: ld.so.conf and the ldconfig scan -----------------------------------
-
-
-def _make_sysroot(root: Path) -> None:
-    etc = root / "etc"
-    (etc / "ld.so.conf.d").mkdir(parents=True)
-    (etc / "sub").mkdir()
-    (etc / "ld.so.conf").write_text(
-        "# comment line\n"
-        "include /etc/ld.so.conf.d/*.conf\n"
-        "  /opt/one/   # trailing slash, spaces and a comment\n"
-        "/opt/alias\n"
-        "hwcap 0 nosegneg\n"
-        "HWCAP\t1 other\n"
-        "/opt/missing\n"
-        "/opt/typed=libc6\n"
-        "include\tsub/*.conf  /etc/none/*.conf\n"
-        "\n"
-    )
-    (etc / "ld.so.conf.d" / "b.conf").write_text("/opt/one\n")
-    (etc / "ld.so.conf.d" / "a.conf").write_text("/opt/two\n")
-    (etc / "ld.so.conf.d" / ".hidden.conf").write_text("/opt/hidden\n")
-    (etc / "ld.so.conf.d" / "c.txt").write_text("/opt/hidden\n")
-    (etc / "sub" / "x.conf").write_text("/opt/three\n")
-
-    one, two = root / "opt/one", root / "opt/two"
-    _build_lib(one / "libfoo.so.1.2.3", "libfoo.so.1")
-    _build_lib(one / "libfoo.so.1.2.0", "libfoo.so.1")
-    (one / "libfoo.so.1").symlink_to("libfoo.so.1.2.3")
-    (one / "libfoo.so").symlink_to("libfoo.so.1")
-    _build_lib(one / "libnoso.so", None)
-    (one / "libnotelf.so.1").write_text("INPUT(-lfoo)\n")
-    (one / "libabs.so.1").symlink_to("/opt/two/libreal.so.1")
-    (one / "libdangling.so.1").symlink_to("/opt/nowhere/libx.so.1")
-    (one / "notalib.so.1").write_bytes((one / "libfoo.so.1.2.3").read_bytes())
-    (one / "libtmp.so.1.dpkg-new").write_bytes((one / "libfoo.so.1.2.3").read_bytes())
-    _build_lib(one / "glibc-hwcaps/x86-64-v2/libfoo.so.1.2.3", "libfoo.so.1")
-    _build_lib(one / "glibc-hwcaps/x86-64-v3/libfoo-fast.so.7", "libfoo.so.1")
-    _build_lib(two / "libreal.so.1", "libreal.so.1")
-    _build_lib(two / "libbar.so.2", "libbar.so.2")
-    _build_lib(two / "libbar.so.10", "libbar.so.10")
-    _build_lib(two / "libfoo.so.1", "libfoo.so.1")
-    (root / "opt/alias").symlink_to("/opt/two")
-    _build_lib(root / "opt/typed/libtyped.so.1", "libtyped.so.1")
-    _build_lib(root / "opt/three/libthree.so.1", "libthree.so.1")
-    _build_lib(root / "usr/lib/x86_64-linux-gnu/libsys.so.1", "libsys.so.1")
-    _build_lib(root / "usr/lib/libold.so.5", "libold.so.5")
-    (root / "lib").symlink_to("usr/lib")  # merged /usr: /lib/* aliases /usr/lib/*
-
-
-def test_conf_dirs_order_includes_and_noise(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    etc = root / "etc"
-    etc.mkdir()
-    (etc / "ld.so.conf").write_text(
-        "include /etc/ld.so.conf.d/*.conf\n/opt/one/\n/opt/one\n#/opt/commented\n"
-        "hwcap 1 x\n/opt/typed=libc5\ninclude rel/*.conf\n/opt/with space  \n"
-    )
-    (etc / "ld.so.conf.d").mkdir()
-    (etc / "ld.so.conf.d" / "10-b.conf").write_text("/opt/b\n")
-    (etc / "ld.so.conf.d" / "01-a.conf").write_text("/opt/a\ninclude /etc/ld.so.conf\n")
-    (etc / "rel").mkdir()
-    (etc / "rel" / "r.conf").write_text("/opt/r\n")
-    assert conf_dirs(str(root)) == (
-        "/opt/a", "/opt/b", "/opt/one", "/opt/typed", "/opt/r", "/opt/with space",
-    )
-    assert conf_dirs(str(root), "etc/nothing.conf") == ()
-
-
-def test_conf_dirs_follows_symlinks_inside_the_root(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    (root / "real").mkdir(parents=True)
-    (root / "real" / "one.conf").write_text("/opt/from-link\n")
-    (root / "etc").mkdir()
-    (root / "etc" / "conf.d").symlink_to("/real")  # absolute: must stay inside root
-    (root / "etc" / "ld.so.conf").write_text("include /etc/conf.d/*.conf\n")
-    assert conf_dirs(str(root)) == ("/opt/from-link",)
-
-
-def _builtin_dirs() -> tuple[str, ...]:
-    """ldconfig's built-in directories: this machine's loader's system search path."""
-    return host.probe(LDSO).system_dirs
-
-
-def _hwcaps_runs_sorted(paths: list[str]) -> list[str]:
-    out: list[str] = []
-    for is_hwcaps, group in itertools.groupby(paths, key=lambda p: "/glibc-hwcaps/" in p):
-        run = list(group)
-        out.extend(sorted(run) if is_hwcaps else run)
-    return out
-
-
-@needs_gcc
-@needs_ldconfig
-def test_scan_sysroot_builds_what_ldconfig_writes(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    _make_sysroot(root)
-    assert LDCONFIG is not None
-    verbose = _run(LDCONFIG, "-v", "-N", "-X", "-r", str(root))
-    scanned_dirs = re.findall(r"^(/.*?): \((?:hwcap:|from) ", verbose, re.M)
-    # ldconfig lists a directory's glibc-hwcaps subdirectories in readdir order, and we list
-    # them by name. Rows are sorted by hwcaps name anyway, so only the grouping is compared.
-    ours = search_dirs(str(root), trusted_dirs=_builtin_dirs())
-    assert _hwcaps_runs_sorted([d.path for d in ours]) == _hwcaps_runs_sorted(scanned_dirs)
-
-    _run(LDCONFIG, "-X", "-r", str(root))
-    real = read_cache(root / "etc" / "ld.so.cache")
-    built = scan_sysroot(str(root), soname_of=_soname_of, trusted_dirs=_builtin_dirs(),
-                         flags=_host_profile().flags_ok.default)
-    assert [(e.soname, e.path, e.flags, e.hwcaps) for e in built.entries] == [
-        (e.soname, e.path, e.flags, e.hwcaps) for e in real.entries
-    ]
-    assert built.hwcaps_subdirs == real.hwcaps_subdirs
-    assert [e.hwcap for e in built.entries] == [e.hwcap for e in real.entries]
-    assert built.format is CacheFormat.SCANNED
-    for soname in {e.soname for e in real.entries} | {"libmissing.so.1"}:
-        for active in ((), ("x86-64-v3", "x86-64-v2"), ("x86-64-v2",)):
-            assert built.lookup(soname, hwcaps_active=active) == real.lookup(
-                soname, hwcaps_active=active
-            ), (soname, active)
-
-    # Spot checks of ldconfig's rules, now that the two tables are known to be equal.
-    rows = {(e.soname, e.path) for e in built.entries}
-    assert ("libfoo.so", "/opt/one/libfoo.so") in rows  # the dev link gets its own row
-    assert ("libnoso.so", "/opt/one/libnoso.so") in rows  # no SONAME: keyed by file name
-    assert ("libreal.so.1", "/opt/one/libreal.so.1") in rows  # a foreign link counts as a file
-    assert ("libfoo.so.1", "/opt/one/glibc-hwcaps/x86-64-v3/libfoo-fast.so.7") in rows
-    assert not any("alias" in path or "notelf" in path for _, path in rows)
-    assert built.lookup("libfoo.so.1") == "/opt/two/libfoo.so.1"  # conf.d came first
-    assert "/opt/one" in built.directories()
 
 
 # --- malformed input ---------------------------------------------------------------------
@@ -782,52 +530,6 @@ def test_libcmp_orders_versions_numerically() -> None:
     assert libcmp(b"libx", b"lib2") < 0
     assert libcmp(b"abc", b"abd") < 0
     assert libcmp(b"", b"") == 0
-
-
-def test_expected_flags_and_loader_rules() -> None:
-    assert expected_flags(2, EM_X86_64) == 0x0303
-    assert expected_flags(1, EM_X86_64) == FLAG_ELF_LIBC6 | FLAG_X8664_LIBX32
-    assert expected_flags(1, EM_386) == FLAG_ELF_LIBC6
-    assert expected_flags(1, EM_386, libc6=False) == FLAG_ELF
-    assert expected_flags(2, EM_X86_64, libc6=False) == 0x0303  # x86 always adds its ABI
-    assert expected_flags(2, EM_AARCH64) == FLAG_ELF_LIBC6 | FLAG_AARCH64_LIB64
-    assert expected_flags(1, EM_ARM, 0x400) == FLAG_ELF_LIBC6 | FLAG_ARM_LIBHF
-    assert expected_flags(1, EM_ARM) == FLAG_ELF_LIBC6
-    assert expected_flags(2, EM_PPC64) == 0x0503
-    assert expected_flags(2, EM_S390) == 0x0403
-    assert expected_flags(2, EM_RISCV, 0x4) == 0x1003
-    assert expected_flags(2, 0x9999) == FLAG_ELF_LIBC6
-    x86 = loader_flag_rule(2, EM_X86_64)
-    assert x86(0x0303) and not x86(0x0003) and not x86(0x0001)
-    i386 = loader_flag_rule(1, EM_386)
-    assert i386(1) and i386(3) and not i386(0x0303)
-    armhf = loader_flag_rule(1, EM_ARM, 0x400)
-    assert armhf(0x0903) and armhf(3) and not armhf(0x0B03)
-
-
-def test_parse_diagnostics_reads_the_active_subdirectories() -> None:
-    text = (
-        'dl_hwcap=0x2\ndl_hwcap_important=0x6\ndl_hwcaps_subdirs="a:b:c"\n'
-        "dl_hwcaps_subdirs_active=0x6\ndl_string_platform=0x32\n"
-        'dso.ld="ld-linux.so.2"\nuname.machine="i686"\nversion.version="2.36"\n'
-    )
-    profile = parse_diagnostics(text)
-    assert profile.hwcaps_active == ("b", "c")
-    assert profile.legacy == LegacyHwcaps(hwcap=0x2, platform_mask=0xF << 48, platform=0x32)
-    assert profile.flags_ok(3) and profile.flags_ok(1)
-    assert profile.isa_1 is None
-    assert profile.version == "2.36"
-
-
-@needs_ldso
-def test_parse_diagnostics_of_this_loader() -> None:
-    profile = _host_profile()
-    out = _run(LDSO, "--list-diagnostics")
-    subdirs = re.search(r'^dl_hwcaps_subdirs="([^"]*)"', out, re.M)
-    assert subdirs is not None
-    assert set(profile.hwcaps_active) <= set(subdirs.group(1).split(":"))
-    assert profile.flags_ok == FlagRule(X86_64)
-    assert profile.version is not None
 
 
 def test_entries_report_extension_bits() -> None:

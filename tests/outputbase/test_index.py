@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -189,19 +188,6 @@ def test_an_unreadable_directory_is_reported_and_the_walk_goes_on(tmp_path: Path
         (tmp_path / "a").chmod(0o755)
     assert found == {"libx.so.1": [str(tmp_path / "b" / "libx.so.1")]}
     assert errors == [str(tmp_path / "a")]
-
-
-def test_mountinfo_is_read_as_proc_5_writes_it() -> None:
-    text = textwrap.dedent("""\
-        27 1 254:0 / / rw,relatime - ext4 /dev/vda rw
-        63 27 0:39 / /tmp/my\\040mount rw,relatime shared:5 - tmpfs t rw
-        64 27 0:40 /sub /srv/data rw master:1 - btrfs /dev/vdb rw,subvol=/sub
-        65 27 0:41 / /var/lib/docker/overlay2/x/merged rw - overlay overlay rw,lowerdir=/a
-        garbage
-        """)
-    mounts = Mounts.parse(text)
-    assert mounts.uniform == {os.makedev(254, 0), os.makedev(0, 39)}
-    assert mounts.names == {"/", "my mount", "data", "merged"}
 
 
 MOUNTED_WALK = """

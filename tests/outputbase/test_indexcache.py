@@ -18,8 +18,9 @@ from elfbuild import cc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bazel_ldfix import elf
+from bazel_ldfix import elf, store
 from bazel_ldfix.outputbase import index, indexcache
+from bazel_ldfix.store import Record
 
 POOL = ["liba.so.1", "libb.so.2", "libc.so.3", "libd.so"]
 
@@ -74,7 +75,8 @@ class Output:
                cache: bool = True) -> tuple[dict[str, list[str]], bool]:
         """What index.candidates finds, and whether it walked."""
         walks: list[int] = []
-        found = index.candidates(names, [str(self.ext)], cache_dir=self.cache if cache else None,
+        found = index.candidates(names, [str(self.ext)],
+                                 store=store.at(self.cache) if cache else None,
                                  progress=lambda n, repo: walks.append(n))
         return found, bool(walks)
 
@@ -94,8 +96,10 @@ def test_a_second_lookup_is_served_by_the_cache_without_a_walk(out: Output) -> N
     assert walked
     assert first["liba.so.1"] == [str(out.ext / "cuda" / "lib" / "liba.so.1")]
     assert first["libd.so"] == [str(out.ext / "local" / "lib" / "libd.so")]
-    assert os.listdir(out.cache) == [os.path.basename(
-        indexcache.cache_file(out.cache, str(out.ext)))]
+    kept = store.at(out.cache)
+    assert kept is not None
+    assert os.listdir(os.path.join(out.cache, "index")) == [os.path.basename(
+        kept.path(Record.INDEX, str(out.ext)))]
     second, walked = out.lookup()
     assert not walked
     assert second == first
@@ -112,7 +116,7 @@ def test_a_state_within_the_settle_margin_is_never_written(tmp_path: Path) -> No
     assert not indexcache.state(str(o.ext)).settled
     assert o.lookup()[1]
     assert o.lookup()[1]  # walked again: nothing was written
-    assert not os.path.exists(o.cache)
+    assert not os.path.exists(os.path.join(o.cache, "index"))
     later = time.time_ns() + indexcache.SETTLE_NS + 10**9
     assert indexcache.state(str(o.ext), now_ns=later).settled
 
@@ -188,10 +192,15 @@ def test_a_cached_path_that_vanished_sends_the_lookup_back_to_a_walk(out: Output
 
 def test_a_corrupt_or_foreign_cache_file_is_ignored(out: Output) -> None:
     expected, _ = out.lookup()
-    path = indexcache.cache_file(out.cache, str(out.ext))
-    for junk in (b"", b"garbage", indexcache.MAGIC + b"/somewhere/else\0003\nabc\0\0liba.so.1\0x"):
+    kept = store.at(out.cache)
+    assert kept is not None
+    path = kept.path(Record.INDEX, str(out.ext))
+    for junk in (b"", b"garbage"):
         Path(path).write_bytes(junk)
         assert out.lookup() == (expected, True)
+    # Whole and of this version, but the index of another root.
+    assert kept.keep(Record.INDEX, str(out.ext), b"/somewhere/else\0003\nabc\0\0liba.so.1\0x")
+    assert out.lookup() == (expected, True)
 
 
 def test_without_a_cache_dir_nothing_is_read_or_written(out: Output) -> None:
@@ -201,18 +210,10 @@ def test_without_a_cache_dir_nothing_is_read_or_written(out: Output) -> None:
 
 
 def test_an_unwritable_cache_dir_only_costs_a_walk(out: Output) -> None:
-    Path(out.cache).write_text("a file where the directory should be")
+    os.makedirs(out.cache, mode=0o700)
+    Path(out.cache, "index").write_text("a file where the directory should be")
     assert out.lookup()[1]
     assert out.lookup()[1]
-
-
-def test_the_cache_is_under_xdg_cache_home_else_home(tmp_path: Path) -> None:
-    xdg = tmp_path / "x" / "cache"
-    assert indexcache.default_dir({"XDG_CACHE_HOME": str(xdg)}) == f"{xdg}/bazel-ldfix"
-    home = tmp_path / "home"
-    # XDG: a relative path is invalid and ignored.
-    assert indexcache.default_dir({"XDG_CACHE_HOME": "rel", "HOME": str(home)}) == \
-        f"{home}/.cache/bazel-ldfix"
 
 
 odd = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)),
@@ -235,7 +236,8 @@ def test_any_name_and_directory_survives_the_cache(
             (directory / name).write_text("")
     found = index.scan(str(root))
     settled = indexcache.State(b"state\0\0of the tree", True)
-    cache = str(tmp_path_factory.mktemp("cache"))
+    cache = store.at(str(tmp_path_factory.mktemp("cache")))
+    assert cache is not None
     assert indexcache.save(cache, str(root), settled, found)
     names = [name for _, name in files] + ["libabsent.so.1"]
     assert indexcache.load(cache, str(root), settled, names) == {
@@ -286,5 +288,6 @@ def test_locate_with_the_cache_agrees_with_locate_without(tmp_path: Path) -> Non
     expect = elf.read_header("/bin/sh")
     uncached = index.locate(["liba.so.1"], [str(o.ext)], expect)
     for _ in range(2):  # written, then read
-        assert index.locate(["liba.so.1"], [str(o.ext)], expect, cache_dir=o.cache) == uncached
+        assert index.locate(["liba.so.1"], [str(o.ext)], expect,
+                            store=store.at(o.cache)) == uncached
     assert uncached["liba.so.1"].dir == str(o.ext / "cuda")

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 from elfbuild import lib
 
-from bazel_ldfix import userdir
+from bazel_ldfix import store
 from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.given import Given
-from bazel_ldfix.outputbase import index, indexcache
+from bazel_ldfix.outputbase import index
 from bazel_ldfix.repair import keptrepair
+from bazel_ldfix.store import Record
 
 pytestmark = pytest.mark.security
 
@@ -49,16 +50,22 @@ def ext(tmp_path: Path) -> Path:
 
 def lookup(ext: Path, cache: Path) -> tuple[dict[str, list[str]], bool]:
     walks: list[int] = []
-    found = index.candidates([NAME], [str(ext)], cache_dir=str(cache),
+    found = index.candidates([NAME], [str(ext)], store=store.at(str(cache)),
                              progress=lambda n, repo: walks.append(n))
     return found, bool(walks)
+
+
+def index_file(cache: Path, ext: Path) -> Path:
+    kept = store.at(str(cache))
+    assert kept is not None
+    return Path(kept.path(Record.INDEX, str(ext)))
 
 
 def cached(ext: Path, cache: Path) -> Path:
     """The cache file, after a walk that wrote it and a lookup that used it."""
     assert lookup(ext, cache)[1]
     assert not lookup(ext, cache)[1]
-    return Path(indexcache.cache_file(str(cache), str(ext)))
+    return index_file(cache, ext)
 
 
 def with_trailer(body: bytes) -> bytes:
@@ -109,11 +116,14 @@ def test_a_cache_directory_of_another_user_is_neither_read_nor_written(
         ext: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     path = cached(ext, cache)
+    opened = store.at(str(cache))     # trusted then, not once another user owns it
     os.chown(cache, OTHER, OTHER)
     assert lookup(ext, cache)[1]
     path.unlink()
     assert lookup(ext, cache)[1]
-    assert not path.exists()
+    walks: list[int] = []
+    index.candidates([NAME], [str(ext)], store=opened, progress=lambda n, r: walks.append(n))
+    assert walks and not path.exists()
 
 
 def test_an_index_cut_at_a_record_boundary_is_walked_again(ext: Path, tmp_path: Path) -> None:
@@ -121,12 +131,12 @@ def test_an_index_cut_at_a_record_boundary_is_walked_again(ext: Path, tmp_path: 
     age(ext)
     cache = tmp_path / "cache"
     assert lookup(ext, cache)[1]
-    path = Path(indexcache.cache_file(str(cache), str(ext)))
+    path = index_file(cache, ext)
     data = path.read_bytes()
     cut = data.index(b"\0\0liby.so.2")
     path.write_bytes(data[:cut])  # the record of liby.so.2 and the trailer are gone
     walks: list[int] = []
-    found = index.candidates(["liby.so.2"], [str(ext)], cache_dir=str(cache),
+    found = index.candidates(["liby.so.2"], [str(ext)], store=store.at(str(cache)),
                              progress=lambda n, repo: walks.append(n))
     assert walks and found == {"liby.so.2": [str(ext / "more" / "liby.so.2")]}
 
@@ -156,7 +166,7 @@ def test_locate_is_not_steered_by_a_planted_index(ext: Path, tmp_path: Path) -> 
            NAME]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     assert "attacker" not in first.stdout
-    path = Path(indexcache.cache_file(str(xdg / "bazel-ldfix"), str(ext)))
+    path = index_file(xdg / "bazel-ldfix", ext)
     planted_record(path, str(evil).encode())
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     assert "attacker" not in again.stdout and "good/lib" in again.stdout
@@ -166,57 +176,57 @@ def test_locate_is_not_steered_by_a_planted_index(ext: Path, tmp_path: Path) -> 
 
 def test_the_directory_policy(tmp_path: Path) -> None:
     xdg = tmp_path / "xdg"
-    assert userdir.cache_root({"XDG_CACHE_HOME": str(xdg)}) == str(xdg / "bazel-ldfix")
+    assert store.of_env({"XDG_CACHE_HOME": str(xdg)}) == store.Store(str(xdg / "bazel-ldfix"))
     assert (xdg / "bazel-ldfix").stat().st_mode & 0o777 == 0o700
     home = tmp_path / "home"
-    assert userdir.cache_root({"HOME": str(home)}) == str(home / ".cache" / "bazel-ldfix")
+    assert store.of_env({"HOME": str(home)}) == store.Store(str(home / ".cache" / "bazel-ldfix"))
 
 
 def test_a_directory_someone_else_made_first_is_not_used(tmp_path: Path) -> None:
     theirs = tmp_path / "xdg" / "bazel-ldfix"
     theirs.mkdir(parents=True)
     os.chown(theirs, OTHER, OTHER)
-    assert userdir.cache_root({"XDG_CACHE_HOME": str(tmp_path / "xdg")}) is None
+    assert store.of_env({"XDG_CACHE_HOME": str(tmp_path / "xdg")}) is None
     open_to_all = tmp_path / "open"
     open_to_all.mkdir(mode=0o777)
     open_to_all.chmod(0o777)
-    assert userdir.private_dir(str(open_to_all)) is None
+    assert store.at(str(open_to_all)) is None
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "xdg")
-    assert userdir.private_dir(str(link)) is None
+    assert store.at(str(link)) is None
 
 
 # -- the remembered flags ----------------------------------------------------------------------
 
-def memo_path(tmp_path: Path) -> str:
+def memo_of(tmp_path: Path) -> tuple[store.Store, str]:
     runner = Bazel("bazel", str(tmp_path), {}, ())
-    path = keptrepair.flags_file(runner, ["//..."], {"XDG_CACHE_HOME": str(tmp_path / "xdg")})
-    assert path is not None and path.startswith(str(tmp_path / "xdg" / "bazel-ldfix"))
-    return path
+    kept = store.of_env({"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert kept is not None and kept.root == str(tmp_path / "xdg" / "bazel-ldfix")
+    return kept, keptrepair.command_key(runner, ["//..."])
 
 
 def test_remembered_flags_round_trip(tmp_path: Path) -> None:
-    path = memo_path(tmp_path)
-    keptrepair.write_flags(path, Given((), ("/a", "/b")))
-    assert Path(path).read_text() == "--test_env=LD_LIBRARY_PATH=/a:/b\n"
-    assert keptrepair.read_flags(path) == Given((), ("/a", "/b"))
+    kept, command = memo_of(tmp_path)
+    keptrepair.write_flags(kept, command, Given((), ("/a", "/b")))
+    assert kept.recall(Record.FLAGS, command) == b"--test_env=LD_LIBRARY_PATH=/a:/b\n"
+    assert keptrepair.read_flags(kept, command) == Given((), ("/a", "/b"))
 
 
 def test_only_the_tools_own_line_is_taken_from_remembered_flags(tmp_path: Path) -> None:
-    path = Path(memo_path(tmp_path))
-    path.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
-    path.write_text("--workspace_status_command=/tmp/evil.sh\n--run_under=/tmp/evil\n"
-                    "--test_env=LD_LIBRARY_PATH=/a\n")
-    path.chmod(0o600)
-    assert keptrepair.read_flags(str(path)) == Given((), ("/a",))
+    kept, command = memo_of(tmp_path)
+    assert kept.keep(Record.FLAGS, command,
+                     b"--workspace_status_command=/tmp/evil.sh\n--run_under=/tmp/evil\n"
+                     b"--test_env=LD_LIBRARY_PATH=/a\n")
+    assert keptrepair.read_flags(kept, command) == Given((), ("/a",))
 
 
 def test_remembered_flags_of_another_user_are_ignored(tmp_path: Path) -> None:
-    path = Path(memo_path(tmp_path))
-    keptrepair.write_flags(str(path), Given((), ("/a",)))
+    kept, command = memo_of(tmp_path)
+    keptrepair.write_flags(kept, command, Given((), ("/a",)))
+    path = Path(kept.path(Record.FLAGS, command))
     os.chown(path, OTHER, OTHER)
-    assert keptrepair.read_flags(str(path)) is None
+    assert keptrepair.read_flags(kept, command) is None
     os.chown(path, 0, 0)
     path.unlink()
     path.symlink_to("/dev/zero")
-    assert keptrepair.read_flags(str(path)) is None
+    assert keptrepair.read_flags(kept, command) is None

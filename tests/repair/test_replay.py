@@ -19,11 +19,9 @@ from pathlib import Path
 import fsaccess
 import pytest
 from elfbuild import lib, program
-from hypothesis import given
-from hypothesis import strategies as st
 from runfilestree import past_manifest, tree_of
 
-from bazel_ldfix import userdir
+from bazel_ldfix import store
 from bazel_ldfix.bazel.testenv import TestEnvironment
 from bazel_ldfix.fs.facts import PROBES, Facts, holds
 from bazel_ldfix.fs.memo import Memo
@@ -37,6 +35,7 @@ from bazel_ldfix.repair.plan import plan_repair
 from bazel_ldfix.repair.results import Repair, TestInput
 from bazel_ldfix.repair.setting import PlanContext
 from bazel_ldfix.session import Session
+from bazel_ldfix.store import Record, Store
 
 
 def _later() -> int:
@@ -237,20 +236,21 @@ def test_a_walked_tree_keeps_no_facts(tmp_path: Path) -> None:
     assert facts is None
 
 
-def _kept(tmp_path: Path) -> tuple[Path, Repair, Facts]:
+def _kept(tmp_path: Path) -> tuple[Store, Repair, Facts]:
     ob, inputs = _workspace(tmp_path)
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     planned, facts = _planned(ob, inputs, cache)
     assert facts is not None
-    where = cache / "last-repair" / "cmd"
-    assert replay.save(str(where), "inputs", "", facts, planned, now_ns=_later())
-    return where, planned, facts
+    kept = store.at(str(cache))
+    assert kept is not None
+    assert replay.save(kept, "cmd", "inputs", "", facts, planned, now_ns=_later())
+    return kept, planned, facts
 
 
 def test_a_kept_repair_is_given_again_for_the_same_inputs_only(tmp_path: Path) -> None:
     where, planned, facts = _kept(tmp_path)
-    kept = replay.load(str(where))
+    kept = replay.load(where, "cmd")
     assert kept is not None
     assert kept.facts == facts
     again = dataclasses.replace(planned, given_again=True)
@@ -265,40 +265,42 @@ def test_a_kept_repair_is_given_again_for_the_same_inputs_only(tmp_path: Path) -
 def test_a_kept_repair_is_not_given_again_once_a_fact_changed(tmp_path: Path) -> None:
     where, _, _ = _kept(tmp_path)
     _add_library(tmp_path / "ob")
-    assert replay.given_again(replay.load(str(where)), "inputs", None) is None
+    assert replay.given_again(replay.load(where, "cmd"), "inputs", None) is None
 
 
 def test_a_repair_made_anew_without_the_cache_replaces_a_kept_one_that_differs(
         tmp_path: Path) -> None:
     where, planned, facts = _kept(tmp_path)
     other = dataclasses.replace(planned, given=Given())
-    assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _later())
-    assert replay.replace_differing(str(where), "inputs", "", facts, other, _later())
-    kept = replay.load(str(where))
+    assert not replay.replace_differing(where, "cmd", "inputs", "", facts, planned, _later())
+    assert replay.replace_differing(where, "cmd", "inputs", "", facts, other, _later())
+    kept = replay.load(where, "cmd")
     assert kept is not None and kept.repair == other
     # One that cannot be kept (it read what is no fact) removes the one that was.
-    assert replay.replace_differing(str(where), "inputs", "", None, planned)
-    assert not where.exists()
+    assert replay.replace_differing(where, "cmd", "inputs", "", None, planned)
+    assert not os.path.exists(where.path(Record.REPAIR, "cmd"))
     # Where no repair was kept, none is written.
-    assert not replay.replace_differing(str(where), "inputs", "", facts, planned, _later())
-    assert not where.exists()
+    assert not replay.replace_differing(where, "cmd", "inputs", "", facts, planned, _later())
+    assert not os.path.exists(where.path(Record.REPAIR, "cmd"))
 
 
 def test_a_kept_file_is_believed_only_whole_and_only_from_this_user(tmp_path: Path) -> None:
-    where, _, _ = _kept(tmp_path)
+    kept, _, _ = _kept(tmp_path)
+    where = Path(kept.path(Record.REPAIR, "cmd"))
     data = where.read_bytes()
     where.write_bytes(data[:-10])
-    assert replay.load(str(where)) is None      # cut short
+    assert replay.load(kept, "cmd") is None      # cut short
     where.write_bytes(data)
-    assert replay.load(str(where)) is not None
+    assert replay.load(kept, "cmd") is not None
     where.chmod(0o664)
-    assert replay.load(str(where)) is None      # another user could have written it
+    assert replay.load(kept, "cmd") is None      # another user could have written it
     where.chmod(0o600)
     where.parent.chmod(0o775)
-    assert replay.load(str(where)) is None      # in a directory others can write
+    assert replay.load(kept, "cmd") is None      # in a directory others can write
     where.parent.chmod(0o700)
-    where.write_bytes(data.replace(b"bazel-ldfix replay 2", b"bazel-ldfix replay 9"))
-    assert replay.load(str(where)) is None      # another format
+    # Whole, of this version, but not what save writes.
+    assert kept.keep(Record.REPAIR, "cmd", b'{"inputs": "inputs"}\n{}')
+    assert replay.load(kept, "cmd") is None
 
 
 def test_a_repair_that_read_recent_files_is_not_kept(tmp_path: Path) -> None:
@@ -308,8 +310,10 @@ def test_a_repair_that_read_recent_files_is_not_kept(tmp_path: Path) -> None:
     planned, facts = _planned(ob, inputs, cache)
     assert facts is not None
     assert not replay.settled(facts)        # the files were written a moment ago
-    assert not replay.save(str(cache / "last-repair" / "cmd"), "inputs", "", facts, planned)
-    assert not (cache / "last-repair" / "cmd").exists()
+    kept = store.at(str(cache))
+    assert kept is not None
+    assert not replay.save(kept, "cmd", "inputs", "", facts, planned)
+    assert not os.path.exists(kept.path(Record.REPAIR, "cmd"))
     assert replay.settled(facts, _later())
 
 
@@ -327,24 +331,18 @@ def test_facts_read_twice_differently_are_not_kept(tmp_path: Path) -> None:
 
 
 def test_only_the_most_recent_repairs_are_kept(tmp_path: Path) -> None:
-    where, planned, facts = _kept(tmp_path)
-    os.utime(where, ns=(10**18, 10**18))
-    for i in range(replay.KEPT + 3):
-        assert replay.save(str(where.parent / f"cmd{i}"), "inputs", "", facts, planned,
-                           now_ns=_later())
+    kept, planned, facts = _kept(tmp_path)
+    most = Record.REPAIR.most
+    assert most is not None
+    os.utime(kept.path(Record.REPAIR, "cmd"), ns=(10**18, 10**18))
+    for i in range(most + 3):
+        assert replay.save(kept, f"cmd{i}", "inputs", "", facts, planned, now_ns=_later())
         # Each written after the one before (a clock tick can hold many writes).
         stamp = 10**18 + i + 1
-        os.utime(where.parent / f"cmd{i}", ns=(stamp, stamp))
-    names = {p.name for p in where.parent.iterdir()}
-    assert len(names) == replay.KEPT
-    assert f"cmd{replay.KEPT + 2}" in names and "cmd" not in names
-
-
-@given(st.lists(st.binary(max_size=64), max_size=8))
-def test_a_body_sealed_in_chunks_is_the_body_sealed_whole(chunks: list[bytes]) -> None:
-    whole = b"".join(chunks)
-    assert b"".join(userdir.sealed(chunks)) == userdir.seal(whole)
-    assert userdir.unseal(b"".join(userdir.sealed(iter(chunks)))) == whole
+        os.utime(kept.path(Record.REPAIR, f"cmd{i}"), ns=(stamp, stamp))
+    assert len(os.listdir(os.path.dirname(kept.path(Record.REPAIR, "cmd")))) == most
+    assert replay.load(kept, f"cmd{most + 2}") is not None
+    assert replay.load(kept, "cmd") is None
 
 
 def test_a_file_that_cannot_be_read_is_a_fact_too(tmp_path: Path) -> None:
@@ -376,7 +374,8 @@ def test_paths_with_newlines_quotes_and_undecodable_bytes_are_kept_whole(
     _, planned, facts = _kept(tmp_path)
     odd = os.fsdecode(b'/a\nb "c\' d\xff')
     facts = {**facts, "link": {**facts.get("link", {}), odd: "\0"}}
-    where = tmp_path / "cache" / "last-repair" / "odd"
-    assert replay.save(str(where), "inputs", "", facts, planned, now_ns=_later())
-    kept = replay.load(str(where))
+    where = store.at(str(tmp_path / "cache"))
+    assert where is not None
+    assert replay.save(where, "odd", "inputs", "", facts, planned, now_ns=_later())
+    kept = replay.load(where, "odd")
     assert kept is not None and kept.facts == facts and kept.repair == planned

@@ -25,7 +25,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     env = {**clean_env(), "XDG_CACHE_HOME": str(top / "cache")}
     workspace = make_workspace(top / "ws", files, env=env)
     workspace.sdk = top / "sdks" / "xsdk"  # type: ignore[attr-defined]
-    workspace.cache = top / "cache" / "bazel-ldfix" / "last-repair"  # type: ignore[attr-defined]
+    workspace.cache = top / "cache" / "bazel-ldfix" / "repair"  # type: ignore[attr-defined]
     yield workspace
     workspace.shutdown()
 

@@ -49,12 +49,12 @@ def test_a_links_directory_removed_since_the_last_run_is_made_again_and_gives_th
     # Removed since: the links directories, and the kept repair (the prune keeps the 32
     # most recent; one not settled is not kept). The flag of the last run is still known.
     shutil.rmtree(links)
-    shutil.rmtree(setup.userdir / "last-repair", ignore_errors=True)
+    shutil.rmtree(setup.userdir / "repair", ignore_errors=True)
     doc = json.loads(ws.ldfix("env", "--format", "json", "//t:foo_test").stdout)
     assert [(t["missing_before"], t["missing_after"]) for t in doc["tests"]] == \
         [(["libfoo.so.3"], [])]
     shutil.rmtree(links)
-    shutil.rmtree(setup.userdir / "last-repair", ignore_errors=True)
+    shutil.rmtree(setup.userdir / "repair", ignore_errors=True)
     again = ws.ldfix("test", "//t:foo_test", "--nocache_test_results")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "will still miss" not in again.stderr

@@ -104,7 +104,7 @@ def test_a_rules_own_value_is_kept_on_the_first_run_and_the_next(ws: Workspace) 
         assert sum(f"--test_env=LD_LIBRARY_PATH={zdir}:" in run for run in runs) == 1
         assert all(zdir not in run for run in runs if "-//t:with_env" in run.split())
         assert "//t:with_env" in out and "PASSED" in out
-    assert os.listdir(Path(ws.env["XDG_CACHE_HOME"]) / "bazel-ldfix" / "last-flags")
+    assert os.listdir(Path(ws.env["XDG_CACHE_HOME"]) / "bazel-ldfix" / "flags")
 
 
 def test_the_build_step_tells_each_test_once_as_bazel_builds_it(ws: Workspace) -> None:

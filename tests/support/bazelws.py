@@ -215,3 +215,22 @@ def clean_env() -> dict[str, str]:
     """The environment of a CI job: no LD_LIBRARY_PATH unless a test sets one."""
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     return env
+
+
+def runtime_env(top: Path) -> dict[str, str]:
+    """A CI job's environment: system Python and tools, no PYTHONPATH, no LD_LIBRARY_PATH."""
+    env = {k: v for k, v in clean_env().items() if k not in ("PYTHONPATH", "BAZEL_LDFIX_PYTHON")}
+    system_python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    # Bazel 4's Python launcher starts with `#!/usr/bin/env python`; Debian has `python`
+    # only with python-is-python3.
+    bin_dir = top / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(system_python)
+    (bin_dir / "python3").symlink_to(system_python)
+    assert BAZEL
+    env["PATH"] = os.pathsep.join([str(bin_dir), os.path.dirname(BAZEL), "/usr/bin", "/bin"])
+    env["BAZEL"] = BAZEL
+    # Where @bazel_ldfix_pip takes click, pyelftools and bazel-runfiles from: the Python
+    # this test runs in, which has the package's dependencies installed.
+    env["BAZEL_LDFIX_PYTHON"] = sys.executable
+    return env

@@ -125,3 +125,61 @@ def stripped(program: Path) -> Path:
     out = program.with_name(program.name + ".stripped")
     subprocess.run(["strip", "-o", str(out), str(program)], check=True, capture_output=True)
     return out
+
+
+# An extension module (as Python loads one) that reads the stream slot, and a loader that
+# opens an extension and then the library the way an interpreter does, each RTLD_LOCAL,
+# and prints both slots: one address when they share the library's state, two when not.
+EXTENSION = """
+#include "stream.h"
+extern "C" const void* ext_slot() { return executorch::extension::cuda::currentStreamSlot(); }
+"""
+LOADER = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+typedef const void* (*slot_fn)(void);
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  void* ext = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!ext) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+  void* lib = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+  slot_fn a = (slot_fn)dlsym(ext, "ext_slot");
+  slot_fn b = (slot_fn)dlsym(lib, "_ZN10executorch9extension4cuda17currentStreamSlotEv");
+  printf("extension slot %p\nlibrary slot %p\n", a(), b());
+  return a() == b() ? 0 : 1;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Extensions:
+    shared: Path          # _ext.so beside lib/, linking libextension_cuda.so ($ORIGIN/lib)
+    static: Path          # links libextension_cuda.a: its names exported (default visibility)
+    static_stripped: Path
+    hidden: Path          # links the archive with --exclude-libs,ALL: its names local
+    hidden_stripped: Path
+    loader: Path
+
+    def slots(self, extension: Path, library: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.loader), str(extension), str(library)],
+                              capture_output=True, text=True, timeout=60)
+
+
+def extensions(case: StreamCase) -> Extensions:
+    d = case.lib.parent.parent
+    (d / "ext.cc").write_text(EXTENSION)
+    (d / "loader.c").write_text(LOADER)
+    for sub in ("ext_static", "ext_hidden"):
+        (d / sub).mkdir()
+    gxx("-fPIC", "-shared", "-Wl,-soname,_ext.so", "ext.cc", "-Llib", "-lextension_cuda",
+        "-Wl,-rpath,$ORIGIN/lib", "-o", "_ext.so", cwd=d)
+    gxx("-fPIC", "-shared", "-Wl,-soname,_ext.so", "ext.cc", "static/libextension_cuda.a",
+        "-o", "ext_static/_ext.so", cwd=d)
+    gxx("-fPIC", "-shared", "-Wl,-soname,_ext.so", "ext.cc", "static/libextension_cuda.a",
+        "-Wl,--exclude-libs,ALL", "-o", "ext_hidden/_ext.so", cwd=d)
+    subprocess.run(["cc", "loader.c", "-o", "loader", "-ldl"], check=True, cwd=d,
+                   capture_output=True)
+    return Extensions(d / "_ext.so", d / "ext_static/_ext.so",
+                      stripped(d / "ext_static/_ext.so"), d / "ext_hidden/_ext.so",
+                      stripped(d / "ext_hidden/_ext.so"), d / "loader")

@@ -1,4 +1,5 @@
-"""One command's plans share what they learn: the answer is the one a plan alone gives.
+"""The models of one command's tests: its plans share what they learn, and the answer is the
+one a plan alone gives.
 
 ``bazel-ldfix env`` plans twice in one session (first without searching, then with the
 rules' env); every scan of a plan records each outcome once. Whatever was asked before,
