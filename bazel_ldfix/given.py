@@ -29,6 +29,12 @@ def env_flag(variable: str, value: str) -> str:
 
 _PREFIX = env_flag(VARIABLE, "")
 
+# Where the rc line goes: a file of this machine alone, which is not committed, read by
+# the workspace's .bazelrc through one line (as Bazel's docs advise for per-user options).
+# A missing file is no error for ``try-import``, so the line suits every checkout.
+USER_BAZELRC = "user.bazelrc"
+TRY_IMPORT = f"try-import %workspace%/{USER_BAZELRC}"
+
 
 @dataclass(frozen=True)
 class Given:

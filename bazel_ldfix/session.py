@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from bazel_ldfix.loader.closure import LoaderFactory, Options
     from bazel_ldfix.loader.cuda import HostDriver
     from bazel_ldfix.outputbase.index import ProgressFn
-    from bazel_ldfix.store import Store
+    from bazel_ldfix.store import Store, Unusable
 
 # Set by `bazel run` (and by the Python launcher) for the binary's own runfiles; a user's
 # shell does not set them, and the user's `bazel test` must not see them.
@@ -203,6 +203,19 @@ class Session:
         kept = self.store
         return kept.links_dir() if kept is not None else None
 
+    @functools.cached_property
+    def links_problem(self) -> Unusable | None:
+        """Why no links directory can be made (None: one can), so that a repair that needs
+        one says so rather than suggest what cannot work."""
+        from bazel_ldfix import store
+
+        if self.links_root is not None:
+            return None
+        path = self.store_root if self.store_root is not None else store.place(self.env)[0]
+        if self.store is not None:
+            path = os.path.join(self.store.root, store.LINKS)
+        return store.Unusable(path, store.why_not_private(path))
+
     def for_repair(self) -> Session:
         """This session, settled for a command that gives the tests a value: its links
         directory's place (BadInputError, before any Bazel runs, when it cannot be an
@@ -231,7 +244,7 @@ def replaced(session: Session, **changes: object) -> Session:
     worked out already (the store's place, the host's driver): the same user, the same
     host."""
     new = dataclasses.replace(session, **changes)  # type: ignore[arg-type]
-    for name in ("cuda", "store", "links_root"):
+    for name in ("cuda", "store", "links_root", "links_problem"):
         if name in session.__dict__:
             new.__dict__[name] = session.__dict__[name]
     return new

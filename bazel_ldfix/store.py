@@ -72,6 +72,9 @@ class Record(enum.Enum):
     commands coming and going."""
     RAN_WITH = ("ran-with", 2, 16 << 20, None)
     """The values a ``bazel test`` gave its tests (:mod:`bazel_ldfix.diagnosis.runvalues`)."""
+    OWN_COMMAND = ("own-command", 1, 1 << 12, None)
+    """Which command of the tool's own ran the last Bazel command, one that runs no test
+    (:mod:`bazel_ldfix.diagnosis.runvalues`)."""
 
     def __init__(self, directory: str, version: int, max_size: int, most: int | None) -> None:
         self.directory = directory
@@ -183,6 +186,38 @@ class Store:
         if _private_dir(self.root, create=False) is None:
             return None
         return _private_dir(os.path.join(self.root, record.directory), create=create)
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """A directory of the store that cannot be made or trusted, and why."""
+
+    path: str
+    reason: str             # the system's words (``Permission denied``), or what it is
+
+    def words(self) -> str:
+        return f"cannot make the per-user directory {self.path} ({self.reason})"
+
+
+# What makes the per-user directory usable again (XDG_CACHE_HOME comes first, :func:`place`).
+WAY_OUT = "set XDG_CACHE_HOME to a writable directory"
+
+
+def why_not_private(path: str) -> str:
+    """Why :func:`_private_dir` refuses ``path``, in words for a message: the system's
+    reason it cannot be made (``Permission denied``, ``Not a directory``), or what it is."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    if st.st_uid != os.geteuid():
+        return "owned by another user"
+    if not _private(st):
+        return "others can write to it"
+    return "usable"
 
 
 def _private_dir(path: str, *, create: bool = True) -> str | None:

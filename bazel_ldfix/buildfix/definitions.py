@@ -9,7 +9,9 @@ it is read from the repository's call in WORKSPACE:
   the main repository;
 - ... with ``build_file_content = "..."``: that string, in WORKSPACE;
 - ``http_archive`` without either: the archive's own BUILD file (described, not edited);
-- any other rule (one loaded from a ``.bzl``): that rule writes the file (described).
+- any other rule (one loaded from a ``.bzl``): that rule writes the file (described);
+- no call at all (a macro of a ``.bzl`` file makes it): Bazel's query names the rule, the
+  macros that call it and their files (described).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import ast
 import enum
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from bazel_ldfix.bazel import buildfile
 from bazel_ldfix.bazel.buildfile import function_name, string_attr
+from bazel_ldfix.bazel.repocall import Frame, RepositoryCall
 from bazel_ldfix.buildfix import files
 from bazel_ldfix.buildfix.starlark import Source
 from bazel_ldfix.errors import CannotEditError
@@ -62,6 +66,10 @@ class Place:
     generated: str | None = None    # the BUILD file as the rule wrote it (output_base)
     call_name: str | None = None    # the name the call gives it, when not the repository's
     defined_in: str = "WORKSPACE"   # or MODULE.bazel
+    # A repository a macro of a .bzl file makes: the macros' calls of the rule, outermost
+    # first, and where the rule is defined (Bazel's query says both, bazel/repocall.py).
+    macros: tuple[Frame, ...] = ()
+    rule_at: Frame | None = None
 
     @property
     def name_in_file(self) -> str:
@@ -72,6 +80,11 @@ class Place:
         if self.layout is Layout.REPOSITORY_RULE:
             text = (f"{where} is made by the repository rule `{self.rule}`"
                     + (f" (loaded from {self.bzl})" if self.bzl else "")
+                    + (f" (defined in {_rel(self.rule_at.path, workspace)} line "
+                       f"{self.rule_at.line})" if self.rule_at else "")
+                    + "".join(f", called in the macro `{m.function}` "
+                              f"({_rel(m.path, workspace)} line {m.line})"
+                              for m in reversed(self.macros))
                     + f", called in {self.defined_in} line {self.line}; that rule writes its "
                     "BUILD file, so change what it writes")
         elif self.layout is Layout.ARCHIVE:
@@ -129,8 +142,12 @@ def defines_repository(name: str, workspace: str, output_base: str | None) -> bo
     return False
 
 
-def locate(repository: str, package: str, workspace: str, output_base: str | None) -> Place:
-    """The place a package's BUILD text comes from (see the module docstring)."""
+def locate(repository: str, package: str, workspace: str, output_base: str | None,
+           ask: Callable[[str], RepositoryCall | None] | None = None) -> Place:
+    """The place a package's BUILD text comes from (see the module docstring).
+
+    ``ask(name)`` is Bazel's answer for a repository no call in WORKSPACE names (a macro
+    of a .bzl file makes it): the rule and the macros that call it (None: not asked)."""
     if not repository:
         return Place(Layout.MAIN, "", package, _build_file(os.path.join(workspace, package)))
     generated = None
@@ -149,6 +166,13 @@ def locate(repository: str, package: str, workspace: str, output_base: str | Non
     ws_file = workspace_file(workspace)
     source = read_source(ws_file) if ws_file else None
     call = source.rule(repository) if source else None
+    asked = ask(repository) if call is None and ask is not None and ws_file else None
+    if asked is not None:
+        top = asked.stack[0]
+        return Place(Layout.REPOSITORY_RULE, repository, package, None, rule=asked.rule,
+                     line=top.line, generated=generated,
+                     defined_in=os.path.basename(top.path), macros=asked.macros,
+                     rule_at=asked.defined)
     if call is None and os.path.isfile(module):
         # An apparent name of a use_repo_rule repository (a repo mapping already applied).
         return _from_module(("", "_repo_rules", repository), repository, package, workspace,

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from bazel_ldfix.bazel import buildfile
+from bazel_ldfix.bazel.repocall import RepositoryCall
 from bazel_ldfix.buildfix import files, starlark
 from bazel_ldfix.buildfix.change import (
     Change,
@@ -36,14 +37,16 @@ _OTHER_RULES = frozenset(f"{lang}_{kind}" for lang in ("py", "sh", "java")
 
 def edit_plan(changes: Sequence[Change], workspace: str, output_base: str | None,
               problems: list[str], notes: list[str], unprovided: Sequence[str] = (),
-              unfetched: Sequence[str] = ()) -> Plan:
-    """The files that carry ``changes``, with their new text (nothing written)."""
+              unfetched: Sequence[str] = (),
+              ask: Callable[[str], RepositoryCall | None] | None = None) -> Plan:
+    """The files that carry ``changes``, with their new text (nothing written); ``ask``
+    says where a macro makes a repository (:func:`definitions.locate`)."""
     by_place: dict[Place, list[Change]] = {}
     for change in changes:
         repository, _, rest = change.label.lstrip("@").partition("//")
         package = rest.split(":", 1)[0]
         try:
-            place = locate(repository, package, workspace, output_base)
+            place = locate(repository, package, workspace, output_base, ask)
         except CannotEditError as exc:
             problems.append(str(exc))
             continue

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import declaredinputs, solib
+from bazel_ldfix.bazel.repocall import RepositoryCall
 from bazel_ldfix.buildfix import driver, providers, staging, starlark, unfetched
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.definitions import locate
@@ -74,7 +75,8 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
          candidates: Callable[[str], Sequence[str]] = lambda s: (),
          library_path: str | None = None, *, skylib: bool = False,
          cuda: HostDriver = NO_HOST_DRIVER,
-         fetch: Callable[[str], unfetched.Found] | None = None) -> Plan:
+         fetch: Callable[[str], unfetched.Found] | None = None,
+         ask: Callable[[str], RepositoryCall | None] | None = None) -> Plan:
     """The changes that make every test load what it misses (see the module docstring).
 
     ``candidates(soname)`` are known copies (the repair's choice), looked at after the
@@ -84,7 +86,8 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
     ``skylib``: the workspace can load ``@bazel_skylib`` (else a copy is a ``genrule``).
     ``cuda``: the host's NVIDIA driver, for the CUDA rules (``driver``).
     ``fetch(soname)``: what the repositories WORKSPACE declares and Bazel has not fetched
-    say of a name no import provides (:class:`unfetched.Fetcher`).
+    say of a name no import provides (:class:`unfetched.Fetcher`). ``ask(name)``: where
+    Bazel says a macro makes a repository no call in WORKSPACE names (for its words).
 
     The plan covers the whole closure: each library a change gives the test is read in
     turn, and what it needs that nothing else gives is planned too, through every level.
@@ -212,7 +215,7 @@ def plan_fix(tests: Sequence[TestMissing], workspace: str, output_base: str | No
                                     f"{', '.join(bad)}{whose} with the change staged as "
                                     "Bazel would stage it")
     return edit_plan(_unique(changes, problems), workspace, output_base, problems, notes,
-                     unprovided, later)
+                     unprovided, later, ask)
 
 
 def _not_fetched(label: str, soname: str, what: str, found: unfetched.Found) -> str:

@@ -45,12 +45,16 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose //app:vendor_test
       bazel-ldfix diagnose --json --bep events.json
     """
-    from bazel_ldfix.diagnosis import logs, report
+    from bazel_ldfix.diagnosis import logs, report, runvalues
     from bazel_ldfix.render import brief
     from bazel_ldfix.render import diagnosis as render
 
+    def own(base: str) -> str | None:
+        """The command of bazel-ldfix's own that ran the last Bazel command, if one did."""
+        return runvalues.recall_own(session.store, base)
+
     found = logs.find(session.cwd, bep=bep, log_files=log_files,
-                      output_base=output_base, patterns=patterns)
+                      output_base=output_base, patterns=patterns, own=own)
     if patterns and not found.logs:
         every = logs.find(session.cwd, bep=bep, log_files=log_files,
                           output_base=output_base, patterns=())
@@ -58,8 +62,6 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
             patterns, every, logs.package_of(session.cwd)))
     ran_with = None
     if found.command_log is not None and found.output_base is not None:
-        from bazel_ldfix.diagnosis import runvalues
-
         # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
         ran_with = runvalues.recall(session.store, found.output_base)
     loaders = session.loaders(loader)

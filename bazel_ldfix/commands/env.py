@@ -38,6 +38,8 @@ def env(session: Session, bazel: BazelChoice, prepend: bool, fmt: str,
     Examples:
       bazel-ldfix env //app:vendor_test
       bazel-ldfix env --format bazelrc //... >> user.bazelrc
+      (user.bazelrc: this machine only, not committed; .bazelrc reads it with
+      `try-import %workspace%/user.bazelrc`)
       bazel-ldfix env --format json -- //... -//app:ext_test
     """
     from bazel_ldfix.render.repair import (
@@ -61,6 +63,10 @@ def env(session: Session, bazel: BazelChoice, prepend: bool, fmt: str,
                                      prepend=prepend, force_local_path=force_local_path)
     if isinstance(repair, testcommand.StepFailed):
         raise testcommand.build_failed(repair)
+    from bazel_ldfix.diagnosis import runvalues
+
+    # Its build step ran no test: a later `diagnose` says so.
+    runvalues.keep_own(session.store, repair.output_base, "env")
     held_back = held_back_line(repair, session.prog)
     if held_back:
         session.say(held_back)
@@ -85,4 +91,5 @@ def env(session: Session, bazel: BazelChoice, prepend: bool, fmt: str,
     if text:
         session.show(text)
     given = bool(repair.flags or any(g.flags for g in repair.groups))
-    return 1 if repair.unresolved or repair.withheld or (repair.missing and not given) else 0
+    return 1 if repair.unresolved or repair.withheld or repair.unlinked \
+        or (repair.missing and not given) else 0

@@ -26,6 +26,7 @@ from bazel_ldfix.session import BazelChoice, Session
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.client import Bazel
+    from bazel_ldfix.bazel.repocall import RepositoryCall
     from bazel_ldfix.repair.results import Repair
 
 
@@ -93,19 +94,31 @@ def run(session: Session, bazel_args: Sequence[str], options: FixOptions) -> int
     written, ``bazel build --nobuild`` is asked, and unless ``--write`` keeps them they get
     their bytes back (:func:`apply`). A change Bazel rejects is no diff but a reason.
     """
-    from bazel_ldfix.bazel.workspace import workspace_of
-    from bazel_ldfix.render.buildfix import to_jsonable, to_text
-    from bazel_ldfix.render.common import dumps
+    from bazel_ldfix.diagnosis import runvalues
     from bazel_ldfix.repair import testcommand as repairing
 
     bazel = session.bazel(options.bazel)
     repair = repairing.for_command(session, options.bazel, bazel_args)
     if isinstance(repair, repairing.StepFailed):
         raise repairing.build_failed(repair)
+    try:
+        return change(session, bazel, bazel_args, options, repair)
+    finally:
+        # Its build step, analysis and fetches ran no test: a later `diagnose` says so.
+        runvalues.keep_own(session.store, repair.output_base, "fix")
+
+
+def change(session: Session, bazel: Bazel, bazel_args: Sequence[str], options: FixOptions,
+           repair: Repair) -> int:
+    """:func:`run` once the repair is known: the plan, its analysis, and what is shown."""
+    from bazel_ldfix.bazel.workspace import workspace_of
+    from bazel_ldfix.render.buildfix import to_jsonable, to_text
+    from bazel_ldfix.render.common import dumps
+
     workspace = workspace_of(session.cwd) or session.cwd
     fetch = unfetched.Fetcher(workspace, repair.output_base, bazel, session.say)
     result = plan_for(repair, workspace, interface=options.interface, cuda=session.cuda,
-                      fetch=fetch)
+                      fetch=fetch, ask=repository_calls(bazel))
     keep = options.write and not options.check
     document = None
     if options.as_json:
@@ -207,9 +220,23 @@ def verify(session: Session, bazel: Bazel, bazel_args: Sequence[str]) -> int:
     return code
 
 
+def repository_calls(bazel: Bazel) -> Callable[[str], RepositoryCall | None]:
+    """Where Bazel says a repository is made, asked once per repository."""
+    from bazel_ldfix.bazel.repocall import repository_call
+
+    answers: dict[str, RepositoryCall | None] = {}
+
+    def ask(name: str) -> RepositoryCall | None:
+        if name not in answers:
+            answers[name] = repository_call(bazel, name)
+        return answers[name]
+    return ask
+
+
 def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
              cuda: HostDriver = NO_HOST_DRIVER,
-             fetch: Callable[[str], unfetched.Found] | None = None) -> Plan:
+             fetch: Callable[[str], unfetched.Found] | None = None,
+             ask: Callable[[str], RepositoryCall | None] | None = None) -> Plan:
     """The plan for what the repair found missing, test by test: for every program a test
     runs, its own executable and those of its runfiles.
 
@@ -256,7 +283,7 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
                  for o in repair.options) or defines_repository(
         "bazel_skylib", workspace, repair.output_base)
     return plan_fix(tests, workspace, repair.output_base, shape, candidates, base,
-                skylib=skylib, cuda=cuda, fetch=fetch)
+                skylib=skylib, cuda=cuda, fetch=fetch, ask=ask)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -150,6 +150,10 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
         return run_split(session, bazel, bazel_args, repair, options, left)
     args = with_options(bazel_args, repair.flags)
     if options.dry_run:
+        from bazel_ldfix.diagnosis import runvalues
+
+        # Its build step ran no test: a later `diagnose` says so.
+        runvalues.keep_own(session.store, repair.output_base, "test --dry-run")
         session.show(shlex.join(bazel.argv("test", args)))
         return 0
     code = bazel.stream("test", args)

@@ -1,8 +1,9 @@
 """The three fixes for a library a test cannot load, as text ready to paste.
 
 1. Now: ``bazel-ldfix test`` or ``bazel test --test_env=LD_LIBRARY_PATH=...``.
-2. For every run on this machine: the same flag as a ``.bazelrc`` line. It names directories
-   under this machine's output_base, so it does not travel.
+2. For every run on this machine: the same flag as a line of ``user.bazelrc``, a file that
+   is not committed, which ``try-import %workspace%/user.bazelrc`` in ``.bazelrc`` reads. It
+   names directories under this machine's output_base, so it does not travel.
 3. Hermetic (remote execution, other machines, no output_base): the BUILD change. A
    ``cc_import(shared_library = "lib/libX.so")`` links the test against the unversioned file;
    the linker records its SONAME ``libX.so.N``; Bazel stages only ``libX.so`` in the test's
@@ -56,10 +57,10 @@ def command(label: str | None, value: str | None, *, ldfix: bool,
     """The command to run now: ``bazel-ldfix test`` when its model finds everything (the
     tool run as ``prog``, how the user runs it)."""
     target = quoting.shell(label) if label else "<your test targets>"
+    if value is None:
+        return None     # no value gives it: the repair would not either
     if ldfix:
         return f"{prog} test {target}"
-    if value is None:
-        return None
     return f"bazel test {target} {quoting.shell(Given.of_value(value).flag)}"
 
 

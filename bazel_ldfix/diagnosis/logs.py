@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from bazel_ldfix.bazel import bep
@@ -296,8 +296,11 @@ def _pattern_matches(label: str, pattern: str, package: str) -> bool:
 
 # -- the last invocation ------------------------------------------------------------------
 
-def from_workspace(cwd: str, output_base: str | None, patterns: Sequence[str]) -> LogSet:
-    """The failed tests of the last invocation in the workspace around ``cwd``."""
+def from_workspace(cwd: str, output_base: str | None, patterns: Sequence[str],
+                   own: Callable[[str], str | None] | None = None) -> LogSet:
+    """The failed tests of the last invocation in the workspace around ``cwd``; when it
+    ran no test, each test's latest run. ``own(output_base)`` names the command of the
+    tool's own that left that ``command.log`` (None: not one of the tool's)."""
     root = workspace_of(cwd)
     testlogs: str | None = None
     if root is not None:
@@ -323,8 +326,10 @@ def from_workspace(cwd: str, output_base: str | None, patterns: Sequence[str]) -
     testlogs = testlogs or _testlogs_under(output_base)
     if testlogs is None:
         raise BadInputError(f"no test logs under {output_base}: no test has run there yet")
-    return from_testlogs(testlogs, output_base, patterns, package,
-                         "the last Bazel command was not `bazel test`")
+    command = own(output_base) if own is not None else None
+    why = (f"the last Bazel command was run by `bazel-ldfix {command}` and ran no test"
+           if command else "the last Bazel command ran no test")
+    return from_testlogs(testlogs, output_base, patterns, package, why)
 
 
 def from_command_log(output_base: str, patterns: Sequence[str] = (),
@@ -553,7 +558,8 @@ def given(paths: Iterable[str], patterns: Sequence[str] = (), package: str = "")
 # -- the command's choice -----------------------------------------------------------------
 
 def find(cwd: str, *, bep: str | None = None, log_files: Sequence[str] = (),
-         output_base: str | None = None, patterns: Sequence[str] = ()) -> LogSet:
+         output_base: str | None = None, patterns: Sequence[str] = (),
+         own: Callable[[str], str | None] | None = None) -> LogSet:
     """The logs ``bazel-ldfix diagnose`` reads: ``--bep``, ``--log``, else the workspace's.
 
     Relative target patterns are read from the package of ``cwd``; ``output_base``, when
@@ -567,7 +573,7 @@ def find(cwd: str, *, bep: str | None = None, log_files: Sequence[str] = (),
     elif log_files:
         found = given(log_files, patterns, package)
     else:
-        return from_workspace(cwd, output_base, patterns)
+        return from_workspace(cwd, output_base, patterns, own)
     if output_base is not None:
         if not os.path.isdir(output_base):
             raise BadInputError(f"output_base {output_base} does not exist")

@@ -23,9 +23,11 @@ from bazel_ldfix.diagnosis.runvalues import RanWith
 from bazel_ldfix.diagnosis.testfacts import TestContext
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.search import LoaderSource
+from bazel_ldfix.store import WAY_OUT
 
 if TYPE_CHECKING:
     from bazel_ldfix.session import Session
+    from bazel_ldfix.store import Unusable
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,24 @@ def diagnose(found_logs: logs.LogSet, *, ran_with: RanWith | None = None,
                      "passes to tests (without --incompatible_strict_action_env); the "
                      "--test_env=LD_LIBRARY_PATH below replaces it: add to it, or let "
                      f"`{prog} test` merge it")
+    unusable = _links_problem(session)
+    if unusable is not None and any(f.found and f.fix.value is None for f in findings):
+        notes.append(f"{unusable.words()}: the libraries that need a links directory "
+                     f"cannot be given now; {WAY_OUT}")
     return Diagnosis(found_logs.source, found_logs.output_base, tuple(findings),
                      len(found_logs.logs), tuple(other), found_logs.passed, tuple(notes),
                      tuple(u for u in unread if u not in grouped and u not in other),
                      ran_with.source if ran_with else None)
+
+
+def _links_problem(session: Session | None) -> Unusable | None:
+    """Why the session can make no links directory (None: it can, or it cannot say)."""
+    if session is None:
+        return None
+    try:
+        return session.links_problem
+    except BadInputError:
+        return None     # a path LD_LIBRARY_PATH cannot carry: the repair's error says it
 
 
 def of_run(output_base: str, exit_code: int, *, ran_with: RanWith | None = None,

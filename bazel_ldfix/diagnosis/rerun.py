@@ -43,6 +43,9 @@ class RerunPlan:
         return None if self.given is None else self.given.ld_library_path
 
 
+_UNLINKED = "it needs a links directory, and none can be made"
+
+
 def plan_rerun(diagnosis: Diagnosis, repair: Repair) -> RerunPlan:
     """Which loader failures of the first run one rerun can repair, and with what value:
     the first run's, with what the diagnosis found added the same way."""
@@ -51,9 +54,15 @@ def plan_rerun(diagnosis: Diagnosis, repair: Repair) -> RerunPlan:
     # first run's: that directory, or a links directory where it would shadow something).
     by_test: dict[str, list[tuple[str | None, str | None, tuple[str, ...]]]] = {}
     not_rerun: list[tuple[str, str]] = []
+    # A test the repair left without a links directory gets none in a rerun either.
+    unlinked = set(repair.unlinked_tests)
     for f in diagnosis.findings:
         if f.test is None:
             not_rerun.append((f.log, "the log names no test"))
+            continue
+        if f.test in unlinked:
+            if (f.test, _UNLINKED) not in not_rerun:
+                not_rerun.append((f.test, _UNLINKED))
             continue
         usable = (f.error_kind in _REPAIRABLE and f.soname is not None and bool(f.found)
                   and f.fix.value is not None)

@@ -12,6 +12,12 @@ identity of the ``command.log`` its ``bazel test`` left (device, inode, size,
 modification and change times), so that a later ``diagnose`` of that run models the same
 environment. Any later Bazel command rewrites ``command.log``, and the record no longer
 applies.
+
+The commands that run no test of their own (``env``, ``fix``, ``test --dry-run``: a build
+step, an analysis, a fetch) also rewrite ``command.log``. Each records that it did, tied to
+the ``command.log`` it left (:func:`keep_own`, :attr:`Record.OWN_COMMAND
+<bazel_ldfix.store.Record.OWN_COMMAND>`), so that a later ``diagnose`` can say which run it
+explains rather than that the last command was not a ``bazel test``.
 """
 
 from __future__ import annotations
@@ -83,3 +89,28 @@ def recall(store: Store | None, output_base: str) -> RanWith | None:
         return None
     return RanWith("the options of that `bazel-ldfix test` (rc files included, from its "
                    "build events) and its repair", values)
+
+
+def keep_own(store: Store | None, output_base: str, command: str) -> None:
+    """After ``bazel-ldfix COMMAND`` ran Bazel commands that run no test: that it did,
+    tied to the ``command.log`` the last of them left. Best effort, as :func:`keep`."""
+    identity = _identity(os.path.join(output_base, "command.log"))
+    if store is None or identity is None:
+        return
+    body = json.dumps({"command_log": identity, "command": command}).encode("utf-8")
+    store.keep(Record.OWN_COMMAND, os.path.realpath(output_base), body)
+
+
+def recall_own(store: Store | None, output_base: str) -> str | None:
+    """The command of the tool's own whose Bazel command left the ``command.log`` that is
+    there now, unchanged (None: another command left it, or nothing was recorded)."""
+    body = store.recall(Record.OWN_COMMAND, os.path.realpath(output_base)) \
+        if store is not None else None
+    try:
+        doc = json.loads(body.decode("utf-8")) if body is not None else None
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("command"), str) \
+            or doc.get("command_log") != _identity(os.path.join(output_base, "command.log")):
+        return None
+    return str(doc["command"])

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix import PROG
 from bazel_ldfix.diagnosis.messages import ErrorKind
+from bazel_ldfix.given import TRY_IMPORT, USER_BAZELRC
 from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps
 
 if TYPE_CHECKING:
@@ -188,9 +189,10 @@ def _render(diagnosis: Diagnosis, summary: str, color: bool, base: str | None,
             if not command.startswith("bazel test") and first.flag:
                 body.append(f"              or add {shlex.quote(first.flag)} to bazel test")
         if first.bazelrc:
-            rc = first.bazelrc.splitlines()
-            body.append(f"  .bazelrc:   {rc[0]}")
-            body += [f"              {line}" for line in rc[1:]]
+            # The lines for this machine alone go to a file that is not committed.
+            body.append(f"  .bazelrc:   {TRY_IMPORT}")
+            body.append(f"  {USER_BAZELRC}, this machine only (do not commit it):")
+            body += [f"              {line}" for line in first.bazelrc.splitlines()]
         if first.flag:
             body.append(f"  note:       {flag_caveat(prog)}")
     for text, served in build_fixes.items():

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from bazel_ldfix import PROG
 from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
+from bazel_ldfix.given import TRY_IMPORT, USER_BAZELRC
 from bazel_ldfix.loader.resolution import PassReason
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.exposure import Exposure, ShadowCause
+from bazel_ldfix.store import WAY_OUT
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.declaredinputs import Leftover
@@ -45,6 +47,9 @@ def repair_json(repair: Repair) -> str:
             for m in repair.missing],
         "unresolved": list(repair.unresolved),
         "withheld": list(repair.withheld),
+        "unlinked": {"cause": repair.unlinked_cause, "sonames": list(repair.unlinked),
+                     "tests": list(repair.unlinked_tests),
+                     "fix": WAY_OUT} if repair.unlinked else None,
         "links_dir": repair.links_dir,
         "links": [{"soname": link.soname, "target": link.target} for link in repair.links],
         "shadowed": to_jsonable(repair.shadowed),
@@ -62,6 +67,18 @@ def repair_json(repair: Repair) -> str:
                               for link in g.links]} for g in repair.groups],
         "held_back": repair.held_back,
     })
+
+
+def unlinked_line(repair: Repair) -> str | None:
+    """One line: why tests that need a links directory are not repaired, and the way out
+    (None: none is left so)."""
+    tests = repair.unlinked_tests
+    if not repair.unlinked or not tests:
+        return None
+    one = len(tests) == 1
+    return (f"{repair.unlinked_cause}: the {len(tests)} test{'' if one else 's'} that "
+            f"need{'s' if one else ''} a links directory {'is' if one else 'are'} not "
+            f"repaired; {WAY_OUT}")
 
 
 def repair_flags(repair: Repair) -> str:
@@ -168,7 +185,7 @@ def repair_summary(repair: Repair, prog: str = PROG,
     for m in () if repair.groups else repair.missing:
         if m.dir and m.exposure is Exposure.LINK:
             lines.append(f"  {m.soname} is in {m.dir}, given by a link: {m.why}")
-        elif m.dir and m.exposure is Exposure.WITHHELD:
+        elif m.dir and m.exposure in (Exposure.WITHHELD, Exposure.UNLINKED):
             lines.append(f"  {m.soname} is in {m.dir}, not given: {m.why}")
         elif m.dir:
             lines.append(f"  {m.soname} is in {m.dir}")
@@ -184,10 +201,15 @@ def repair_summary(repair: Repair, prog: str = PROG,
                             lambda t: _reach_lines(t, prog))
     # (A stray the exposure told of already, a library given looking a name up itself,
     # is said once, by its note below.)
+    # (Nor is a library left out for want of a links directory: its own line says why.)
     told = {(s.test, s.soname) for s in repair.shadowed}
+    unlinked = set(repair.unlinked)
     lines += [_stray_line(t.label, s) for t in repair.tests for s in t.strays
-              if (t.label, s.soname) not in told]
+              if (t.label, s.soname) not in told and s.soname not in unlinked]
     lines += [f"note: {note}" for note in repair.notes]
+    unlinked_said = unlinked_line(repair)
+    if unlinked_said:
+        lines += [line.removeprefix(SAID) for line in wrap(unlinked_said, SAID, MORE)]
     if repair.given_again:
         lines += [line.removeprefix(SAID) for line in wrap(
             "note: its repair is given again: nothing it read has changed since the last run "
@@ -258,7 +280,8 @@ def _group_lines(repair: Repair) -> list[str]:
         lines.append(f"run {number}: {shown}")
         lines += [f"  {m.soname} is in {m.dir}" if m.dir else
                   f"  {m.soname} exists nowhere under {repair.output_base}/external"
-                  for m in group.missing if m.exposure is not Exposure.WITHHELD]
+                  for m in group.missing
+                  if m.exposure not in (Exposure.WITHHELD, Exposure.UNLINKED)]
         lines.append(f"  adding {group.given.flag}" if group.given.changes
                      else "  adding nothing: each test keeps the value it has")
         if group.given.changes and group.links_dir:
@@ -341,8 +364,9 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
                             f"{it}", SAID, MORE))
     lines = wrap(f"{count} {outcome} ({names}); to make it permanent:", SAID, MORE)
     if not repair.groups:   # (one .bazelrc line cannot give a split run's values)
-        lines += wrap(f"on this machine: `{prog} env --format bazelrc {args} >> .bazelrc`",
-                      MORE, MORE + "  ")
+        lines += wrap(f"on this machine only: `{prog} env --format bazelrc {args} >> "
+                      f"{USER_BAZELRC}` (a file not committed; .bazelrc reads it with the line "
+                      f"`{TRY_IMPORT}`)", MORE, MORE + "  ")
     lines += wrap(f"on every machine: the BUILD change `{prog} fix {args}` shows "
                   "(--write makes it)", MORE, MORE + "  ")
     if opened:

@@ -34,6 +34,7 @@ class Exposure(str, enum.Enum):
     DIRECTORY = "directory"   # its directory is added to LD_LIBRARY_PATH
     LINK = "link"             # a link named by the soname, in the repair's links directory
     WITHHELD = "withheld"     # not given: it would change what a test already loads
+    UNLINKED = "unlinked"     # not given: it needs a link, and no links directory can be made
 
 
 class ShadowCause(str, enum.Enum):
@@ -175,7 +176,7 @@ class Exposer:
 
     def _link(self, name: str, why: str) -> None:
         if self.links_root is None:
-            self.exposure[name] = Exposure.WITHHELD
+            self.exposure[name] = Exposure.UNLINKED
             self.why[name] = (f"it needs a link of its own ({why}), and there is no "
                               "directory only this user can write to hold it")
         else:
@@ -206,7 +207,7 @@ class Exposer:
                 self.links_dir, made = linkdir.make(self.links_root, links)
             except LinkDirError as exc:
                 for name in links:
-                    self.exposure[name] = Exposure.WITHHELD
+                    self.exposure[name] = Exposure.UNLINKED
                     self.why[name] = f"it needs a link of its own, which failed: {exc}"
             else:
                 self._made[self.links_dir] = self._made.get(self.links_dir, False) or made

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 from bazel_ldfix import elf
 from bazel_ldfix.bazel import execution
 from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
 from bazel_ldfix.given import Given
 from bazel_ldfix.outputbase import index
+from bazel_ldfix.repair.exposure import Exposure
 from bazel_ldfix.repair.fallback import Skipped
 from bazel_ldfix.repair.models import Models
 from bazel_ldfix.repair.results import (
@@ -280,4 +281,14 @@ def result(tests: Sequence[TestInput], env: TestEnvironment, context: PlanContex
         links_dir=only.links_dir if only is not None else None,
         shadowed=tuple(s for _, p in parts for s in p.shadowed),
         conflicts=conflicts if split else (), groups=groups,
-        held_back=remote and any(p.given.changes for _, p in parts))
+        held_back=remote and any(p.given.changes for _, p in parts),
+        unlinked_cause=_unlinked_cause(missing.values(), context))
+
+
+def _unlinked_cause(missing: Iterable[Missing], context: PlanContext) -> str | None:
+    """Why the libraries that need a link are not given: the per-user directory cannot be
+    made, or the links directory failed (None: none is left out so)."""
+    unlinked = [m for m in missing if m.exposure is Exposure.UNLINKED]
+    if not unlinked:
+        return None
+    return context.links_problem or unlinked[0].why

@@ -135,6 +135,9 @@ class Repair:
     # Tests run on remote executors, where this machine's paths mean nothing: the value
     # found is not given (``given`` adds nothing), and only the BUILD change helps.
     held_back: bool = False
+    # Why the libraries that need a link are not given (None: every link was made, or
+    # none was needed): the per-user directory cannot be made, in words.
+    unlinked_cause: str | None = None
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -172,6 +175,18 @@ class Repair:
     @property
     def unresolved(self) -> tuple[str, ...]:
         return tuple(m.soname for m in self.missing if m.dir is None)
+
+    @property
+    def unlinked(self) -> tuple[str, ...]:
+        """Found, and not given: each needs a link, and no links directory can be made."""
+        return tuple(m.soname for m in self.missing
+                     if m.exposure is exposure.Exposure.UNLINKED)
+
+    @property
+    def unlinked_tests(self) -> tuple[str, ...]:
+        """The tests that still miss a library for want of a links directory."""
+        names = set(self.unlinked)
+        return tuple(t.label for t in self.tests if names.intersection(t.missing_after))
 
     @property
     def withheld(self) -> tuple[str, ...]:

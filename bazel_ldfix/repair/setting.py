@@ -78,6 +78,12 @@ class PlanContext:
         return None if self.session is None else self.session.links_root
 
     @property
+    def links_problem(self) -> str | None:
+        """Why no links directory can be made, in words (None: one can, or no one asks)."""
+        problem = None if self.session is None else self.session.links_problem
+        return None if problem is None else problem.words()
+
+    @property
     def cuda(self) -> HostDriver:
         return NO_HOST_DRIVER if self.session is None else self.session.cuda
 

@@ -147,10 +147,11 @@ def test_test_prints_each_thing_once_and_one_summary_after_bazels(
     assert re.match(r"bazel-ldfix: 2 tests repaired \(libvendor\S*(, libvendor\S*)*\); to "
                     r"make it permanent:$", lines[at]), lines[at]
     said = " ".join(line.removeprefix("bazel-ldfix:").strip() for line in lines[at + 1:])
-    env = f"`{LDFIX} env --format bazelrc //app:vendor_test //app:ext_test >> .bazelrc`"
+    env = f"`{LDFIX} env --format bazelrc //app:vendor_test //app:ext_test >> user.bazelrc`"
     fix = f"`{LDFIX} fix //app:vendor_test //app:ext_test`"
-    assert said == (f"on this machine: {env} on every machine: the BUILD change {fix} shows "
-                    "(--write makes it)")
+    assert said == (f"on this machine only: {env} (a file not committed; .bazelrc reads it "
+                    "with the line `try-import %workspace%/user.bazelrc`) on every "
+                    f"machine: the BUILD change {fix} shows (--write makes it)")
     # Each command whole on a line, after Bazel's summary: the last lines of all.
     assert all(line.startswith("bazel-ldfix:   ") for line in lines[at + 1:])
     assert any(env in line for line in lines) and any(fix in line for line in lines)
@@ -158,6 +159,67 @@ def test_test_prints_each_thing_once_and_one_summary_after_bazels(
     word = re.compile(r"(?:[^\s`]|`[^`]*`)+")
     assert [line for line in ours if len(line) > 100
             and len(word.findall(line.removeprefix("bazel-ldfix:"))) > 1] == []
+
+
+def test_the_advice_for_this_machine_alone_works_as_printed(ws: Workspace, failed: str) -> None:
+    # `diagnose -v` of a plain run says the lines; `test` what to run and which line
+    # .bazelrc needs.
+    assert ws.bazel("test", *TESTS).returncode == 3
+    verbose = ws.ldfix("diagnose", "-v").stdout.splitlines()
+    said = " ".join(line.removeprefix("bazel-ldfix:").strip()
+                    for line in ws.ldfix("test", *TESTS).stderr.splitlines()
+                    if line.startswith("bazel-ldfix:   "))
+    command, try_import = re.findall(r"`([^`]*)`", said)[:2]
+    assert command.endswith(" >> user.bazelrc") and try_import.startswith("try-import ")
+    at = verbose.index("  user.bazelrc, this machine only (do not commit it):")
+    assert verbose[at - 1] == f"  .bazelrc:   {try_import}"
+    rc_lines = [line.strip() for line in verbose[at + 1:at + 3]]
+    assert rc_lines[0].startswith("# ") and rc_lines[1].startswith("test --test_env=")
+    committed = (ws.root / ".bazelrc").read_text()
+    user = ws.root / "user.bazelrc"
+    try:
+        # Applied as printed: the command in a shell where the user is, the line appended.
+        (ws.root / ".bazelrc").write_text(committed + try_import + "\n")
+        subprocess.run(["bash", "-c", command], cwd=ws.root, env=ws.env, check=True,
+                       capture_output=True)
+        assert user.read_text().startswith("test --test_env=LD_LIBRARY_PATH=")
+        # Plain `bazel test` reads it: the tests load.
+        run = ws.bazel("test", *TESTS)
+        assert run.returncode == 0, run.stderr[-3000:]
+        # diagnose -v's lines in the file instead: the same.
+        user.write_text("\n".join(rc_lines) + "\n")
+        run = ws.bazel("test", *TESTS)
+        assert run.returncode == 0, run.stderr[-3000:]
+        # A checkout without the file: no error of Bazel's, the tests fail in the loader.
+        user.unlink()
+        assert ws.bazel("test", *TESTS).returncode == 3
+    finally:
+        (ws.root / ".bazelrc").write_text(committed)
+        user.unlink(missing_ok=True)
+
+
+def test_diagnose_after_fix_check_says_which_run_it_explains(ws: Workspace, failed: str) -> None:
+    assert ws.bazel("test", *TESTS).returncode == 3
+    assert ws.ldfix("fix", "--check", *TESTS).returncode == 1    # a change is needed
+    # fix's own Bazel commands ran no test: the tests' latest runs are explained, and why.
+    result = ws.ldfix("diagnose")
+    assert result.returncode == 1, result.stderr
+    said = result.stdout.splitlines()[2]
+    assert said.startswith("2 failed tests were stopped by the dynamic loader, from the "
+                           "latest run of each test in $OUTPUT_BASE/"), said
+    # (Another test of the module may have failed otherwise: said after the parenthesis.)
+    assert ("/testlogs (the last Bazel command was run by `bazel-ldfix fix` and ran no "
+            "test)") in said, said
+    # Another command of the user's: no longer the tool's.
+    assert ws.bazel("info", "release").returncode == 0
+    said = ws.ldfix("diagnose").stdout.splitlines()[2]
+    assert "/testlogs (the last Bazel command ran no test)" in said, said
+    # The repaired run of `test` is a `bazel test`: diagnose explains it, and it passed.
+    assert ws.ldfix("test", *TESTS).returncode == 0
+    after = ws.ldfix("diagnose")
+    assert after.returncode == 0
+    assert after.stdout == ("nothing to diagnose: no failed test in the last `bazel test` "
+                            f"({failed}/command.log)\n")
 
 
 def test_on_github_one_notice_per_repaired_test_and_none_for_another_failure(

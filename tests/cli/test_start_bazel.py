@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,6 +86,39 @@ def test_a_changed_ld_library_path_rebuilds_as_the_docs_and_env_shell_warn(
     assert "rebuilds everything" in said
 
 
+def ran_actions(result: subprocess.CompletedProcess[str]) -> int:
+    """How many actions a build ran in a sandbox (compiles and links), from Bazel's line."""
+    ran = re.search(r"INFO: \d+ process(?:es)?: .*?(\d+) (?:linux-sandbox|processwrapper)",
+                    result.stderr)
+    return int(ran.group(1)) if ran else 0
+
+
+@pytest.mark.bazel
+@needs_bazel
+def test_a_new_path_entry_rebuilds_once_and_the_tool_passes_path_as_it_is(
+        ws: Workspace, tmp_path: Path) -> None:
+    # pipx's bin directory, new in front of PATH, as `pipx ensurepath` puts it.
+    bin_dir = tmp_path / "pipx-bin"
+    bin_dir.mkdir()
+    path = f"{bin_dir}:{ws.env.get('PATH', os.defpath)}"
+    target = "//app:vendor_test"
+    assert ws.bazel("build", target).returncode == 0
+    assert ran_actions(ws.bazel("build", target, env={"PATH": path})) >= 2  # compile, link
+    assert ran_actions(ws.bazel("build", target, env={"PATH": path})) == 0  # once
+    # The tool's build step, from that shell, builds with that PATH: nothing is left for
+    # the user's next build to redo.
+    assert ws.ldfix("env", target, env={"PATH": path}).returncode == 0
+    assert ran_actions(ws.bazel("build", target, env={"PATH": path})) == 0
+    # Bazel's own cure: with a fixed PATH for actions, one rebuild, then none.
+    strict = "--incompatible_strict_action_env"
+    assert ran_actions(ws.bazel("build", strict, target, env={"PATH": path})) >= 2
+    assert ran_actions(ws.bazel("build", strict, target)) == 0
+    assert ran_actions(ws.bazel("build", strict, target, env={"PATH": path})) == 0
+    said = " ".join(INSTALL.split())
+    assert "a new entry in front of `PATH` re-runs the compile and link" in said
+    assert "bazel-ldfix does not keep `PATH` out of the build" in said
+
+
 def test_a_json_error_is_json_on_stdout_and_one_line_on_stderr(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "nope"
@@ -101,3 +135,8 @@ def test_a_json_error_is_json_on_stdout_and_one_line_on_stderr(
 
 def test_the_install_page_says_how_to_run_the_installed_command() -> None:
     assert "pipx install" in INSTALL and ".venv/bin/bazel-ldfix" in INSTALL
+    # The README says how to install for daily use, with the warning that goes with it.
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert "pipx install /path/to/bazel-ldfix" in readme
+    assert "rebuilds everything once after `~/.local/bin` joins `PATH`" in readme
+    assert "bazel-ldfix cannot keep `PATH` out of the build" in readme

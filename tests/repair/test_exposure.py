@@ -251,13 +251,31 @@ def test_a_link_that_would_change_another_tests_load_splits_the_run(tmp_path: Pa
     assert r.withheld == () and r.ld_library_path is None   # each group gives its own
 
 
-def test_without_a_private_directory_a_needed_link_is_withheld(tmp_path: Path) -> None:
+def test_without_a_private_directory_a_needed_link_is_not_given(tmp_path: Path) -> None:
     layout = Layout(tmp_path, zlib=False)
     r = layout.plan(links=False)
     (missing,) = r.missing
-    assert missing.exposure is Exposure.WITHHELD
+    assert missing.exposure is Exposure.UNLINKED
     assert "no directory only this user can write" in (missing.why or "")
     assert r.ld_library_path is None and r.tests[0].missing_after == ("libfoo.so.3",)
+    assert r.withheld == () and r.unlinked == ("libfoo.so.3",)
+    assert r.unlinked_tests == (r.tests[0].label,)
+
+
+def test_a_store_that_cannot_be_made_is_named_with_the_systems_reason(
+        tmp_path: Path) -> None:
+    # A path under a regular file: no user, root included, can make it.
+    layout = Layout(tmp_path, zlib=False)
+    (tmp_path / "a-file").write_text("")
+    store = tmp_path / "a-file" / "cache"
+    env = TestEnvironment((), "nothing", {t.label: None for t in layout.inputs})
+    models = Models()
+    context = PlanContext(str(layout.ob), resolver(models), models=models,
+                          session=Session("/", {}, store_root=str(store)),
+                          setting=Setting(no_cache=True))
+    r = plan_repair(layout.inputs, env, context)
+    assert r.unlinked == ("libfoo.so.3",)
+    assert r.unlinked_cause == f"cannot make the per-user directory {store} (Not a directory)"
 
 
 def test_a_directory_whose_name_holds_a_separator_is_reached_by_a_link(

@@ -100,7 +100,7 @@ FIELDS[Repair] = {"output_base": TEXT, "base_source": TEXT,
                   "given_again": st.booleans(), "links": tuples(Link),
                   "links_dir": OPTIONAL, "shadowed": tuples(Shadowed),
                   "conflicts": tuples(Conflict), "groups": tuples(Group, max_size=2),
-                  "held_back": st.booleans()}
+                  "held_back": st.booleans(), "unlinked_cause": OPTIONAL}
 REPAIRS = builds(Repair)
 
 
@@ -190,7 +190,7 @@ def test_a_paths_bytes_that_are_not_utf8_are_written_as_they_were() -> None:
     r = Repair(os.fsdecode(b"/ob/\xff\xc3"), "", (), (), Given())
     data = stored.encode(r)
     assert data.endswith(
-        b'["/ob/\xff\xc3","",[],[],[[],[],false],[],[],[],[],false,[],null,[],[],[],false]')
+        b'["/ob/\xff\xc3","",[],[],[[],[],false],[],[],[],[],false,[],null,[],[],[],false,null]')
     assert stored.decode(data) == r
 
 
