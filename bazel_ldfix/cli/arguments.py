@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bazel_ldfix import PROG
+from bazel_ldfix import PROG, outputbase
 from bazel_ldfix.errors import BadInputError, BuildStepError, NotElfError
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.session import BazelChoice, Session
@@ -243,8 +243,7 @@ def bazel_choice(*, output_base_help: str = "Use this output_base instead of ask
         func = click.option("--startup-option", "startup", multiple=True, metavar="OPT",
                             help="A Bazel startup option, e.g. --output_user_root=DIR "
                                  "(repeatable).")(func)
-        func = click.option("--output-base", type=click.Path(file_okay=False), default=None,
-                            help=output_base_help)(func)
+        func = output_base_option(output_base_help)(func)
         func = click.option("--no-cache", is_flag=True, help=no_cache_help)(func)
         return click.option(
             "--bazel-timeout", "bazel_timeout", type=click.FloatRange(min=0),
@@ -254,6 +253,17 @@ def bazel_choice(*, output_base_help: str = "Use this output_base instead of ask
         )(func)
 
     return decorate
+
+
+def _checked_output_base(_ctx: click.Context, _param: click.Parameter,
+                         value: str | None) -> str | None:
+    """An --output-base that is not there is the user's mistake: said before Bazel runs."""
+    return None if value is None else outputbase.checked(value)
+
+
+def output_base_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--output-base", type=click.Path(file_okay=False), default=None,
+                        callback=_checked_output_base, help=help_text)
 
 
 def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:

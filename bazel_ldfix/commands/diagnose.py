@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import click
 
-from bazel_ldfix.cli.arguments import BazelCommand, github_option, loader_option
+from bazel_ldfix.cli.arguments import (
+    BazelCommand,
+    github_option,
+    loader_option,
+    output_base_option,
+)
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.render.github import enabled as github_enabled
@@ -18,8 +23,7 @@ from bazel_ldfix.session import Session
               help="Read the test results of this --build_event_json_file.")
 @click.option("--log", "log_files", metavar="FILE", multiple=True,
               help="Diagnose this test log (repeatable).")
-@click.option("--output-base", type=click.Path(file_okay=False), default=None,
-              help="Look for libraries here (default: the one the logs come from).")
+@output_base_option("Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Each failure in full, the .bazelrc line and the BUILD changes.")

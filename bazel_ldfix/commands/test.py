@@ -3,7 +3,6 @@ the diagnosis of what still failed in the loader, and the one rerun."""
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ from bazel_ldfix.cli.arguments import (
     github_option,
 )
 from bazel_ldfix.cli.process import pass_session
-from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.given import flags as given_flags
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.render import github
@@ -88,8 +86,6 @@ def test(session: Session, bazel: BazelChoice, prepend: bool, dry_run: bool, no_
       bazel-ldfix test -- //... -//app:ext_test
       bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
-    if bazel.output_base is not None and not os.path.isdir(bazel.output_base):
-        raise BadInputError(f"output_base {bazel.output_base} does not exist")
     options = TestOptions(bazel, prepend, dry_run, no_repair, rerun_failures,
                           force_local_path, github_enabled(github, session.env))
     return run(session.for_repair(), bazel_args, options)

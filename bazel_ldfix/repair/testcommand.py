@@ -34,13 +34,13 @@ from bazel_ldfix.bazel.targets import StepHead, TestTarget
 from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.errors import (
-    BadInputError,
     BazelError,
     BuildStepError,
     NotAWorkspaceError,
     NoTestsError,
 )
 from bazel_ldfix.given import flags as given_flags
+from bazel_ldfix.outputbase import checked
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.keptrepair import LastRun
 from bazel_ldfix.repair.setting import PlanContext, RunFacts, Setting
@@ -112,8 +112,6 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     if workspace is None:
         raise NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "
                                  "above the current directory)")
-    if output_base is not None and not os.path.isdir(output_base):
-        raise BadInputError(f"output_base {output_base} does not exist")
     cache_dir = None if session is None or setting.no_cache else session.cache_dir
     last = LastRun(runner, args, client_env, use=cache_dir is not None)
     built = _build_step(runner, args, client_env, last, output_base)
@@ -249,9 +247,7 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         raise BazelError("the build step's events end before Bazel's last event (the "
                          "--build_event_json_file was cut short or not written); which tests "
                          "it built is not known")
-    base = output_base or events.output_base or ask_output_base(runner)
-    if not os.path.isdir(base):
-        raise BadInputError(f"output_base {base} does not exist")
+    base = checked(output_base or events.output_base or ask_output_base(runner))
     notes: list[str] = []
     absent = [t for t in events.tests if not os.path.isfile(t.executable)]
     if absent:
