@@ -94,7 +94,7 @@ def test(session: Session, bazel: BazelChoice, prepend: bool, dry_run: bool, no_
 def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> int:
     """``bazel test BAZEL_ARGS`` with the repair (unchanged when none can be computed);
     Bazel's exit code, or the code of the run and its rerun together."""
-    from bazel_ldfix.bazel.options import with_options
+    from bazel_ldfix.bazel.commandline import CommandLine
     from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 
     bazel = session.bazel(options.bazel)
@@ -144,7 +144,7 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
         session.say(leftover_warnings(left, session.prog))
     if repair.groups:
         return run_split(session, bazel, bazel_args, repair, options, left)
-    args = with_options(bazel_args, repair.flags)
+    args = CommandLine.of(bazel_args).with_options(repair.flags).words
     if options.dry_run:
         session.show(shlex.join(bazel.argv("test", args)))
         return 0

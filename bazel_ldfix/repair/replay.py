@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import userdir
+from bazel_ldfix.bazel.commandline import CommandLine
 from bazel_ldfix.fs.facts import SETTLE_NS
 
 if TYPE_CHECKING:
@@ -79,8 +80,7 @@ def inputs_of(events: BuildEvents, client_env: Mapping[str, str], output_base: s
     # Less what differs from one run to the next and changes nothing in a repair: the
     # client's timings, and where the step's events were written.
     options = tuple(o for o in events.options if o.name not in _PER_RUN)
-    command_line = tuple(a for a in events.command_line
-                         if not a.startswith("--build_event_json_file="))
+    command_line = CommandLine.of(events.command_line).without("build_event_json_file").options
     steady = dataclasses.replace(events, options=options, command_line=command_line)
     for part in (repr(steady), repr(sorted(client_env.items())), output_base,
                  repr((prepend, force_local, os.geteuid(), os.getegid())),

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from bazel_ldfix.bazel.buildstep import BuildStep, download_outputs
 from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.bazel.commandline import CommandLine
 from bazel_ldfix.bazel.exitcodes import (
     BUILD_FAILURE,
     COMMAND_LINE_ERROR,
@@ -76,17 +77,8 @@ def builds_more(command_line: Sequence[str]) -> bool:
     """Whether the options as Bazel parsed them (``optionsParsed.cmdLine``: rc files and
     ``--config`` expansions in place) ask for ``--build_tests_only`` before the step's own
     ``--nobuild_tests_only``, the last one."""
-    words = list(command_line)
-    own = max((at for at, w in enumerate(words) if w == "--nobuild_tests_only"), default=-1)
-    value = False
-    for word in words[:own] if own >= 0 else words:
-        if word == "--build_tests_only":
-            value = True
-        elif word == "--nobuild_tests_only":
-            value = False
-        elif word.startswith("--build_tests_only="):
-            value = word.split("=", 1)[1].lower() in ("1", "true", "yes")
-    return value
+    return CommandLine.of(command_line).until_last("--nobuild_tests_only").flag(
+        "build_tests_only")
 
 
 _ALONE = Setting()   # what a repair asks by default: nothing but the repair
