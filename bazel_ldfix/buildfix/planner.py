@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declaredinputs, solib
-from bazel_ldfix.buildfix import driver, providers, staging, starlark, unfetched
+from bazel_ldfix.bazel import buildtext, declaredinputs, solib
+from bazel_ldfix.buildfix import driver, providers, staging, unfetched
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.definitions import locate
 from bazel_ldfix.buildfix.edit import edit_plan
@@ -501,17 +501,17 @@ def _copied(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeade
     name = re.sub(r"[^A-Za-z0-9_]", "_", f"{imp.name}_{soname}")
     if skylib:
         text = (f"copy_file(\n"
-                f"    name = {starlark.quote(name)},\n"
-                f"    src = {starlark.quote(imp.attribute_value)},\n"
-                f"    out = {starlark.quote(out)},\n"
+                f"    name = {buildtext.string(name)},\n"
+                f"    src = {buildtext.string(imp.attribute_value)},\n"
+                f"    out = {buildtext.string(out)},\n"
                 f"    allow_symlink = True,\n"
                 f")")
         function, load = "copy_file", ("@bazel_skylib//rules:copy_file.bzl", "copy_file")
     else:
         text = (f"genrule(\n"
-                f"    name = {starlark.quote(name)},\n"
-                f"    srcs = [{starlark.quote(imp.attribute_value)}],\n"
-                f"    outs = [{starlark.quote(out)}],\n"
+                f"    name = {buildtext.string(name)},\n"
+                f"    srcs = [{buildtext.string(imp.attribute_value)}],\n"
+                f"    outs = [{buildtext.string(out)}],\n"
                 f"    cmd = \"cp -f $< $@\",\n"
                 f")")
         function, load = "genrule", None
@@ -558,7 +558,7 @@ def _unique(changes: Sequence[Change], problems: list[str]) -> list[Change]:
             out[key] = change
         elif seen.value != change.value:
             problems.append(f"conflicting fixes for {change.label}: {change.attribute} = "
-                            f"{starlark.quote(seen.value)} ({seen.why}) and "
-                            f"{starlark.quote(change.value)} ({change.why})")
+                            f"{buildtext.string(seen.value)} ({seen.why}) and "
+                            f"{buildtext.string(change.value)} ({change.why})")
     return sorted(out.values(), key=lambda c: (
         c.label, c.kind is Kind.WRAP, c.value if c.kind in (Kind.ADD, Kind.WRAP) else ""))
