@@ -93,6 +93,7 @@ def json_safe(value: object) -> object:
     if isinstance(value, str):
         if _utf8(value):
             return value
+        # Here: +2 ms CPU on --help at the top (benchmarks/START.md).
         import base64
 
         raw = value.encode("utf-8", "surrogateescape")

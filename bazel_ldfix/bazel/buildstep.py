@@ -26,6 +26,7 @@ from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.bazel.commandline import CommandLine
 from bazel_ldfix.bazel.exitcodes import NO_TESTS_FOUND, SUCCESS
 from bazel_ldfix.bazel.options import NO_TEST_TAG, without
+from bazel_ldfix.bazel.query import taken_out
 from bazel_ldfix.bazel.targets import (
     BuildEvents,
     StepHead,
@@ -105,8 +106,6 @@ class BuildStep:
 def _tests_run(bazel: Bazel, events: BuildEvents) -> BuildEvents:
     """The events less the tests that ``bazel test`` builds and does not run: those a
     negative pattern takes out (:func:`bazel_ldfix.bazel.query.taken_out`)."""
-    from bazel_ldfix.bazel.query import taken_out
-
     try:
         out = taken_out(bazel, events.patterns)
     except BazelError:
@@ -132,6 +131,7 @@ class EventFollower:
     def __init__(self, path: str,
                  on_test: Callable[[TestTarget, StepHead], None] | None,
                  expected: Sequence[str] = ()) -> None:
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.bazel import bep
 
         self.path = path

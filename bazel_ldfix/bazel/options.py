@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from bazel_ldfix.bazel.commandline import CommandLine, option_of
 from bazel_ldfix.bazel.queryxml import RuleInfo
 from bazel_ldfix.bazel.targets import TestTarget
+from bazel_ldfix.errors import BazelError
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.bep import Option
@@ -22,6 +23,7 @@ NO_TEST_TAG = "bazel-ldfix-builds-but-runs-no-test"
 
 def without(options: Sequence[Option], given: Sequence[str]) -> tuple[Option, ...]:
     """``options`` less the last occurrence of each of ``given`` (ours come last)."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.bazel.bep import Option
 
     out = list(options)
@@ -119,8 +121,6 @@ def option_names(bazel: Bazel) -> OptionNames | None:
     """The options this Bazel takes, as ``bazel help completion`` lists them (the list its
     own shell completion reads); None when it cannot be asked (it failed, or ran out of
     time, or the list has no ``test`` command)."""
-    from bazel_ldfix.errors import BazelError
-
     try:
         text = bazel.capture("help", ["completion"])
     except BazelError:

@@ -35,6 +35,7 @@ one another user could have written, one cut short or of another shape is ignore
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -123,8 +124,6 @@ def _loading(option: Option) -> bool:
 
 def record_file(cache_dir: str, key: Key) -> str:
     """One record per key, named by a digest of it (the record names its key)."""
-    import hashlib
-
     digest = hashlib.sha256(_dumps(key.as_json())).hexdigest()[:32]
     return os.path.join(cache_dir, "rules", digest)
 

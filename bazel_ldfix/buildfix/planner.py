@@ -8,6 +8,7 @@ Input is the repair's answer (which tests miss which sonames, and what needs the
   (``shared_library``), or keep the unversioned one as ``interface_library`` beside it;
 - no file is named like the SONAME (``libfoo-3.17.0.so`` whose SONAME is ``libfoo.so.3``):
   a rule beside the import makes one (skylib's ``copy_file``, else a ``genrule``), and the
+  # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
   import imports it. A SONAME that names no shared object (TensorRT's builder resource
   says ``do_not_link_against_...``) is never made a file: that library is not to be linked;
 - the name is needed by another library (``libA.so.11`` needs ``libB.so.13``) and an import
@@ -349,6 +350,7 @@ def _versioned(consumer: solib.SolibImport, own: Sequence[solib.SolibImport],
 def _unmet(library: str) -> tuple[str, ...]:
     """What ``library`` needs that the loader model finds nowhere for it alone: not through
     its own RPATH or RUNPATH, the cache or the system directories (no LD_LIBRARY_PATH)."""
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.loader.closure import Options, resolve_file
 
     try:
@@ -486,6 +488,7 @@ def _copied(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeade
             problems: list[str], skylib: bool, cuda: HostDriver = NO_HOST_DRIVER
             ) -> tuple[list[Change], str] | None:
     """No file is named like the SONAME: a rule makes one from the imported file, and the
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     import imports it (its ``shared_library`` then names the rule's output)."""
     reason = _refuse(imp.target, soname, header, cuda)
     directory = os.path.dirname(imp.attribute_value)

@@ -10,6 +10,7 @@ comments and formatting included, as it was. Spans are byte offsets into the UTF
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -363,7 +364,6 @@ def _rewrite(text: str, starts: list[int] | None, old: str, new: str, form: _For
     written as ``form`` says."""
     if starts is None:
         return _written(new, form)
-    import difflib
 
     def at(index: int) -> int:
         return starts[index] if index < len(starts) else len(text)

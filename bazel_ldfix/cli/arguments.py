@@ -32,6 +32,7 @@ class BazelCommand(click.Command):
     128 + N."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix import children
 
         try:
@@ -94,6 +95,7 @@ class BazelArgsCommand(BazelCommand):
         meant for the tool (:meth:`_meant`), the error says what was meant; the exit code
         stays 2, Bazel's. Bazel is asked which words it takes with the signals still
         handled."""
+        # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.bazel.exitcodes import COMMAND_LINE_ERROR
 
         try:
@@ -116,6 +118,7 @@ class BazelArgsCommand(BazelCommand):
         ``test`` does not take (``bazel help completion`` says which), the first close to
         an option of the tool's (``--wrte``: ``--write``). None when Bazel cannot be
         asked: a word Bazel takes is never guessed at."""
+        # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
         import difflib
 
         takes_value, flags = self._own_options(ctx)
@@ -147,6 +150,7 @@ class BazelArgsCommand(BazelCommand):
 
     @staticmethod
     def _bazel_option_names(ctx: click.Context) -> OptionNames | None:
+        # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.bazel.options import option_names
 
         session = ctx.find_object(Session)
@@ -230,6 +234,7 @@ def bazel_choice(*, output_base_help: str = "Use this output_base instead of ask
                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options that say which Bazel a command runs, and how, packed into one
     :class:`~bazel_ldfix.session.BazelChoice` given as ``bazel``."""
+    # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
     from bazel_ldfix.bazel.client import DEFAULT_TIMEOUT
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -11,7 +11,9 @@ from bazel_ldfix.cli.arguments import (
     output_base_option,
 )
 from bazel_ldfix.cli.process import pass_session
+from bazel_ldfix.diagnosis import logs, report, runvalues
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.render import brief, diagnosis
 from bazel_ldfix.render.github import enabled as github_enabled
 from bazel_ldfix.render.github import run_annotations
 from bazel_ldfix.session import Session
@@ -49,10 +51,6 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose //app:vendor_test
       bazel-ldfix diagnose --json --bep events.json
     """
-    from bazel_ldfix.diagnosis import logs, report
-    from bazel_ldfix.render import brief
-    from bazel_ldfix.render import diagnosis as render
-
     found = logs.find(session.cwd, bep=bep, log_files=log_files,
                       output_base=output_base, patterns=patterns)
     if patterns and not found.logs:
@@ -62,17 +60,15 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
             patterns, every, logs.package_of(session.cwd)))
     ran_with = None
     if found.command_log is not None and found.output_base is not None:
-        from bazel_ldfix.diagnosis import runvalues
-
         # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
         ran_with = runvalues.recall(session.cache_dir, found.output_base)
     loaders = session.loaders(loader)
     result = report.diagnose(found, ran_with=ran_with, loaders=loaders,
                                  session=session.for_repair())
     if as_json:
-        session.show(render.to_json(result))
+        session.show(diagnosis.to_json(result))
     elif verbose:
-        session.show(render.to_text(result, color=session.color, prog=session.prog))
+        session.show(diagnosis.to_text(result, color=session.color, prog=session.prog))
     else:
         session.show(brief.to_text(result, color=session.color, prog=session.prog))
     if github_enabled(github, session.env):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import PROG, pathlist, quoting
-from bazel_ldfix.bazel import buildtext
+from bazel_ldfix.bazel import buildfile, buildtext
 from bazel_ldfix.bazel.solib import SolibImport, package_relative
 from bazel_ldfix.errors import CannotEditError
 from bazel_ldfix.given import Given
@@ -160,8 +160,6 @@ class Carrier:
 def existing_import(soname: str, repository_dir: str) -> tuple[str, str] | None:
     """``(name, shared_library)`` of a cc_import in the repository's top-level BUILD file
     that imports ``soname``'s file under its unversioned (or its own) name."""
-    from bazel_ldfix.bazel import buildfile
-
     for build in ("BUILD.bazel", "BUILD"):
         path = os.path.join(repository_dir, build)
         if not os.path.lexists(path):

@@ -333,6 +333,7 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str |
             continue
         found: Mapping[str, list[str]]
         if cached_only:
+            # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
             from bazel_ldfix.outputbase import indexcache
 
             hit = indexcache.load(cache_dir, root, indexcache.state(root), names) \
@@ -350,6 +351,7 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, cache_dir: str |
 
 def _cached_scan(root: str, names: set[str], cache_dir: str, on_error: OnError | None,
                  progress: ProgressFn | None, mounts: Mounts | None) -> Mapping[str, list[str]]:
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.outputbase import indexcache
 
     state = indexcache.state(root)

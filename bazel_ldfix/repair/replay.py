@@ -41,7 +41,12 @@ from typing import TYPE_CHECKING
 
 from bazel_ldfix import userdir
 from bazel_ldfix.bazel.commandline import CommandLine
-from bazel_ldfix.fs.facts import SETTLE_NS
+from bazel_ldfix.fs.facts import SETTLE_NS, holds
+
+# The loader and the index register, when imported, how their kinds of facts are read again.
+from bazel_ldfix.loader.closure import host_header
+from bazel_ldfix.outputbase import indexcache
+from bazel_ldfix.repair import stored
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.queryxml import RuleInfo
@@ -74,8 +79,6 @@ class Kept:
 def inputs_of(events: BuildEvents, client_env: Mapping[str, str], output_base: str,
               prepend: bool, *, force_local: bool = False) -> str:
     """The digest of everything a repair depends on besides the file system's facts."""
-    from bazel_ldfix.loader.closure import host_header
-
     digest = hashlib.blake2b(digest_size=20)
     # Less what differs from one run to the next and changes nothing in a repair: the
     # client's timings, and where the step's events were written.
@@ -102,8 +105,6 @@ def rules_of(rules: Mapping[str, RuleInfo] | None) -> str:
 def load(path: str | None) -> Kept | None:
     """The repair kept at ``path``; None for a file that is missing, not this user's
     alone, cut short, or not exactly what :func:`save` writes."""
-    from bazel_ldfix.repair import stored
-
     if path is None or userdir.private_dir(os.path.dirname(path), create=False) is None:
         return None
     data = userdir.read_private(path, MAX_SIZE)
@@ -142,10 +143,6 @@ def _facts_of(fields: object) -> Facts | None:
 def given_again(kept: Kept | None, inputs: str, rules: str | None) -> Repair | None:
     """The kept repair, if it was made from these inputs and rules (None: the rules'
     answer is not known without asking) and every fact it read still holds."""
-    # The layers whose own kinds of facts a repair keeps register how each is read again.
-    from bazel_ldfix.fs.facts import holds
-    from bazel_ldfix.loader import closure  # noqa: F401
-    from bazel_ldfix.outputbase import indexcache  # noqa: F401
 
     if kept is None or kept.inputs != inputs:
         return None
@@ -159,8 +156,6 @@ def save(path: str | None, inputs: str, rules: str, facts: Facts | None, repair:
     """Keep ``repair`` (best effort: a repair not kept is only made again); False when it
     is not kept: no facts (something was read that is not kept as one), or a timestamp
     too recent (see :data:`SETTLE_NS`)."""
-    from bazel_ldfix.repair import stored
-
     if path is None or facts is None or not settled(facts, now_ns):
         return False
     if userdir.private_dir(os.path.dirname(path)) is None:
@@ -182,8 +177,6 @@ def replace_differing(path: str | None, inputs: str, rules: str, facts: Facts | 
     same command that differs from it, which would otherwise be given again; nothing is
     written where no repair was kept. When the new one cannot be kept, the old one is
     removed. Whether a kept repair was replaced or removed."""
-    from bazel_ldfix.repair import stored
-
     kept = load(path)
     if path is None or kept is None:
         return False
@@ -245,7 +238,6 @@ def settled(facts: Facts, now_ns: int | None = None) -> bool:
                     return False
     # A runfiles tree's fact starts with the newest of its timestamps; the index state of
     # external/ is a digest, whose timestamps are read again (indexcache.state).
-    from bazel_ldfix.outputbase import indexcache
 
     return all(int(value.partition(":")[0]) <= limit
                for value in facts.get("tree", {}).values()) and \

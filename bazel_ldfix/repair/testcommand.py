@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bazel_ldfix import pathlist
 from bazel_ldfix.bazel.buildstep import BuildStep, download_outputs
 from bazel_ldfix.bazel.client import Bazel
 from bazel_ldfix.bazel.commandline import CommandLine
@@ -40,7 +41,7 @@ from bazel_ldfix.errors import (
     NotAWorkspaceError,
     NoTestsError,
 )
-from bazel_ldfix.given import flags as given_flags
+from bazel_ldfix.given import Given, flags
 from bazel_ldfix.outputbase import checked
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.keptrepair import LastRun
@@ -110,6 +111,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     if isinstance(built, StepFailed):
         return built
     events = built.events
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.bazel import testenv
     from bazel_ldfix.repair import replay
 
@@ -125,6 +127,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                  if rules.known is not None else None)
         if again is not None:
             if again.links_dir:
+                # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
                 from bazel_ldfix import linkdir
 
                 linkdir.renew(again.links_dir)
@@ -176,7 +179,7 @@ class _Built:
 def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str],
                 last: LastRun, output_base: str | None) -> _Built | StepFailed:
     """The build step, with the tests read and resolved as soon as Bazel has built each."""
-    step = BuildStep(runner, args, given_flags(last.given))
+    step = BuildStep(runner, args, flags(last.given))
     read_ahead: Callable[[TestTarget, StepHead], None] | None = None
     try:
         # While Bazel builds: the model, and what the host's loader says first; then each
@@ -251,7 +254,7 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
         # option, so neither this step nor the `bazel test` after it re-analyses.
         try:
-            got = download_outputs(runner, args, given_flags(last.given))
+            got = download_outputs(runner, args, flags(last.given))
         except BazelError as exc:   # it did not end in time: the tests run as they are
             notes.append(exc.lines()[0])
         else:
@@ -273,6 +276,7 @@ class _Rules:
 
     def __init__(self, runner: Bazel, events: BuildEvents, workspace: str,
                  selected: Sequence[str], cache_dir: str | None, output_base: str) -> None:
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.bazel import rulecache
 
         self._runner, self._selected, self._output_base = runner, selected, output_base
@@ -292,6 +296,7 @@ class _Rules:
 
     def answer(self) -> dict[str, RuleInfo]:
         """The answer: remembered, or the query's (then remembered for the next run)."""
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.bazel import rulecache
 
         if self.known is None:
@@ -315,8 +320,8 @@ def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str
                 search: bool = True) -> Repair:
     """The plan for the selected tests, given the rules' ``env``: one value, or one per
     group where one value cannot serve them all (:mod:`bazel_ldfix.repair.plan`)."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.bazel.testenv import environment_of
-    from bazel_ldfix.given import Given
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import Repair, TestInput
 
@@ -353,8 +358,6 @@ def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str
 
 def _all_there(value: str) -> bool:
     """Whether every directory of an ``LD_LIBRARY_PATH`` value is there now."""
-    from bazel_ldfix import pathlist
-
     return all(os.path.isdir(entry) for entry in pathlist.split(value) if entry)
 
 
