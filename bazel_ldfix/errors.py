@@ -95,6 +95,7 @@ def exit_words(returncode: int) -> str:
     (exit code 137)`` for a negative code (killed by a signal)."""
     if returncode >= 0:
         return f"exit code {returncode}"
+    # Here: +2.5 ms CPU on --help at the top (benchmarks/START.md).
     import signal
 
     try:

@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import PROG, pathlist
-from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.errors import BadInputError, LdfixError
 
 if TYPE_CHECKING:
     from bazel_ldfix import elf
@@ -126,6 +126,7 @@ class Session:
 
     def bazel(self, choice: BazelChoice = BazelChoice()) -> Bazel:
         """The Bazel to run: --bazel, else $BAZEL, else bazel; run where the user is."""
+        # Here: +107 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.bazel.client import DEFAULT_TIMEOUT, Bazel
 
         executable = choice.path or self.env.get("BAZEL") or "bazel"
@@ -137,6 +138,7 @@ class Session:
                 loader: str | None = None) -> Options:
         """How to resolve: --library-path, else the user's LD_LIBRARY_PATH; the root and the
         loader named on the command line, from where the user is."""
+        # Here: +107 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.loader.closure import Options
 
         value = library_path if library_path is not None else self.env.get("LD_LIBRARY_PATH")
@@ -145,6 +147,7 @@ class Session:
 
     def loaders(self, loader: str | None = None) -> LoaderFactory:
         """This machine's loader for each file modelled, or the one --loader names."""
+        # Here: +107 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.loader.closure import LoaderFactory
 
         return LoaderFactory(self.user_path(loader))
@@ -153,6 +156,7 @@ class Session:
 
     def host_header(self) -> elf.ElfHeader:
         """The ELF class and machine of the programs this machine runs."""
+        # Here: +107 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.loader.closure import host_header
 
         return host_header()
@@ -162,6 +166,7 @@ class Session:
         """The host's NVIDIA driver: the kernel module's version, else the version in the
         name of the libcuda.so.1 that ld.so.cache names; BAZEL_LDFIX_CUDA_COMPAT=1 allows
         compat drivers whatever the host has (docs/cuda.md)."""
+        # Here: +107 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.loader import cuda
 
         if self.driver is not None:
@@ -261,7 +266,7 @@ def _read_small(path: str, limit: int = 4096) -> str | None:
 
 def _cached_libcuda() -> str | None:
     """The real path of the libcuda.so.1 this host's ld.so.cache names, if any."""
-    from bazel_ldfix.errors import LdfixError
+    # Here: +107 ms CPU on --help at the top (benchmarks/START.md).
     from bazel_ldfix.loader import ldcache
 
     try:

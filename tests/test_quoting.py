@@ -17,7 +17,9 @@ import pytest
 from bazelws import BAZEL, Workspace, clean_env, make_workspace
 
 from bazel_ldfix import quoting
+from bazel_ldfix.bazel import buildtext
 from bazel_ldfix.diagnosis import fixes
+from bazel_ldfix.errors import CannotEditError
 from bazel_ldfix.given import Given
 from bazel_ldfix.render import repair as report
 from bazel_ldfix.repair.results import Repair
@@ -81,9 +83,9 @@ def test_a_control_character_cannot_be_put_in_an_rc_line(bad: str) -> None:
 
 
 def test_starlark_string_escapes() -> None:
-    assert quoting.starlark_string('a"b\\c\nd\x1be') == '"a\\"b\\\\c\\nd\\033e"'
-    with pytest.raises(quoting.UnquotableError):
-        quoting.starlark_string("lib\udcff.so")
+    assert buildtext.string('a"b\\c\nd\x1be') == '"a\\"b\\\\c\\nd\\033e"'
+    with pytest.raises(CannotEditError, match="not valid UTF-8"):
+        buildtext.string("lib\udcff.so")
 
 
 def test_build_snippets_quote_names() -> None:
@@ -104,7 +106,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     files = {
         "BUILD": (
             'sh_test(name = "t", srcs = ["t.sh"])\n'
-            f"filegroup(name = \"g\", tags = [{quoting.starlark_string(BUILD_VALUE)}])\n"),
+            f"filegroup(name = \"g\", tags = [{buildtext.string(BUILD_VALUE)}])\n"),
         "t.sh": "#!/bin/bash\nprintf 'VALUE<%s>END\\n' \"$LD_LIBRARY_PATH\"\n",
         "extra.rc": report.repair_bazelrc(repair_with(HOSTILE)) + "\n",
     }

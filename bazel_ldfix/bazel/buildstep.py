@@ -23,8 +23,10 @@ from bazel_ldfix.errors import BazelError
 if TYPE_CHECKING:
     from bazel_ldfix.bazel import bep
 from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.bazel.commandline import CommandLine
 from bazel_ldfix.bazel.exitcodes import NO_TESTS_FOUND, SUCCESS
-from bazel_ldfix.bazel.options import NO_TEST_TAG, with_options, without
+from bazel_ldfix.bazel.options import NO_TEST_TAG, without
+from bazel_ldfix.bazel.query import taken_out
 from bazel_ldfix.bazel.targets import (
     BuildEvents,
     StepHead,
@@ -69,7 +71,7 @@ class BuildStep:
         own = [f"--build_event_json_file={self._bep}", f"--test_tag_filters={NO_TEST_TAG}",
                "--nobuild_tests_only", *expected]
         try:
-            self._running = bazel.start("test", with_options(args, own),
+            self._running = bazel.start("test", CommandLine.of(args).with_options(own).words,
                                         hide=_BUILD_STEP_NOISE, own=True)
         except BaseException:
             self._tmp.cleanup()
@@ -104,8 +106,6 @@ class BuildStep:
 def _tests_run(bazel: Bazel, events: BuildEvents) -> BuildEvents:
     """The events less the tests that ``bazel test`` builds and does not run: those a
     negative pattern takes out (:func:`bazel_ldfix.bazel.query.taken_out`)."""
-    from bazel_ldfix.bazel.query import taken_out
-
     try:
         out = taken_out(bazel, events.patterns)
     except BazelError:
@@ -131,6 +131,7 @@ class EventFollower:
     def __init__(self, path: str,
                  on_test: Callable[[TestTarget, StepHead], None] | None,
                  expected: Sequence[str] = ()) -> None:
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.bazel import bep
 
         self.path = path
@@ -244,7 +245,8 @@ def download_outputs(bazel: Bazel, args: Sequence[str], expected: Sequence[str] 
     ``--remote_download_outputs`` is not a build option, so the analysis cache stays.
     """
     own = ["--remote_download_outputs=toplevel", *expected]
-    running = bazel.start("build", with_options(args, own), hide=_BUILD_STEP_NOISE, own=True)
+    running = bazel.start("build", CommandLine.of(args).with_options(own).words,
+                          hide=_BUILD_STEP_NOISE, own=True)
     try:
         return running.wait(bazel.timeout)
     except children.Expired:

@@ -14,6 +14,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING
 
 from bazel_ldfix import children
+from bazel_ldfix.bazel.commandline import CommandLine
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, NotAWorkspaceError
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Bazel:
     timeout: float | None = DEFAULT_TIMEOUT
 
     def argv(self, command: str, args: Sequence[str]) -> list[str]:
-        return [self.executable, *self.startup, command, *args]
+        return [self.executable, *CommandLine.of(args, command=command, startup=self.startup).argv]
 
     def capture(self, command: str, args: Sequence[str]) -> str:
         """Run a query-like command; its stdout, or BazelError with its stderr."""

@@ -89,6 +89,7 @@ def leftovers(executable: str, library_path: str | None = None,
               *, declarer: str | None = None) -> tuple[Leftover, ...]:
     """The libraries ``executable`` would load only from undeclared files (none for a test
     that is not an ELF program); ``declarer`` as for :func:`undeclared`."""
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.loader.closure import LoaderFactory
 
     stale = undeclared(executable, listed, declarer=declarer)

@@ -13,7 +13,7 @@ from bazel_ldfix.errors import BazelError
 if TYPE_CHECKING:
     pass
 from bazel_ldfix.bazel.client import Bazel, finish
-from bazel_ldfix.bazel.queryxml import RulesAnswer
+from bazel_ldfix.bazel.queryxml import RulesAnswer, answer_of
 
 
 def query_rules(bazel: Bazel, labels: Sequence[str], variable: str) -> RulesAnswer:
@@ -23,7 +23,6 @@ def query_rules(bazel: Bazel, labels: Sequence[str], variable: str) -> RulesAnsw
     names the files they were read from (``buildfiles``)."""
     if not labels:
         return RulesAnswer({}, ())
-    from bazel_ldfix.bazel.queryxml import answer_of  # only when the rules are asked for
 
     return answer_of(bazel.capture("query", ["--output=xml", _env_query(labels, variable)]),
                      labels)
@@ -46,8 +45,6 @@ class PendingRules:
         return max(0.0, self.timeout - (time.monotonic() - self.started))
 
     def result(self) -> RulesAnswer:
-        from bazel_ldfix.bazel.queryxml import answer_of
-
         assert self.proc is not None
         proc, self.proc = self.proc, None
         return answer_of(finish(self.cmd, proc, self._left()), self.labels)

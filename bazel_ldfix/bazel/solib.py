@@ -19,7 +19,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from bazel_ldfix import elf
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.loader.paths import decompose
 
 _UNESCAPE = {"U": "_", "S": "/", "C": ":", "A": "@", "B": "\\"}
 
@@ -132,8 +134,6 @@ def solib_imports(directories: Iterable[str],
                   apparent: Callable[[str], str] | None = None) -> list[SolibImport]:
     """Every library staged in these ``_solib_<cpu>/<dir>`` directories; ``apparent`` maps
     a decoded (canonical) label to the one the main repository writes."""
-    from bazel_ldfix import elf
-
     out: list[SolibImport] = []
     seen: set[str] = set()
     staged_as: set[tuple[str, str]] = set()
@@ -273,9 +273,6 @@ def _verify(target: str, label: str, library_dir: str, file: str) -> bool:
 
 def solib_dirs_of(executable: str) -> list[str]:
     """The ``_solib_`` directories a test reaches: its RUNPATH/RPATH, and its runfiles."""
-    from bazel_ldfix import elf
-    from bazel_ldfix.loader.paths import decompose
-
     out: list[str] = []
     try:
         info = elf.read_elf(executable)

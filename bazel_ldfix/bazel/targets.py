@@ -39,6 +39,7 @@ class BuildEvents:
 
     @property
     def output_base(self) -> str | None:
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.bazel import bep
 
         return bep.output_base_of_exec_root(self.exec_root)
@@ -67,6 +68,7 @@ def parse_bep(lines: Iterable[str]) -> BuildEvents:
 
 def build_events(events: bep.EventFile) -> BuildEvents:
     """The tests of a build step's events, each with its executable, and its options."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.bazel import bep, version
 
     configured = {target.label: target for target in events.configured if target.is_test}
@@ -85,6 +87,7 @@ def build_events(events: bep.EventFile) -> BuildEvents:
 def test_target(target: bep.ConfiguredTarget, outputs: Sequence[bep.File],
                  exec_root: str | None) -> TestTarget | None:
     """A test configured and built, with its executable (None: none among its outputs)."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.bazel import bep
 
     paths = (bep.file_path(f, exec_root) for f in outputs)

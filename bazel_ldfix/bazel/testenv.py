@@ -146,24 +146,6 @@ def reach(rule: str | None, order: Order) -> Reach:
     return Reach.NO if order is Order.RULE_WINS else Reach.UNKNOWN
 
 
-def starlark_string(text: str) -> str:
-    """``text`` as a Starlark string literal (double quotes; backslash, quote and control
-    characters escaped)."""
-    out = []
-    for char in text:
-        if char in ('"', "\\"):
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\t":
-            out.append("\\t")
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\{ord(char):03o}")     # octal: every Starlark reader takes it
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
 @dataclass(frozen=True)
 class TestEnvironment:
     """LD_LIBRARY_PATH as Bazel would hand it to the tests, before any repair."""

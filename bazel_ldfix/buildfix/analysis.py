@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from bazel_ldfix import children
 from bazel_ldfix.bazel.client import Bazel
-from bazel_ldfix.bazel.options import with_options
+from bazel_ldfix.bazel.commandline import CommandLine
 
 TIMEOUT = 900.0     # seconds: loading and analysing a large repository, fetches included
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -50,10 +50,11 @@ class Verdict:
 def analyse(bazel: Bazel, args: Sequence[str], labels: Sequence[str],
             timeout: float = TIMEOUT) -> Verdict:
     """``bazel build --nobuild ARGS -- LABELS``: whether the workspace still analyses."""
-    words = with_options(build_args(args), ["--nobuild", "--color=no", "--curses=no"])
+    line = CommandLine.of(build_args(args)).with_options(
+        ["--nobuild", "--color=no", "--curses=no"])
     if labels:
-        words = [*words, *([] if "--" in words else ["--"]), *labels]
-    cmd = bazel.argv("build", words)
+        line = line.with_targets(labels)
+    cmd = bazel.argv("build", line.words)
     # One of the tool's own calls (bazel_ldfix.children): a session of its own, so that a
     # signal ends a wrapper and the client it started together.
     child = bazel.spawn(cmd)
@@ -75,23 +76,10 @@ def analyse(bazel: Bazel, args: Sequence[str], labels: Sequence[str],
 def build_args(args: Sequence[str]) -> list[str]:
     """``bazel test`` arguments as ``bazel build`` takes them: its print-only options left
     out (``--verbose_test_summary``, ``--test_output=all``, ``--test_summary terse``...)."""
-    out: list[str] = []
-    at = 0
-    while at < len(args):
-        word = args[at]
-        if word == "--":
-            out += args[at:]
-            break
-        name, eq, _ = word.removeprefix("--").partition("=")
-        plain = name.removeprefix("no")
-        takes_value = _TEST_ONLY.get(name)
-        if word.startswith("--") and (takes_value is not None or (
-                plain in _TEST_ONLY and not _TEST_ONLY[plain])):
-            at += 2 if takes_value and not eq else 1
-            continue
-        out.append(word)
-        at += 1
-    return out
+    line = CommandLine.of(args)
+    for name, takes_value in _TEST_ONLY.items():
+        line = line.without(name, takes_value=takes_value)
+    return line.words
 
 
 def first_error(stderr: str) -> str | None:

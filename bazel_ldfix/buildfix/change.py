@@ -7,6 +7,7 @@ import enum
 import os
 from dataclasses import dataclass
 
+from bazel_ldfix.bazel import buildtext
 from bazel_ldfix.buildfix.definitions import Place
 from bazel_ldfix.buildfix.files import Snapshot
 
@@ -42,18 +43,16 @@ class Change:
     @property
     def words(self) -> str:
         """The change in a few words: ``shared_library = "..."``, ``add ... to deps``."""
-        from bazel_ldfix.buildfix.starlark import quote
-
+        value = buildtext.string(self.value) if self.kind is not Kind.RULE else self.value
         if self.kind is Kind.SET:
-            return f"{self.attribute} = {quote(self.value)}"
+            return f"{self.attribute} = {value}"
         if self.kind is Kind.ADD:
-            return f"add {quote(self.value)} to {self.attribute}"
+            return f"add {value} to {self.attribute}"
         if self.kind is Kind.WRAP:
-            return (f"rename the cc_import to {quote(wrapped_name(self.label))}, and add a "
-                    f"cc_library named as it was that links it and {quote(self.value)}")
+            return (f"rename the cc_import to {buildtext.string(wrapped_name(self.label))}, "
+                    f"and add a cc_library named as it was that links it and {value}")
         if self.kind is Kind.SYSTEM:
-            return (f"interface_library = {quote(self.value)}, system_provided = 1, and no "
-                    "shared_library")
+            return f"interface_library = {value}, system_provided = 1, and no shared_library"
         return f"add, after it, {self.value}"
 
 

@@ -13,7 +13,7 @@ import ast
 import os
 from collections.abc import Callable, Sequence
 
-from bazel_ldfix.bazel import buildfile
+from bazel_ldfix.bazel import buildfile, buildtext
 from bazel_ldfix.bazel.repocall import RepositoryCall
 from bazel_ldfix.buildfix import files, starlark
 from bazel_ldfix.buildfix.change import (
@@ -125,7 +125,7 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
         call = source.rule(name)
         if call is None:
             raise CannotEditError(
-                f"{source.name}: no call with name = {starlark.quote(name)} at the top level "
+                f"{source.name}: no call with name = {buildtext.string(name)} at the top level "
                 f"(is {change.label} made by a macro or a loop?); nothing changed")
         function = buildfile.function_name(call)
         if change.kind is Kind.ADD and change.attribute == "deps" \
@@ -165,7 +165,7 @@ def _edit_build(source: starlark.Source, changes: Sequence[Change]
                 change.old, change.label):
             raise CannotEditError(
                 f"{source.name}:{call.lineno}: {change.label} has {named} = "
-                f"{starlark.quote(now)}, which is not the file {change.old} itself (a label "
+                f"{buildtext.string(now)}, which is not the file {change.old} itself (a label "
                 "of another rule?); change it by hand; nothing changed")
         if change.kind is Kind.SYSTEM:
             source = _made_system_provided(source, name, change.value)
@@ -225,7 +225,7 @@ def _wrap(source: starlark.Source, call: ast.Call, change: Change) -> starlark.S
             "cc_import: add the dependency where it is defined; nothing changed")
     if source.rule(inner) is not None:
         raise CannotEditError(
-            f"{source.name}: a rule named {starlark.quote(inner)} exists already, so "
+            f"{source.name}: a rule named {buildtext.string(inner)} exists already, so "
             f"{change.label} cannot be renamed to it; nothing changed")
     kept = []
     for attribute in ("visibility", "testonly", "tags"):
@@ -235,10 +235,10 @@ def _wrap(source: starlark.Source, call: ast.Call, change: Change) -> starlark.S
             raw = source.data[span.start: span.end].decode("utf-8", "surrogateescape")
             kept.append(f"    {attribute} = {raw},\n")
     text = (f"cc_library(\n"
-            f"    name = {starlark.quote(name)},\n"
+            f"    name = {buildtext.string(name)},\n"
             f"    deps = [\n"
-            f"        {starlark.quote(':' + inner)},\n"
-            f"        {starlark.quote(change.value)},\n"
+            f"        {buildtext.string(':' + inner)},\n"
+            f"        {buildtext.string(change.value)},\n"
             f"    ],\n" + "".join(kept) + ")")
     source = starlark.set_string(source, call, "name", inner)
     renamed = source.rule(inner)

@@ -8,6 +8,7 @@ Input is the repair's answer (which tests miss which sonames, and what needs the
   (``shared_library``), or keep the unversioned one as ``interface_library`` beside it;
 - no file is named like the SONAME (``libfoo-3.17.0.so`` whose SONAME is ``libfoo.so.3``):
   a rule beside the import makes one (skylib's ``copy_file``, else a ``genrule``), and the
+  # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
   import imports it. A SONAME that names no shared object (TensorRT's builder resource
   says ``do_not_link_against_...``) is never made a file: that library is not to be linked;
 - the name is needed by another library (``libA.so.11`` needs ``libB.so.13``) and an import
@@ -34,9 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bazel_ldfix import elf
-from bazel_ldfix.bazel import declaredinputs, solib
+from bazel_ldfix.bazel import buildtext, declaredinputs, solib
 from bazel_ldfix.bazel.repocall import RepositoryCall
-from bazel_ldfix.buildfix import driver, providers, staging, starlark, unfetched
+from bazel_ldfix.buildfix import driver, providers, staging, unfetched
 from bazel_ldfix.buildfix.change import Change, Kind, Plan
 from bazel_ldfix.buildfix.definitions import locate
 from bazel_ldfix.buildfix.edit import edit_plan
@@ -352,6 +353,7 @@ def _versioned(consumer: solib.SolibImport, own: Sequence[solib.SolibImport],
 def _unmet(library: str) -> tuple[str, ...]:
     """What ``library`` needs that the loader model finds nowhere for it alone: not through
     its own RPATH or RUNPATH, the cache or the system directories (no LD_LIBRARY_PATH)."""
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.loader.closure import Options, resolve_file
 
     try:
@@ -489,6 +491,7 @@ def _copied(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeade
             problems: list[str], skylib: bool, cuda: HostDriver = NO_HOST_DRIVER
             ) -> tuple[list[Change], str] | None:
     """No file is named like the SONAME: a rule makes one from the imported file, and the
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     import imports it (its ``shared_library`` then names the rule's output)."""
     reason = _refuse(imp.target, soname, header, cuda)
     directory = os.path.dirname(imp.attribute_value)
@@ -504,17 +507,17 @@ def _copied(imp: solib.SolibImport, soname: str, test: str, header: elf.ElfHeade
     name = re.sub(r"[^A-Za-z0-9_]", "_", f"{imp.name}_{soname}")
     if skylib:
         text = (f"copy_file(\n"
-                f"    name = {starlark.quote(name)},\n"
-                f"    src = {starlark.quote(imp.attribute_value)},\n"
-                f"    out = {starlark.quote(out)},\n"
+                f"    name = {buildtext.string(name)},\n"
+                f"    src = {buildtext.string(imp.attribute_value)},\n"
+                f"    out = {buildtext.string(out)},\n"
                 f"    allow_symlink = True,\n"
                 f")")
         function, load = "copy_file", ("@bazel_skylib//rules:copy_file.bzl", "copy_file")
     else:
         text = (f"genrule(\n"
-                f"    name = {starlark.quote(name)},\n"
-                f"    srcs = [{starlark.quote(imp.attribute_value)}],\n"
-                f"    outs = [{starlark.quote(out)}],\n"
+                f"    name = {buildtext.string(name)},\n"
+                f"    srcs = [{buildtext.string(imp.attribute_value)}],\n"
+                f"    outs = [{buildtext.string(out)}],\n"
                 f"    cmd = \"cp -f $< $@\",\n"
                 f")")
         function, load = "genrule", None
@@ -561,7 +564,7 @@ def _unique(changes: Sequence[Change], problems: list[str]) -> list[Change]:
             out[key] = change
         elif seen.value != change.value:
             problems.append(f"conflicting fixes for {change.label}: {change.attribute} = "
-                            f"{starlark.quote(seen.value)} ({seen.why}) and "
-                            f"{starlark.quote(change.value)} ({change.why})")
+                            f"{buildtext.string(seen.value)} ({seen.why}) and "
+                            f"{buildtext.string(change.value)} ({change.why})")
     return sorted(out.values(), key=lambda c: (
         c.label, c.kind is Kind.WRAP, c.value if c.kind in (Kind.ADD, Kind.WRAP) else ""))

@@ -34,6 +34,7 @@ def missing_after(executable: str, added: Iterable[tuple[str, str]],
     runs from its runfiles; ``declarer`` is then the test, whose runfiles manifest says
     what Bazel declares (:func:`declaredinputs.undeclared`).
     """
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.loader.closure import LoaderFactory
 
     real = os.path.realpath(executable)

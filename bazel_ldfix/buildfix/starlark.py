@@ -10,32 +10,13 @@ comments and formatting included, as it was. Spans are byte offsets into the UTF
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from dataclasses import dataclass
 
-from bazel_ldfix.bazel import buildfile
+from bazel_ldfix.bazel import buildfile, buildtext
 from bazel_ldfix.bazel.buildfile import function_name, keyword, string_attr, string_of
 from bazel_ldfix.errors import CannotEditError
-
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def quote(value: str) -> str:
-    """``value`` as a double-quoted Starlark string literal.
-
-    Bazel's lexer reads ``\\\\ \\" \\n \\r \\t`` in a plain string; other control characters
-    have no portable spelling across Bazel versions, so they are refused.
-    """
-    out = []
-    for char in value:
-        if char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            raise CannotEditError(f"cannot write {value!r} as a Starlark string: it holds a "
-                                  "control character")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
 
 
 @dataclass(frozen=True)
@@ -91,7 +72,7 @@ class Source:
         found = [c for c in self.calls() if string_attr(c, "name") == name]
         if len(found) > 1:
             raise CannotEditError(f"{self.name}: {len(found)} calls have name = "
-                                  f"{quote(name)}; nothing changed")
+                                  f"{buildtext.string(name)}; nothing changed")
         return found[0] if found else None
 
     def loads(self) -> dict[str, tuple[str, str]]:
@@ -169,8 +150,8 @@ def set_string(source: Source, call: ast.Call, attribute: str, value: str,
         except CannotEditError:
             # A form that cannot hold the value (a raw string, a concatenation of
             # literals): one plain literal, which reads the same to Bazel.
-            return source.replace(source.span(kw.value), quote(value))
-    return _insert_keyword(source, call, f"{attribute} = {quote(value)}", after)
+            return source.replace(source.span(kw.value), buildtext.string(value))
+    return _insert_keyword(source, call, f"{attribute} = {buildtext.string(value)}", after)
 
 
 def set_int(source: Source, call: ast.Call, attribute: str, value: int,
@@ -220,7 +201,7 @@ def add_to_list(source: Source, call: ast.Call, attribute: str, item: str) -> So
     """Add ``"item"`` to the list ``attribute`` of ``call`` (or create the attribute)."""
     kw = keyword(call, attribute)
     if kw is None:
-        return _insert_keyword(source, call, f"{attribute} = [{quote(item)}]", None)
+        return _insert_keyword(source, call, f"{attribute} = [{buildtext.string(item)}]", None)
     node = kw.value
     if not isinstance(node, ast.List) or any(string_of(e) is None for e in node.elts):
         raise CannotEditError(f"{source.name}:{node.lineno}: {attribute} is not a plain list "
@@ -230,7 +211,7 @@ def add_to_list(source: Source, call: ast.Call, attribute: str, item: str) -> So
         return source
     span = source.span(node)
     if not node.elts:
-        return source.replace(span, f"[{quote(item)}]")
+        return source.replace(span, f"[{buildtext.string(item)}]")
     last = source.span(node.elts[-1])
     between = source.data[last.end: span.end - 1]     # after the last item, before "]"
     if b"\n" in between or b"\n" in source.data[span.start: last.end]:
@@ -243,12 +224,12 @@ def add_to_list(source: Source, call: ast.Call, attribute: str, item: str) -> So
         if comma_at >= 0:
             end_of_line = source.line_end(comma_at)
             return source.replace(Span(end_of_line, end_of_line),
-                                  f"\n{indent}{quote(item)},")
-        return source.replace(Span(last.end, last.end), f",\n{indent}{quote(item)},")
+                                  f"\n{indent}{buildtext.string(item)},")
+        return source.replace(Span(last.end, last.end), f",\n{indent}{buildtext.string(item)},")
     comma_at = source.data.find(b",", last.end, span.end - 1)
     if comma_at >= 0:
-        return source.replace(Span(comma_at + 1, comma_at + 1), f" {quote(item)},")
-    return source.replace(Span(last.end, last.end), f", {quote(item)}")
+        return source.replace(Span(comma_at + 1, comma_at + 1), f" {buildtext.string(item)},")
+    return source.replace(Span(last.end, last.end), f", {buildtext.string(item)}")
 
 
 def _insert_keyword(source: Source, call: ast.Call, text: str, after: str | None) -> Source:
@@ -383,7 +364,6 @@ def _rewrite(text: str, starts: list[int] | None, old: str, new: str, form: _For
     written as ``form`` says."""
     if starts is None:
         return _written(new, form)
-    import difflib
 
     def at(index: int) -> int:
         return starts[index] if index < len(starts) else len(text)
@@ -408,18 +388,16 @@ def _written(text: str, form: _Form) -> str:
                     or (ord(char) < 0x20 and char != "\t") or ord(char) == 0x7F:
                 raise CannotEditError(f"{form.where}: a raw string cannot hold {char!r} "
                                       "written anew; change it by hand; nothing changed")
+            buildtext.escaped(char, text)   # refuses what a BUILD file cannot hold
             out.append(char)
         elif char == mark and (form.escape_quotes or not triple):
             out.append("\\" + mark)
         elif char == "\t" and triple:
             out.append(char)        # as a person indents inside a triple-quoted string
-        elif char in "\\\n\r\t":
-            out.append(_ESCAPES[char])
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            raise CannotEditError(f"{form.where}: cannot write {char!r} in a Starlark "
-                                  "string: it is a control character; nothing changed")
+        elif char in "'\"":
+            out.append(char)        # the other quote mark, as it is
         else:
-            out.append(char)        # the other quote mark too, as it is
+            out.append(buildtext.escaped(char, text))
     return "".join(out)
 
 
@@ -439,7 +417,7 @@ def ensure_load(source: Source, bzl: str, symbol: str) -> Source:
     if bound is not None or symbol in source.assignments():
         raise CannotEditError(f"{source.name}: {symbol} is already bound to something else; "
                               "nothing changed")
-    line = f"load({quote(bzl)}, {quote(symbol)})"
+    line = f"load({buildtext.string(bzl)}, {buildtext.string(symbol)})"
     loads = [c for c in source.calls() if function_name(c) == "load"]
     if loads:
         end = source.line_end(source.span(loads[-1]).end)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bazel_ldfix import PROG
+from bazel_ldfix import PROG, outputbase
 from bazel_ldfix.errors import BadInputError, BuildStepError, NotElfError
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.session import BazelChoice, Session
@@ -32,6 +32,7 @@ class BazelCommand(click.Command):
     128 + N."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix import children
 
         try:
@@ -94,6 +95,7 @@ class BazelArgsCommand(BazelCommand):
         meant for the tool (:meth:`_meant`), the error says what was meant; the exit code
         stays 2, Bazel's. Bazel is asked which words it takes with the signals still
         handled."""
+        # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.bazel.exitcodes import COMMAND_LINE_ERROR
 
         try:
@@ -116,6 +118,7 @@ class BazelArgsCommand(BazelCommand):
         ``test`` does not take (``bazel help completion`` says which), the first close to
         an option of the tool's (``--wrte``: ``--write``). None when Bazel cannot be
         asked: a word Bazel takes is never guessed at."""
+        # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
         import difflib
 
         takes_value, flags = self._own_options(ctx)
@@ -147,6 +150,7 @@ class BazelArgsCommand(BazelCommand):
 
     @staticmethod
     def _bazel_option_names(ctx: click.Context) -> OptionNames | None:
+        # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.bazel.options import option_names
 
         session = ctx.find_object(Session)
@@ -230,6 +234,7 @@ def bazel_choice(*, output_base_help: str = "Use this output_base instead of ask
                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options that say which Bazel a command runs, and how, packed into one
     :class:`~bazel_ldfix.session.BazelChoice` given as ``bazel``."""
+    # Here: +56 ms CPU on --help at the top (benchmarks/START.md).
     from bazel_ldfix.bazel.client import DEFAULT_TIMEOUT
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -243,8 +248,7 @@ def bazel_choice(*, output_base_help: str = "Use this output_base instead of ask
         func = click.option("--startup-option", "startup", multiple=True, metavar="OPT",
                             help="A Bazel startup option, e.g. --output_user_root=DIR "
                                  "(repeatable).")(func)
-        func = click.option("--output-base", type=click.Path(file_okay=False), default=None,
-                            help=output_base_help)(func)
+        func = output_base_option(output_base_help)(func)
         func = click.option("--no-cache", is_flag=True, help=no_cache_help)(func)
         return click.option(
             "--bazel-timeout", "bazel_timeout", type=click.FloatRange(min=0),
@@ -254,6 +258,17 @@ def bazel_choice(*, output_base_help: str = "Use this output_base instead of ask
         )(func)
 
     return decorate
+
+
+def _checked_output_base(_ctx: click.Context, _param: click.Parameter,
+                         value: str | None) -> str | None:
+    """An --output-base that is not there is the user's mistake: said before Bazel runs."""
+    return None if value is None else outputbase.checked(value)
+
+
+def output_base_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--output-base", type=click.Path(file_okay=False), default=None,
+                        callback=_checked_output_base, help=help_text)
 
 
 def bazel_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -56,6 +56,7 @@ class _Progress:
 
     def __call__(self, files: int, repository: str | None) -> None:
         if self._shown is None:
+            # Here: +72 ms CPU on --help at the top (benchmarks/START.md).
             from bazel_ldfix.outputbase.index import Progress
 
             self._shown = Progress(sys.stderr)

@@ -24,6 +24,16 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
+import runfiles
+
+from bazel_ldfix.bazel import solib
+from bazel_ldfix.cli import main as cli_main
+from bazel_ldfix.diagnosis import fixes
+from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.linkage import kinds
+from bazel_ldfix.loader.closure import Options, resolve_file
+from bazel_ldfix.render.resolved import resolution_tree
+
 COMMANDS = ("load", "inspect", "assert-linkage", "assert-package")
 # The test's own repositories (the tool, its Python packages, a Python toolchain): their
 # files are in the runfiles too, but are not the binary's.
@@ -49,8 +59,6 @@ def rlocation_path(rootpath: str, workspace: str) -> str:
 
 def locate(rootpath: str, env: Mapping[str, str]) -> str | None:
     """The file's path in this test's runfiles, or None when the runfiles lack it."""
-    import runfiles
-
     files = runfiles.Create(dict(env))
     if files is None:
         return None
@@ -99,8 +107,6 @@ def runfiles_entries(env: Mapping[str, str]) -> list[tuple[str, str]]:
 
 def runfiles_shared_objects(env: Mapping[str, str]) -> list[tuple[str, str]]:
     """The shared objects in the runfiles outside the test's own repositories."""
-    from bazel_ldfix.linkage import kinds
-
     out = []
     for rlocation, path in runfiles_entries(env):
         repository = rlocation.split("/", 1)[0]
@@ -116,9 +122,6 @@ def runfiles_shared_objects(env: Mapping[str, str]) -> list[tuple[str, str]]:
 
 def load_fixes(path: str, missing: Sequence[str]) -> list[str]:
     """The BUILD changes for missing sonames that a ``cc_import`` of ``libX.so`` explains."""
-    from bazel_ldfix.bazel import solib
-    from bazel_ldfix.diagnosis import fixes
-
     out = []
     imports = solib.solib_imports(solib.solib_dirs_of(path))
     for soname in missing:
@@ -134,10 +137,6 @@ def load_fixes(path: str, missing: Sequence[str]) -> list[str]:
 
 def check_load(label: str, path: str, env: Mapping[str, str]) -> int:
     """0 when the loader model loads ``path`` in ``env``, else 1 with the explanation."""
-    from bazel_ldfix.errors import BadInputError
-    from bazel_ldfix.loader.closure import Options, resolve_file
-    from bazel_ldfix.render.resolved import resolution_tree
-
     options = Options(env.get("LD_LIBRARY_PATH"), False, "/", os.getcwd())
     try:
         result = resolve_file(path, options)
@@ -191,6 +190,5 @@ def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
         return 2
     if command == "load":
         return check_load(label, path, env)
-    from bazel_ldfix.cli import main as cli_main
 
     return cli_main([command, *options, path])

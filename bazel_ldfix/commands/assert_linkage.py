@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
 from bazel_ldfix.cli.arguments import loader_options
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.linkage import gate, names
+from bazel_ldfix.render import linkage
 from bazel_ldfix.session import Session
 
 
@@ -41,16 +45,11 @@ def assert_linkage(session: Session, file: str, needs: tuple[str, ...],
       bazel-ldfix assert-linkage --needs libvendor.so.3 bazel-bin/app/vendor_test
       bazel-ldfix assert-linkage --binds 'vendor_value=libvendor.so.3' bazel-bin/app/_ext.so
     """
-    import shutil
-
-    from bazel_ldfix.linkage import gate, names
-    from bazel_ldfix.render import linkage as render
-
     asked = gate.Assertions(needs, imports, no_defines, gate.parse_binds(binds))
     if not any((needs, imports, no_defines, binds)):
         raise BadInputError("nothing to assert: give --needs, --imports, --no-defines or "
                             "--binds")
     report = gate.check(file, asked, session.options(library_path, inhibit_cache, root),
                         names.Demangler(shutil.which("c++filt")))
-    click.echo(render.gate_json(report) if as_json else render.gate_text(report))
+    click.echo(linkage.gate_json(report) if as_json else linkage.gate_text(report))
     return 0 if report.ok else 1

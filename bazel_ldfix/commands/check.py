@@ -7,7 +7,9 @@ import click
 from bazel_ldfix.cli.arguments import explain_bad, loader_option
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.loader import realloader
 from bazel_ldfix.quoting import printable
+from bazel_ldfix.render.resolved import check_text, checks_json, matrix_json, matrix_text
 from bazel_ldfix.session import Session
 
 
@@ -34,14 +36,6 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
       bazel-ldfix check bazel-bin/app/vendor_test
       bazel-ldfix check --matrix /opt/a/lib --matrix /opt/b/lib bazel-bin/app/vendor_test
     """
-    from bazel_ldfix.loader import realloader
-    from bazel_ldfix.render.resolved import (
-        check_text,
-        checks_json,
-        matrix_json,
-        matrix_text,
-    )
-
     options = session.options(library_path, inhibit_cache, "/", loader)
     host = session.cuda
     bad = False

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import click
 
-from bazel_ldfix.cli.arguments import BazelCommand, github_option, loader_option
+from bazel_ldfix.cli.arguments import (
+    BazelCommand,
+    github_option,
+    loader_option,
+    output_base_option,
+)
 from bazel_ldfix.cli.process import pass_session
+from bazel_ldfix.diagnosis import logs, report, runvalues
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.render import brief, diagnosis
 from bazel_ldfix.render.github import enabled as github_enabled
 from bazel_ldfix.render.github import run_annotations
 from bazel_ldfix.session import Session
@@ -18,8 +25,7 @@ from bazel_ldfix.session import Session
               help="Read the test results of this --build_event_json_file.")
 @click.option("--log", "log_files", metavar="FILE", multiple=True,
               help="Diagnose this test log (repeatable).")
-@click.option("--output-base", type=click.Path(file_okay=False), default=None,
-              help="Look for libraries here (default: the one the logs come from).")
+@output_base_option("Look for libraries here (default: the one the logs come from).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-v", "--verbose", is_flag=True,
               help="Each failure in full, the .bazelrc line and the BUILD changes.")
@@ -45,10 +51,6 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
       bazel-ldfix diagnose //app:vendor_test
       bazel-ldfix diagnose --json --bep events.json
     """
-    from bazel_ldfix.diagnosis import logs, report, runvalues
-    from bazel_ldfix.render import brief
-    from bazel_ldfix.render import diagnosis as render
-
     def own(base: str) -> str | None:
         """The command of bazel-ldfix's own that ran the last Bazel command, if one did."""
         return runvalues.recall_own(session.store, base)
@@ -68,9 +70,9 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
     result = report.diagnose(found, ran_with=ran_with, loaders=loaders,
                                  session=session.for_repair())
     if as_json:
-        session.show(render.to_json(result))
+        session.show(diagnosis.to_json(result))
     elif verbose:
-        session.show(render.to_text(result, color=session.color, prog=session.prog))
+        session.show(diagnosis.to_text(result, color=session.color, prog=session.prog))
     else:
         session.show(brief.to_text(result, color=session.color, prog=session.prog))
     if github_enabled(github, session.env):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
 from bazel_ldfix.cli.arguments import loader_options
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.linkage import gate, kinds, names
+from bazel_ldfix.linkage.duplicates import find_dupes
+from bazel_ldfix.render import linkage
 from bazel_ldfix.session import Session
 
 
@@ -27,12 +32,6 @@ def dupes(session: Session, file: str, as_json: bool, library_path: str | None,
       bazel-ldfix dupes bazel-bin/app/vendor_test
       bazel-ldfix dupes --json bazel-bin/app/_ext.so
     """
-    import shutil
-
-    from bazel_ldfix.linkage import gate, kinds, names
-    from bazel_ldfix.linkage.duplicates import find_dupes
-    from bazel_ldfix.render import linkage as render
-
     found = kinds.inspect(file)
     if found.kind not in gate.LINKED_KINDS:
         raise BadInputError(f"{file}: {found.kind.words}, not a linked ELF object "
@@ -42,6 +41,6 @@ def dupes(session: Session, file: str, as_json: bool, library_path: str | None,
     program = shutil.which("c++filt")
     if program is not None:  # names are shown demangled when a demangler is there
         demangled = names.Demangler(program).demangle(d.name for d in report.duplicates)
-    click.echo(render.dupes_json(report, demangled) if as_json
-               else render.dupes_text(report, demangled))
+    click.echo(linkage.dupes_json(report, demangled) if as_json
+               else linkage.dupes_text(report, demangled))
     return 1 if report.split else 0

@@ -12,13 +12,16 @@ from typing import TYPE_CHECKING
 import click
 
 from bazel_ldfix import children, pathlist
-from bazel_ldfix.buildfix import analysis, files, unfetched
+from bazel_ldfix.bazel import declaredinputs
+from bazel_ldfix.bazel.workspace import workspace_of
+from bazel_ldfix.buildfix import analysis, driver, files, unfetched
 from bazel_ldfix.buildfix.change import Plan
 from bazel_ldfix.buildfix.definitions import defines_repository
 from bazel_ldfix.buildfix.edit import write
 from bazel_ldfix.buildfix.planner import Shape, TestMissing, plan_fix
 from bazel_ldfix.cli.arguments import PASSTHROUGH, BazelArgsCommand, bazel_choice
 from bazel_ldfix.cli.process import pass_session
+from bazel_ldfix.diagnosis import model as diagnosis_model
 from bazel_ldfix.errors import CannotEditError
 from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, HostDriver
 from bazel_ldfix.quoting import printable
@@ -94,13 +97,14 @@ def run(session: Session, bazel_args: Sequence[str], options: FixOptions) -> int
     written, ``bazel build --nobuild`` is asked, and unless ``--write`` keeps them they get
     their bytes back (:func:`apply`). A change Bazel rejects is no diff but a reason.
     """
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.diagnosis import runvalues
-    from bazel_ldfix.repair import testcommand as repairing
+    from bazel_ldfix.repair import testcommand
 
     bazel = session.bazel(options.bazel)
-    repair = repairing.for_command(session, options.bazel, bazel_args)
-    if isinstance(repair, repairing.StepFailed):
-        raise repairing.build_failed(repair)
+    repair = testcommand.for_command(session, options.bazel, bazel_args)
+    if isinstance(repair, testcommand.StepFailed):
+        raise testcommand.build_failed(repair)
     try:
         return change(session, bazel, bazel_args, options, repair)
     finally:
@@ -111,7 +115,6 @@ def run(session: Session, bazel_args: Sequence[str], options: FixOptions) -> int
 def change(session: Session, bazel: Bazel, bazel_args: Sequence[str], options: FixOptions,
            repair: Repair) -> int:
     """:func:`run` once the repair is known: the plan, its analysis, and what is shown."""
-    from bazel_ldfix.bazel.workspace import workspace_of
     from bazel_ldfix.render.buildfix import to_jsonable, to_text
     from bazel_ldfix.render.common import dumps
 
@@ -207,6 +210,7 @@ def change(session: Session, bazel: Bazel, bazel_args: Sequence[str], options: F
 def verify(session: Session, bazel: Bazel, bazel_args: Sequence[str]) -> int:
     """Plain ``bazel test BAZEL_ARGS`` after the change, with no ``--test_env``: Bazel's
     exit code, and one line that says what it means."""
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
 
     code = bazel.stream("test", bazel_args)
@@ -248,10 +252,6 @@ def plan_for(repair: Repair, workspace: str, *, interface: bool = False,
     (``cuda``: the host's driver, docs/cuda.md). ``fetch`` is asked of a name no import of
     the build provides (:class:`unfetched.Fetcher`).
     """
-    from bazel_ldfix.bazel import declaredinputs
-    from bazel_ldfix.buildfix import driver
-    from bazel_ldfix.diagnosis import model as diagnosis_model
-
     found = {m.soname: m.dir for m in repair.missing if m.dir}
     needed_by = {m.soname: m.needed_by for m in repair.missing}
     tests = []

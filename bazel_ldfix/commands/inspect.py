@@ -6,7 +6,9 @@ import click
 
 from bazel_ldfix.cli.arguments import explain_bad
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.linkage import kinds
 from bazel_ldfix.quoting import printable
+from bazel_ldfix.render import linkage
 
 _KINDS = ("shared-object", "pie", "executable", "relocatable", "core", "other-elf",
           "static-archive", "thin-archive", "linker-script", "not-elf", "empty", "missing",
@@ -30,9 +32,6 @@ def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> int:
       bazel-ldfix inspect third_party/vendor/lib/libvendor.so
       bazel-ldfix inspect --require shared-object --json lib/libvendor.so.3
     """
-    from bazel_ldfix.linkage import kinds
-    from bazel_ldfix.render import linkage as render
-
     want = kinds.Kind(required) if required is not None else None
     docs = []
     texts = []
@@ -43,18 +42,18 @@ def inspect(files: tuple[str, ...], required: str | None, as_json: bool) -> int:
         except BadInputError as exc:
             click.echo(f"error: {printable(explain_bad(exc))}", err=True)
             bad = True
-            docs.append(render.inspection_document(
+            docs.append(linkage.inspection_document(
                 kinds.Inspection(path, kinds.Kind.NOT_ELF), want, error=str(exc)))
             continue
-        docs.append(render.inspection_document(item, want))
-        texts.append(render.inspection_text(item))
+        docs.append(linkage.inspection_document(item, want))
+        texts.append(linkage.inspection_text(item))
         problem = item.mismatch(want) if want is not None else None
         if problem is not None and want is not None:
             mismatched = True
-            click.echo(f"bazel-ldfix: {render.printable(path)} is not {want.words}: {problem}",
+            click.echo(f"bazel-ldfix: {linkage.printable(path)} is not {want.words}: {problem}",
                        err=True)
     if as_json:
-        click.echo(render.inspections_json(docs))
+        click.echo(linkage.inspections_json(docs))
     elif texts:
         click.echo("\n".join(texts))
     return 2 if bad else 1 if mismatched else 0

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import click
 
+from bazel_ldfix.bazel import solib
+from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.cli.arguments import BazelCommand, bazel_choice
 from bazel_ldfix.cli.process import pass_session
+from bazel_ldfix.outputbase import index
+from bazel_ldfix.render.copies import locate_json, locate_text
 from bazel_ldfix.session import BazelChoice, Session
 
 
@@ -31,14 +35,9 @@ def locate(session: Session, sonames: tuple[str, ...], bazel: BazelChoice,
       bazel-ldfix locate libvendor.so.3
       bazel-ldfix locate --json --output-base "$(bazel info output_base)" libcudart.so.12
     """
-    from bazel_ldfix.bazel.workspace import output_base as ask_output_base
-    from bazel_ldfix.outputbase import index
-    from bazel_ldfix.render.copies import locate_json, locate_text
-
     output_base = bazel.output_base or ask_output_base(session.bazel(bazel))
     root = index.external_root(output_base)
     # The copies this machine's loader would take: the host's class and machine.
-    from bazel_ldfix.bazel import solib
 
     # Ranked as the repair ranks them: where what the workspace's tests import leads first.
     found = index.copies(sonames, [root], session.host_header(),

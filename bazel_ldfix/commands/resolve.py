@@ -7,7 +7,9 @@ import click
 from bazel_ldfix.cli.arguments import explain_bad, loader_option
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.loader.closure import resolve_file, unversioned_files
 from bazel_ldfix.quoting import printable
+from bazel_ldfix.render.resolved import resolution_tree, resolutions_json
 from bazel_ldfix.session import Session
 
 
@@ -35,12 +37,6 @@ def resolve(session: Session, files: tuple[str, ...], as_json: bool,
       bazel-ldfix resolve bazel-bin/app/vendor_test
       bazel-ldfix resolve --library-path /opt/sdk/lib --json bazel-bin/app/vendor_test
     """
-    from bazel_ldfix.loader.closure import resolve_file, unversioned_files
-    from bazel_ldfix.render.resolved import (
-        resolution_tree,
-        resolutions_json,
-    )
-
     options = session.options(library_path, inhibit_cache, root, loader)
     results = []
     bad = False

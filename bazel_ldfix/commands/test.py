@@ -3,7 +3,6 @@ the diagnosis of what still failed in the loader, and the one rerun."""
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +10,10 @@ from typing import TYPE_CHECKING
 
 import click
 
+from bazel_ldfix.bazel.commandline import CommandLine
+from bazel_ldfix.bazel.exitcodes import INTERRUPTED, NO_TESTS_FOUND, TESTS_FAILED, worst
+from bazel_ldfix.bazel.options import leaving_out, pattern_file
+from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.cli.arguments import (
     PASSTHROUGH,
     BazelArgsCommand,
@@ -19,13 +22,11 @@ from bazel_ldfix.cli.arguments import (
     github_option,
 )
 from bazel_ldfix.cli.process import pass_session
-from bazel_ldfix.errors import BadInputError
-from bazel_ldfix.given import flags as given_flags
+from bazel_ldfix.given import flags
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.render import github
 from bazel_ldfix.render.github import enabled as github_enabled
-from bazel_ldfix.repair import fallback
-from bazel_ldfix.repair import testcommand as repairing
+from bazel_ldfix.repair import fallback, testcommand
 from bazel_ldfix.session import BazelChoice, Session
 
 SHOWN_LABELS = 3        # a line names this many tests, then how many more
@@ -88,8 +89,6 @@ def test(session: Session, bazel: BazelChoice, prepend: bool, dry_run: bool, no_
       bazel-ldfix test -- //... -//app:ext_test
       bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
-    if bazel.output_base is not None and not os.path.isdir(bazel.output_base):
-        raise BadInputError(f"output_base {bazel.output_base} does not exist")
     options = TestOptions(bazel, prepend, dry_run, no_repair, rerun_failures,
                           force_local_path, github_enabled(github, session.env))
     return run(session.for_repair(), bazel_args, options)
@@ -98,9 +97,6 @@ def test(session: Session, bazel: BazelChoice, prepend: bool, dry_run: bool, no_
 def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> int:
     """``bazel test BAZEL_ARGS`` with the repair (unchanged when none can be computed);
     Bazel's exit code, or the code of the run and its rerun together."""
-    from bazel_ldfix.bazel.options import with_options
-    from bazel_ldfix.bazel.workspace import output_base as ask_output_base
-
     bazel = session.bazel(options.bazel)
     repair = None if options.no_repair else repair_or_fallback(session, bazel_args, options)
     if isinstance(repair, int):
@@ -129,6 +125,7 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
         if options.github:
             annotate(session, diagnosis.findings if diagnosis else ())
         return code
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.render.repair import (
         held_back_line,
         leftover_warnings,
@@ -148,7 +145,7 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
         session.say(leftover_warnings(left, session.prog))
     if repair.groups:
         return run_split(session, bazel, bazel_args, repair, options, left)
-    args = with_options(bazel_args, repair.flags)
+    args = CommandLine.of(bazel_args).with_options(repair.flags).words
     if options.dry_run:
         from bazel_ldfix.diagnosis import runvalues
 
@@ -159,6 +156,7 @@ def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> in
     code = bazel.stream("test", args)
     ran_with = ran_with_repair(repair)
     if ran_with is not None:
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.diagnosis import runvalues
 
         # For a later `diagnose` of this run (its command.log): what each test was given.
@@ -207,8 +205,7 @@ def run_split(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair:
     Every run's output and summary are Bazel's; the code is theirs merged, as Bazel's
     own would be (``exitcodes.worst``). Under ``--github``, ``left`` (the tests that load
     leftovers, :func:`leftovers`) are annotated."""
-    from bazel_ldfix.bazel.exitcodes import NO_TESTS_FOUND, TESTS_FAILED, worst
-    from bazel_ldfix.bazel.options import leaving_out, pattern_file
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.render.repair import repaired_line
 
     file_patterns = None
@@ -260,6 +257,7 @@ def run_split(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair:
 
 
 def is_remote(repair: Repair) -> bool:
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.bazel import execution
 
     return execution.of(repair.options) is execution.Execution.REMOTE
@@ -272,17 +270,15 @@ def repair_or_fallback(session: Session, bazel_args: Sequence[str],
     step that failed as ``bazel test BAZEL_ARGS`` would raises ``repair.build_failed``:
     running the command would only show the same error again.
     """
-    from bazel_ldfix.bazel.exitcodes import INTERRUPTED
-
-    planned = fallback.attempt(lambda: repairing.for_command(
+    planned = fallback.attempt(lambda: testcommand.for_command(
         session, options.bazel, bazel_args, prepend=options.prepend,
         force_local_path=options.force_local_path))
-    if not isinstance(planned, repairing.StepFailed):
+    if not isinstance(planned, testcommand.StepFailed):
         return planned
     if planned.code == INTERRUPTED:
         return planned.code
     if planned.same_as_test:
-        raise repairing.build_failed(planned)
+        raise testcommand.build_failed(planned)
     why = (": it built more than `bazel test --build_tests_only` builds"
            if planned.builds_more else "")
     return fallback.Fallback(f"the build step of `bazel test` failed (exit code "
@@ -291,6 +287,7 @@ def repair_or_fallback(session: Session, bazel_args: Sequence[str],
 
 def ran_with_group(repair: Repair, group: Group) -> RanWith:
     """Each test's LD_LIBRARY_PATH in the run of one group of a split run."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.diagnosis.runvalues import RanWith
 
     default = group.given.ld_library_path or None
@@ -303,6 +300,7 @@ def ran_with_group(repair: Repair, group: Group) -> RanWith:
 def ran_with_repair(repair: Repair) -> RanWith | None:
     """Each test's LD_LIBRARY_PATH in the run of the repaired command (None: not known,
     when the repair's flag was held back under remote execution)."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.diagnosis.runvalues import RanWith
 
     if repair.held_back:
@@ -324,10 +322,9 @@ def diagnose_after(session: Session, output_base: str, code: int, ran_with: RanW
     Never changes the outcome of the run: a diagnosis that fails says so in one line.
     ``remote``: the tests ran on remote executors, where only the BUILD change helps.
     """
-    from bazel_ldfix.bazel.exitcodes import TESTS_FAILED
-
     if code != TESTS_FAILED:
         return None  # only then are there logs to read (diagnose is slow to import)
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.diagnosis import report
     from bazel_ldfix.render import brief
 
@@ -357,6 +354,7 @@ def point_at_rerun(session: Session, diagnosis: Diagnosis, repair: Repair,
                    bazel_args: Sequence[str], prepend: bool) -> None:
     """One line when the rerun (``--rerun-loader-failures``) would repair tests that failed
     in the loader: a library opened at run time is seen only by the run."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.diagnosis import rerun
     from bazel_ldfix.diagnosis.cause import CauseKind
 
@@ -375,6 +373,7 @@ def point_at_rerun(session: Session, diagnosis: Diagnosis, repair: Repair,
     command = session.prog + " " + shlex.join(["test", "--rerun-loader-failures",
                                               *(["--prepend"] if prepend else []),
                                               *bazel_args])
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.render.common import text_of, wrap
     from bazel_ldfix.render.repair import MORE, SAID
 
@@ -386,6 +385,7 @@ def point_at_rerun(session: Session, diagnosis: Diagnosis, repair: Repair,
 def rerun_failed(session: Session, bazel: Bazel, bazel_args: Sequence[str], repair: Repair,
                  diagnosis: Diagnosis, first: int) -> RerunOutcome:
     """The one rerun of the tests that failed in the loader; the two runs' combined code."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.diagnosis import rerun
 
     planned = fallback.attempt(lambda: rerun.plan_rerun(diagnosis, repair))
@@ -404,7 +404,7 @@ def rerun_failed(session: Session, bazel: Bazel, bazel_args: Sequence[str], repa
     for soname, directory in planned.added:
         session.inform(printable(f"bazel-ldfix: the run revealed {soname}, in {directory}"))
     session.inform(printable(f"bazel-ldfix: rerunning {' '.join(planned.labels)} with "
-                            f"{' '.join(given_flags(planned.given))}"))
+                            f"{' '.join(flags(planned.given))}"))
     second = bazel.stream("test", args)
     now_pass, still = rerun.outcome(planned, second, repair.output_base)
     if now_pass:
@@ -415,6 +415,7 @@ def rerun_failed(session: Session, bazel: Bazel, bazel_args: Sequence[str], repa
     if still:
         session.say(printable(f"bazel-ldfix: after the rerun, {', '.join(still)} still "
                              f"fail{'s' if len(still) == 1 else ''}"))
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.diagnosis.runvalues import RanWith
 
         again = diagnose_after(session, repair.output_base, second, RanWith(

@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import PROG, pathlist, quoting
+from bazel_ldfix.bazel import buildfile, buildtext
 from bazel_ldfix.bazel.solib import SolibImport, package_relative
+from bazel_ldfix.errors import CannotEditError
 from bazel_ldfix.given import Given
 
 BAZELRC_CAVEAT = ("# machine-specific: absolute paths of this machine (an output_base moves "
@@ -78,9 +80,9 @@ def bazelrc(value: str | None) -> str | None:
 def _lit(text: str) -> str:
     """``text`` as a Starlark string literal for the BUILD snippets."""
     try:
-        return quoting.starlark_string(text)
-    except quoting.UnquotableError:
-        return f"{quoting.starlark_string(ascii(text))}  # not UTF-8: rename the file first"
+        return buildtext.string(text)
+    except CannotEditError:
+        return f"{buildtext.string(ascii(text))}  # not UTF-8: rename the file first"
 
 
 def where(imp: SolibImport) -> str:
@@ -159,8 +161,6 @@ class Carrier:
 def existing_import(soname: str, repository_dir: str) -> tuple[str, str] | None:
     """``(name, shared_library)`` of a cc_import in the repository's top-level BUILD file
     that imports ``soname``'s file under its unversioned (or its own) name."""
-    from bazel_ldfix.bazel import buildfile
-
     for build in ("BUILD.bazel", "BUILD"):
         path = os.path.join(repository_dir, build)
         if not os.path.lexists(path):

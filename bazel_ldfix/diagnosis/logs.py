@@ -23,6 +23,7 @@ from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.diagnosis.runvalues import RanWith
 from bazel_ldfix.elf import open_regular
 from bazel_ldfix.errors import BadInputError, NotAWorkspaceError
+from bazel_ldfix.outputbase import checked
 
 MAX_LINE = 64 * 1024          # longer lines are cut here (a loader message is < 4 KiB)
 MAX_BEP_LINE = 64 << 20       # one BEP event; a namedSet of a huge target can be megabytes
@@ -317,8 +318,7 @@ def from_workspace(cwd: str, output_base: str | None, patterns: Sequence[str],
             f"no bazel-testlogs in {root}: no test has run in this workspace yet (or "
             "--symlink_prefix put it elsewhere); run bazel test, or pass --output-base, "
             "--bep FILE or --log FILE")
-    if not os.path.isdir(output_base):
-        raise BadInputError(f"output_base {output_base} does not exist")
+    checked(output_base)
     package = package_of(cwd)
     found = from_command_log(output_base, patterns, package)
     if found is not None:
@@ -575,9 +575,7 @@ def find(cwd: str, *, bep: str | None = None, log_files: Sequence[str] = (),
     else:
         return from_workspace(cwd, output_base, patterns, own)
     if output_base is not None:
-        if not os.path.isdir(output_base):
-            raise BadInputError(f"output_base {output_base} does not exist")
-        found = replace(found, output_base=output_base)
+        found = replace(found, output_base=checked(output_base))
     return found
 
 

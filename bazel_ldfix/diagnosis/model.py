@@ -34,12 +34,14 @@ def model_missing(label: str | None, executable: str, output_base: str,
 
 def host_loader(info: elf.ElfInfo, env: Environment) -> Loader:
     """This machine's loader for ``info`` (:class:`LoaderFactory`'s default)."""
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.loader.closure import LoaderFactory
 
     return LoaderFactory().make_loader(info, env)
 
 
 def host_cache(info: elf.ElfInfo) -> Callable[[str], str | None] | None:
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.loader.closure import LoaderFactory
 
     return LoaderFactory().cache_for(info)
@@ -54,6 +56,7 @@ def missing_for(label: str | None, executable: str, output_base: str,
                 session: Session | None) -> tuple[dict[str, Missing], str | None]:
     """What the repair finds missing for this test, by soname, and a note when the model
     could not resolve the executable."""
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.bazel.testenv import TestEnvironment
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
@@ -77,6 +80,7 @@ def exposed(label: str | None, executable: str, output_base: str, library_path: 
     """The entries that give the test ``given`` (and what else the repair finds it
     missing) without changing anything it loads: their directories, or a links directory
     (:mod:`bazel_ldfix.repair.exposure`); None when the model cannot resolve the test."""
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.bazel.testenv import TestEnvironment
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import TestInput
@@ -96,6 +100,7 @@ def _context(output_base: str, loaders: LoaderSource, session: Session | None
              ) -> PlanContext:
     """The plan's context for one test of a diagnosis: the session's links directories,
     host driver and unreadable-file lines; the index walked, not read from the store."""
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.repair.setting import PlanContext, Setting
 
     return PlanContext(output_base, loaders, session=session, setting=Setting(no_cache=True))
@@ -111,6 +116,7 @@ def _chain(found: Mapping[str, Missing], library_path: str | None, loaders: Load
     rounds met the files. Resolving each found file on its own makes the prediction the same
     for every test whose chain allows it.
     """
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.repair.results import Missing as MissingLibrary
 
     out = dict(found)

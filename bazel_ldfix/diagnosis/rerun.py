@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import pathlist
+from bazel_ldfix.bazel.commandline import CommandLine
 from bazel_ldfix.diagnosis import logs
 from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.diagnosis.report import Diagnosis
@@ -107,29 +108,11 @@ def arguments(args: Sequence[str], patterns: Sequence[str], labels: Sequence[str
     """
     if not patterns:
         return None     # no pattern event (Bazel stopped early): nothing to go by
-    words = list(args)
-    remaining = list(patterns)
-    if "--" in words:
-        for word in words[words.index("--") + 1:]:
-            if word in remaining:
-                remaining.remove(word)
-        words = words[:words.index("--")]
-    out: list[str] = []
-    skip_value = False
-    for word in words:
-        if skip_value:
-            skip_value = False
-            continue
-        if word.startswith("--target_pattern_file"):
-            skip_value = "=" not in word
-            continue
-        if not word.startswith("-") and word in remaining:
-            remaining.remove(word)
-            continue
-        out.append(word)
-    if remaining:
+    options = CommandLine.of(args).without_patterns(patterns)
+    if options is None:
         return None
-    return [*out, *(given.flags if given is not None else ()), "--", *labels]
+    return options.with_options(given.flags if given is not None else ()).with_targets(
+        labels).words
 
 
 def combined_code(first: int, second: int, rerun: RerunPlan) -> int:

@@ -122,6 +122,7 @@ class TestContext:
         """The files named ``soname`` the system offers a program like the test's: the one
         ``ld.so.cache`` gives, then those in the loader's default directories (as the loader
         itself says them)."""
+        # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
         from bazel_ldfix.loader.closure import host_of, interp_for
 
         found: dict[str, None] = {}

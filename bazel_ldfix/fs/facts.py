@@ -102,6 +102,7 @@ def fact_of(kind: str, value: object) -> str:
 
 
 def listed(listing: Listing) -> str:
+    # Here: +10 ms CPU on `resolve` at the top (benchmarks/START.md).
     import hashlib
 
     names = "" if listing.names is None else "\0".join(sorted(listing.names))
@@ -163,6 +164,7 @@ def stat_or_errno(path: str, *, follow: bool = True) -> os.stat_result | int:
 
 def tree_fact(statuses: Sequence[os.stat_result | int]) -> str:
     """The newest timestamp among the statuses (for replay.settled), and their digest."""
+    # Here: +10 ms CPU on `resolve` at the top (benchmarks/START.md).
     import hashlib
 
     newest = 0

@@ -11,13 +11,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import elf
-from bazel_ldfix.errors import BadInputError
+from bazel_ldfix.errors import BadInputError, LdfixError
 from bazel_ldfix.fs import facts
+from bazel_ldfix.fs.facts import regular_identity
 from bazel_ldfix.loader import host, ldcache, profile
 from bazel_ldfix.loader.resolution import Environment, Library, Resolution
 from bazel_ldfix.loader.search import Loader
@@ -78,8 +80,6 @@ def cache_identity(root: str) -> str:
     """Which file ``root``'s /etc/ld.so.cache is now, as a memo keeps it (device, inode,
     size, times; what is there instead of a regular file). A reading is kept per identity:
     the cache is read again once it is another file (ldconfig ran while Bazel built)."""
-    from bazel_ldfix.fs.facts import regular_identity
-
     return regular_identity(os.path.join(root, "etc/ld.so.cache"))
 
 
@@ -90,7 +90,8 @@ def _cache_as(root: str, interp: str, identity: str) -> ldcache.LdCache | None:
         return ldcache.read_cache(path)
     if root == "/":
         return None
-    from bazel_ldfix.loader import ldconfig  # only for a sysroot without a cache
+    # Here: +10 ms CPU on `resolve` at the top (benchmarks/START.md).
+    from bazel_ldfix.loader import ldconfig
 
     return ldconfig.scan_sysroot(root, soname_of=_soname_of,
                                  trusted_dirs=host_of(interp).system_dirs,
@@ -184,8 +185,6 @@ def resolve_file(path: str, options: Options) -> Resolution:
 @functools.cache
 def host_header() -> elf.ElfHeader:
     """The ELF class and machine of programs this machine runs: those of this interpreter."""
-    import sys
-
     return elf.read_header(os.path.realpath(sys.executable))
 
 
@@ -241,6 +240,7 @@ def _out_of_bazel_out(path: str) -> str:
 
 def _loader_fact(interp: str) -> str:
     """The fact a memo keeps of the loader ``interp`` names: its answers, as they are now."""
+    # Here: +10 ms CPU on `resolve` at the top (benchmarks/START.md).
     import hashlib
 
     answers = repr((host_of(interp), profile_of(interp)))
@@ -250,8 +250,6 @@ def _loader_fact(interp: str) -> str:
 
 def _trusted_fact(question: str) -> str:
     """The fact a memo keeps of the loader trusted for a kind of program, as it is now."""
-    from bazel_ldfix.errors import LdfixError
-
     interp, elf_class, machine, loader = question.split("\0")
     try:
         return repr(host.trusted_for(interp or None, int(elf_class), int(machine),

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bazel_ldfix import machines
+from bazel_ldfix import elf, machines
 from bazel_ldfix.errors import BadInputError, UntrustedLoaderError
 
 _PROBE = "/nonexistent-bazel-ldfix-probe"
@@ -173,8 +173,6 @@ def _parents(path: str) -> list[str]:
 @functools.cache
 def host_loader() -> tuple[str, int, int]:
     """The host's own loader (path, ELF class, machine): the running Python's PT_INTERP."""
-    from bazel_ldfix import elf
-
     exe = "/proc/self/exe" if os.path.exists("/proc/self/exe") else os.path.realpath(
         sys.executable)
     info = elf.read_elf(exe)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bazel_ldfix import elf
+from bazel_ldfix.children import signal_name
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.given import Given
 from bazel_ldfix.loader import conformance, ldconfig, trace
@@ -118,8 +119,6 @@ def by_path(path: str) -> str:
 
 def _crash_words(signum: int, model_error: str | None) -> str:
     """What a crash of the real loader says about the file (a start crashes too)."""
-    from bazel_ldfix.children import signal_name
-
     words = (f"the real loader was killed by {signal_name(signum)} loading it: a start of "
              "this program would stop there too")
     if model_error is not None:

@@ -23,6 +23,7 @@ from bazel_ldfix.loader import cuda as cudafiles
 from bazel_ldfix.loader.cuda import NO_HOST_DRIVER, CudaKind, HostDriver
 from bazel_ldfix.loader.resolution import PassedOver, PassReason
 from bazel_ldfix.loader.verify import verify_in
+from bazel_ldfix.outputbase import checked
 
 if TYPE_CHECKING:
     from bazel_ldfix.fs.memo import Memo
@@ -333,6 +334,7 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, store: Store | N
             continue
         found: Mapping[str, list[str]]
         if cached_only:
+            # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
             from bazel_ldfix.outputbase import indexcache
 
             hit = indexcache.load(store, root, indexcache.state(root), names) \
@@ -350,6 +352,7 @@ def candidates(sonames: Iterable[str], roots: Sequence[str], *, store: Store | N
 
 def _cached_scan(root: str, names: set[str], store: Store, on_error: OnError | None,
                  progress: ProgressFn | None, mounts: Mounts | None) -> Mapping[str, list[str]]:
+    # Here: at the top, CPU ms before Bazel starts: fix +123 (benchmarks/START.md).
     from bazel_ldfix.outputbase import indexcache
 
     state = indexcache.state(root)
@@ -582,9 +585,7 @@ def _reason(refused: PassedOver | None) -> str | None:
 def external_root(output_base: str) -> str:
     """``output_base/external``, where the fetched repositories are; BadInputError, in the
     user's words, when there is none to search."""
-    root = os.path.join(output_base, "external")
-    if not os.path.isdir(output_base):
-        raise BadInputError(f"output_base {output_base} does not exist")
+    root = os.path.join(checked(output_base), "external")
     if not os.path.isdir(root):
         # What a Bazel server writes into its output_base on start (Bazel 4 to 8).
         started = any(os.path.lexists(os.path.join(output_base, n))

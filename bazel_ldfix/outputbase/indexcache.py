@@ -29,6 +29,7 @@ again.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import time
@@ -152,8 +153,6 @@ def _inside(rel: bytes) -> bool:
 
 def _index_fact(root: str) -> str:
     """The fact a memo keeps of an index's state (see :func:`state`), as it is now."""
-    import hashlib
-
     return hashlib.blake2b(state(root).key, digest_size=16).hexdigest()
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from bazel_ldfix import PROG
 from bazel_ldfix.diagnosis.messages import ErrorKind
 from bazel_ldfix.given import TRY_IMPORT, USER_BAZELRC
+from bazel_ldfix.quoting import printable
 from bazel_ldfix.render.common import OUTPUT_BASE, abbreviate, dumps
 
 if TYPE_CHECKING:
@@ -111,7 +112,6 @@ def paint(body: list[str], prefix: str) -> str:
     """The lines, escaped, prefixed, and with their colour stand-ins made escape codes."""
     while body and not body[0]:
         body.pop(0)
-    from bazel_ldfix.quoting import printable
 
     # Names come from logs and files: escaped, so that none can forge a line or drive the
     # terminal, nor start a line a CI runner reads as its command (GitHub's `::name::`,

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from bazel_ldfix import PROG
+from bazel_ldfix.bazel.workspace import workspace_of
 
 # Only the standard library here (and the package's root): `test` imports this before
 # Bazel starts.
@@ -98,6 +99,7 @@ def _line_of(path: str, name: str) -> int | None:
 def errors(findings: Sequence[Finding], places: Places, prog: str = PROG) -> list[str]:
     """One ``::error`` per test the loader stopped: what it misses, and what to run (the
     tool run as ``prog``)."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.render import brief
 
     by_test: dict[str, list[Finding]] = {}
@@ -148,6 +150,7 @@ def _given_in(missing: Iterable[Missing], links_dir: str | None, given: Given
               ) -> dict[str, str]:
     """The entry of LD_LIBRARY_PATH each missing soname is given by in one value: its own
     directory, or the links directory. A soname withheld, or not found, has none."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.repair.exposure import Exposure
 
     if not given.changes:
@@ -197,8 +200,6 @@ def run_annotations(cwd: str, checkout: str | None, stopped: Sequence[Finding],
     the user is (its workspace places the files); ``checkout``: $GITHUB_WORKSPACE;
     ``added``: the (soname, directory) a rerun revealed; ``otherwise``: the tests that
     failed for another reason than the loader."""
-    from bazel_ldfix.bazel.workspace import workspace_of
-
     places = Places(workspace_of(cwd), checkout)
     lines = errors(stopped, places, prog)
     if repair is not None:

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from bazel_ldfix.bazel.declaredinputs import Leftover
     from bazel_ldfix.repair.exposure import Shadowed
     from bazel_ldfix.repair.results import Repair, Stray
+from bazel_ldfix.bazel import execution
+from bazel_ldfix.bazel.testenv import Reach
 from bazel_ldfix.render.common import (
     OUTPUT_BASE,
     abbreviate,
@@ -377,8 +379,6 @@ def repaired_line(repair: Repair, bazel_args: Sequence[str], exit_code: int,
 
 def _reach_lines(test: Any, prog: str) -> list[str]:
     """Why the flag may not reach a test, and the change to its rule that does."""
-    from bazel_ldfix.bazel.testenv import Reach
-
     if test.rule_fix is None:
         return []
     if test.reach is Reach.NO:
@@ -395,6 +395,4 @@ def _reach_lines(test: Any, prog: str) -> list[str]:
 def held_back_line(repair: Repair, prog: str = PROG) -> str | None:
     """Under remote execution the repair gives no path of this machine: the line why
     (None: it gives them)."""
-    from bazel_ldfix.bazel import execution
-
     return f"{SAID}{execution.remote_refusal(prog)}" if repair.held_back else None

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bazel_ldfix import linkdir
 from bazel_ldfix.errors import LinkDirError
 from bazel_ldfix.outputbase.index import Choice, looks_like_library
 
@@ -200,8 +201,6 @@ class Exposer:
         links = {link.soname: link.target for link in self.links}
         self.links_dir = None
         if links:
-            from bazel_ldfix import linkdir
-
             assert self.links_root is not None
             try:
                 self.links_dir, made = linkdir.make(self.links_root, links)
@@ -246,8 +245,6 @@ class Exposer:
 
     def discard_unused(self) -> None:
         """Remove the links directories this plan made but does not give."""
-        from bazel_ldfix import linkdir
-
         for path, made in self._made.items():
             if made and path != self.links_dir:
                 linkdir.remove(path)

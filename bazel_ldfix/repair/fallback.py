@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from bazel_ldfix import elf
     from bazel_ldfix.fs.memo import Memo
+from bazel_ldfix import elf
 from bazel_ldfix.errors import BazelError, BazelNotFoundError, LdfixError, NotElfError
 
 T = TypeVar("T")
@@ -71,7 +71,6 @@ def examine(path: str, expect: elf.ElfHeader, memo: Memo | None = None
     once per file with a ``memo``.
     """
     # Here: `test` imports this module before Bazel starts.
-    from bazel_ldfix import elf
     from bazel_ldfix.loader.verify import verify_in
 
     read_header = memo.read_header if memo else elf.read_header
@@ -199,7 +198,8 @@ def attempt(compute: Callable[[], T]) -> T | Fallback:
 
 def _where(exc: Exception) -> str:
     """``package/module.py:LINE`` of the innermost frame of this package, for the report."""
-    import traceback  # only after a bug
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
+    import traceback
 
     marker = os.sep + "bazel_ldfix" + os.sep
     frames = traceback.extract_tb(exc.__traceback__)

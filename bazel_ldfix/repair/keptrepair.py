@@ -75,6 +75,7 @@ class LastRun:
     @property
     def kept(self) -> Kept | None:
         """The kept repair, read once (None: none, or not read)."""
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.repair import replay
 
         if not self._loaded:
@@ -89,6 +90,7 @@ class LastRun:
 
     def given_again(self, inputs: str, rules: str | None) -> Repair | None:
         """The kept repair, if nothing it was made from has changed."""
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.repair import replay
 
         return replay.given_again(self.kept, inputs, rules)
@@ -98,6 +100,7 @@ class LastRun:
             write_flags(self._store, self._command, given)
 
     def keep(self, inputs: str, rules: str, facts: Facts | None, repair: Repair) -> None:
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.repair import replay
 
         keep = replay.save if self._use else replay.replace_differing

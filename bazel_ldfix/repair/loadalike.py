@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import hashlib
 import os
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -104,8 +105,6 @@ def _manifest_digest(tree: str, executable: str, memo: Memo) -> bytes | None:
 def manifest_digest(data: bytes, executable: str, memo: Memo) -> bytes:
     """A digest of the bytes of a runfiles manifest, the lines naming the executable
     itself reduced to their directory."""
-    import hashlib  # here: the commands that never compare trees do not pay for it
-
     digest = hashlib.blake2b(digest_size=16)
     # The lines whose target (after their last space) is the executable: found by
     # searching for " <executable>" at a line's end, which is where the last space is

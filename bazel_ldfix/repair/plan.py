@@ -31,6 +31,7 @@ from bazel_ldfix import elf
 from bazel_ldfix.bazel import execution
 from bazel_ldfix.bazel.testenv import Reach, TestEnvironment
 from bazel_ldfix.given import Given
+from bazel_ldfix.loader.closure import host_header
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.repair.exposure import Exposure
 from bazel_ldfix.repair.fallback import Skipped
@@ -58,8 +59,6 @@ def plan_repair(tests: Sequence[TestInput], env: TestEnvironment, context: PlanC
     :func:`~bazel_ldfix.repair.rounds.plan_rounds`."""
     # One set of models and one host for every group's rounds and for the proof.
     if context.models is None or context.host is None:
-        from bazel_ldfix.loader.closure import host_header
-
         context = dataclasses.replace(context, models=context.models or Models(),
                                       host=context.host or host_header())
     assert context.models is not None and context.host is not None

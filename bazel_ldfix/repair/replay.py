@@ -39,7 +39,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bazel_ldfix.fs.facts import SETTLE_NS
+from bazel_ldfix.bazel.commandline import CommandLine
+from bazel_ldfix.fs.facts import SETTLE_NS, holds
+
+# The loader and the index register, when imported, how their kinds of facts are read again.
+from bazel_ldfix.loader.closure import host_header
+from bazel_ldfix.outputbase import indexcache
+from bazel_ldfix.repair import stored
 from bazel_ldfix.store import Record
 
 if TYPE_CHECKING:
@@ -69,14 +75,11 @@ class Kept:
 def inputs_of(events: BuildEvents, client_env: Mapping[str, str], output_base: str,
               prepend: bool, *, force_local: bool = False) -> str:
     """The digest of everything a repair depends on besides the file system's facts."""
-    from bazel_ldfix.loader.closure import host_header
-
     digest = hashlib.blake2b(digest_size=20)
     # Less what differs from one run to the next and changes nothing in a repair: the
     # client's timings, and where the step's events were written.
     options = tuple(o for o in events.options if o.name not in _PER_RUN)
-    command_line = tuple(a for a in events.command_line
-                         if not a.startswith("--build_event_json_file="))
+    command_line = CommandLine.of(events.command_line).without("build_event_json_file").options
     steady = dataclasses.replace(events, options=options, command_line=command_line)
     for part in (repr(steady), repr(sorted(client_env.items())), output_base,
                  repr((prepend, force_local, os.geteuid(), os.getegid())),
@@ -99,8 +102,6 @@ def load(store: Store | None, command: str) -> Kept | None:
     """The repair kept for ``command``; None for none, or one the store does not believe
     (:meth:`Store.recall <bazel_ldfix.store.Store.recall>`) or that is not exactly what
     :func:`save` writes."""
-    from bazel_ldfix.repair import stored
-
     body = store.recall(Record.REPAIR, command) if store is not None else None
     if body is None:
         return None
@@ -136,10 +137,6 @@ def _facts_of(fields: object) -> Facts | None:
 def given_again(kept: Kept | None, inputs: str, rules: str | None) -> Repair | None:
     """The kept repair, if it was made from these inputs and rules (None: the rules'
     answer is not known without asking) and every fact it read still holds."""
-    # The layers whose own kinds of facts a repair keeps register how each is read again.
-    from bazel_ldfix.fs.facts import holds
-    from bazel_ldfix.loader import closure  # noqa: F401
-    from bazel_ldfix.outputbase import indexcache  # noqa: F401
 
     if kept is None or kept.inputs != inputs:
         return None
@@ -153,8 +150,6 @@ def save(store: Store | None, command: str, inputs: str, rules: str, facts: Fact
     """Keep ``repair`` (best effort: a repair not kept is only made again); False when it
     is not kept: no facts (something was read that is not kept as one), or a timestamp
     too recent (see :data:`SETTLE_NS`)."""
-    from bazel_ldfix.repair import stored
-
     if store is None or facts is None or not settled(facts, now_ns):
         return False
     try:
@@ -174,8 +169,6 @@ def replace_differing(store: Store | None, command: str, inputs: str, rules: str
     same command that differs from it, which would otherwise be given again; nothing is
     written where no repair was kept. When the new one cannot be kept, the old one is
     removed. Whether a kept repair was replaced or removed."""
-    from bazel_ldfix.repair import stored
-
     kept = load(store, command)
     if store is None or kept is None:
         return False
@@ -214,7 +207,6 @@ def settled(facts: Facts, now_ns: int | None = None) -> bool:
                     return False
     # A runfiles tree's fact starts with the newest of its timestamps; the index state of
     # external/ is a digest, whose timestamps are read again (indexcache.state).
-    from bazel_ldfix.outputbase import indexcache
 
     return all(int(value.partition(":")[0]) <= limit
                for value in facts.get("tree", {}).values()) and \

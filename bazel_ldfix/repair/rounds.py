@@ -13,8 +13,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from bazel_ldfix import elf, pathlist
-from bazel_ldfix.bazel import testenv
+from bazel_ldfix.bazel import buildtext, testenv
 from bazel_ldfix.bazel.testenv import TestEnvironment
+from bazel_ldfix.errors import CannotEditError
 from bazel_ldfix.fs.memo import Memo
 from bazel_ldfix.given import Given
 from bazel_ldfix.loader.search import LoaderSource
@@ -224,7 +225,10 @@ def _rule_fix(rule: str | None, value: Given) -> str | None:
     if not value.changes:
         return None
     merged = value.on(pathlist.split(rule)).ld_library_path
-    return f"env = {{{testenv.starlark_string(VARIABLE)}: {testenv.starlark_string(merged)}}}"
+    try:
+        return f"env = {{{buildtext.string(VARIABLE)}: {buildtext.string(merged)}}}"
+    except CannotEditError:
+        return None     # a directory whose name is not UTF-8: the flag alone can carry it
 
 
 class _Scan:

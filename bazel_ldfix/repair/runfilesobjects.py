@@ -15,6 +15,7 @@ from bazel_ldfix.errors import (
     LdfixError,
 )
 from bazel_ldfix.fs.memo import Memo
+from bazel_ldfix.loader.verify import runs_as_program
 from bazel_ldfix.outputbase import index
 from bazel_ldfix.repair import fallback
 from bazel_ldfix.repair.fallback import Skipped
@@ -132,8 +133,6 @@ def _is_program(path: str, expect: elf.ElfHeader, memo: Memo) -> bool:
     """Whether ``path`` is a program a test like ``expect`` could start: a regular file
     with an execute bit, an ELF executable or PIE of the same class and machine (the
     kernel would refuse any other, so no loader of it is started)."""
-    from bazel_ldfix.loader.verify import runs_as_program
-
     try:
         st = memo.stat(path)
         if not stat.S_ISREG(st.st_mode) or not st.st_mode & 0o111:

@@ -18,8 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from bazel_ldfix import pathlist
 from bazel_ldfix.bazel.buildstep import BuildStep, download_outputs
 from bazel_ldfix.bazel.client import Bazel
+from bazel_ldfix.bazel.commandline import CommandLine
 from bazel_ldfix.bazel.exitcodes import (
     BUILD_FAILURE,
     COMMAND_LINE_ERROR,
@@ -34,13 +36,13 @@ from bazel_ldfix.bazel.targets import StepHead, TestTarget
 from bazel_ldfix.bazel.workspace import output_base as ask_output_base
 from bazel_ldfix.bazel.workspace import workspace_of
 from bazel_ldfix.errors import (
-    BadInputError,
     BazelError,
     BuildStepError,
     NotAWorkspaceError,
     NoTestsError,
 )
-from bazel_ldfix.given import flags as given_flags
+from bazel_ldfix.given import Given, flags
+from bazel_ldfix.outputbase import checked
 from bazel_ldfix.pathlist import VARIABLE
 from bazel_ldfix.repair.keptrepair import LastRun
 from bazel_ldfix.repair.setting import PlanContext, RunFacts, Setting
@@ -77,17 +79,8 @@ def builds_more(command_line: Sequence[str]) -> bool:
     """Whether the options as Bazel parsed them (``optionsParsed.cmdLine``: rc files and
     ``--config`` expansions in place) ask for ``--build_tests_only`` before the step's own
     ``--nobuild_tests_only``, the last one."""
-    words = list(command_line)
-    own = max((at for at, w in enumerate(words) if w == "--nobuild_tests_only"), default=-1)
-    value = False
-    for word in words[:own] if own >= 0 else words:
-        if word == "--build_tests_only":
-            value = True
-        elif word == "--nobuild_tests_only":
-            value = False
-        elif word.startswith("--build_tests_only="):
-            value = word.split("=", 1)[1].lower() in ("1", "true", "yes")
-    return value
+    return CommandLine.of(command_line).until_last("--nobuild_tests_only").flag(
+        "build_tests_only")
 
 
 _ALONE = Setting()   # what a repair asks by default: nothing but the repair
@@ -113,8 +106,6 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     if workspace is None:
         raise NotAWorkspaceError("not inside a Bazel workspace (no WORKSPACE or MODULE.bazel "
                                  "above the current directory)")
-    if output_base is not None and not os.path.isdir(output_base):
-        raise BadInputError(f"output_base {output_base} does not exist")
     store = None if session is None else session.store
     use = store is not None and not setting.no_cache
     last = LastRun(runner, args, store, use=use)
@@ -122,6 +113,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
     if isinstance(built, StepFailed):
         return built
     events = built.events
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.bazel import testenv
     from bazel_ldfix.repair import replay
 
@@ -137,6 +129,7 @@ def repair_tests(runner: Bazel, args: Sequence[str], client_env: Mapping[str, st
                                  if rules.known is not None else None)
         if again is not None:
             if again.links_dir:
+                # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
                 from bazel_ldfix import linkdir
 
                 linkdir.renew(again.links_dir)
@@ -188,7 +181,7 @@ class _Built:
 def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str],
                 last: LastRun, output_base: str | None) -> _Built | StepFailed:
     """The build step, with the tests read and resolved as soon as Bazel has built each."""
-    step = BuildStep(runner, args, given_flags(last.given))
+    step = BuildStep(runner, args, flags(last.given))
     read_ahead: Callable[[TestTarget, StepHead], None] | None = None
     try:
         # While Bazel builds: the model, and what the host's loader says first; then each
@@ -251,9 +244,7 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         raise BazelError("the build step's events end before Bazel's last event (the "
                          "--build_event_json_file was cut short or not written); which tests "
                          "it built is not known")
-    base = output_base or events.output_base or ask_output_base(runner)
-    if not os.path.isdir(base):
-        raise BadInputError(f"output_base {base} does not exist")
+    base = checked(output_base or events.output_base or ask_output_base(runner))
     notes: list[str] = []
     absent = [t for t in events.tests if not os.path.isfile(t.executable)]
     if absent:
@@ -265,7 +256,7 @@ def _build_step(runner: Bazel, args: Sequence[str], client_env: Mapping[str, str
         # outputs and runfiles (addTopLevelTarget, addRunfiles) and changes no build
         # option, so neither this step nor the `bazel test` after it re-analyses.
         try:
-            got = download_outputs(runner, args, given_flags(last.given))
+            got = download_outputs(runner, args, flags(last.given))
         except BazelError as exc:   # it did not end in time: the tests run as they are
             notes.append(exc.lines()[0])
         else:
@@ -287,6 +278,7 @@ class _Rules:
 
     def __init__(self, runner: Bazel, events: BuildEvents, workspace: str,
                  selected: Sequence[str], store: Store | None, output_base: str) -> None:
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.bazel import rulecache
 
         self._runner, self._selected, self._output_base = runner, selected, output_base
@@ -306,6 +298,7 @@ class _Rules:
 
     def answer(self) -> dict[str, RuleInfo]:
         """The answer: remembered, or the query's (then remembered for the next run)."""
+        # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
         from bazel_ldfix.bazel import rulecache
 
         if self.known is None:
@@ -329,8 +322,8 @@ def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str
                 search: bool = True) -> Repair:
     """The plan for the selected tests, given the rules' ``env``: one value, or one per
     group where one value cannot serve them all (:mod:`bazel_ldfix.repair.plan`)."""
+    # Here: at the top, CPU ms before Bazel starts: test +295 (benchmarks/START.md).
     from bazel_ldfix.bazel.testenv import environment_of
-    from bazel_ldfix.given import Given
     from bazel_ldfix.repair.plan import plan_repair
     from bazel_ldfix.repair.results import Repair, TestInput
 
@@ -367,8 +360,6 @@ def _plan_tests(built: _Built, args: Sequence[str], client_env: Mapping[str, str
 
 def _all_there(value: str) -> bool:
     """Whether every directory of an ``LD_LIBRARY_PATH`` value is there now."""
-    from bazel_ldfix import pathlist
-
     return all(os.path.isdir(entry) for entry in pathlist.split(value) if entry)
 
 

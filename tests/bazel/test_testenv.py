@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from elfbuild import cc
 
-from bazel_ldfix.bazel import testenv
+from bazel_ldfix.bazel import buildtext, testenv
 from bazel_ldfix.bazel.bep import Option
 from bazel_ldfix.bazel.queryxml import aligned, parse_rules
 from bazel_ldfix.bazel.testenv import Order, Reach, TestEnvironment, environment_of
@@ -210,7 +210,7 @@ def test_the_rule_fix_is_a_starlark_string(text: str) -> None:
     # parse the printed literal back and get the text.
     import ast
 
-    assert ast.literal_eval(testenv.starlark_string(text)) == text
+    assert ast.literal_eval(buildtext.string(text)) == text
 
 
 def test_rules_are_found_whatever_form_the_repository_name_takes() -> None:

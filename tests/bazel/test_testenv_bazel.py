@@ -23,7 +23,7 @@ from bazelws import (
     sdk,
 )
 
-from bazel_ldfix.bazel import testenv
+from bazel_ldfix.bazel import buildtext, testenv
 from bazel_ldfix.bazel.targets import parse_bep
 from bazel_ldfix.bazel.testenv import Order
 
@@ -146,8 +146,8 @@ def test_the_flags_value_works_as_the_rules_env_without_any_flag(ws: Workspace) 
     # The value the flag gives, written into the rule as a Starlark string, makes plain
     # `bazel test` pass: what a rule fix on Bazel 7.2+ would write.
     doc = json.loads(ws.ldfix("env", "--format", "json", "//t:with_env").stdout)
-    rule_fix = (f"env = {{{testenv.starlark_string('LD_LIBRARY_PATH')}: "
-                f"{testenv.starlark_string(doc['ld_library_path'])}}}")
+    rule_fix = (f"env = {{{buildtext.string('LD_LIBRARY_PATH')}: "
+                f"{buildtext.string(doc['ld_library_path'])}}}")
     build = ws.root / "t" / "BUILD"
     original = build.read_text()
     try:
