@@ -70,6 +70,21 @@ class BazelChoice:
 
 
 @dataclass(frozen=True)
+class LoaderChoice:
+    """How a command that models the loader resolves files: the options those commands
+    share."""
+
+    library_path: str | None = None
+    """--library-path (None: the user's LD_LIBRARY_PATH)."""
+    inhibit_cache: bool = False
+    """--inhibit-cache: leave /etc/ld.so.cache out."""
+    root: str = "/"
+    """--root: resolve as if this directory were /."""
+    loader: str | None = None
+    """--loader: ask this dynamic loader how it searches (None: this host's)."""
+
+
+@dataclass(frozen=True)
 class Session:
     """Who runs the tool, where, and with what; see the module's docstring."""
 
@@ -134,16 +149,17 @@ class Session:
         return Bazel(executable, self.cwd, dict(self.env), tuple(choice.startup),
                      waiting=self.waiting, timeout=limit)
 
-    def options(self, library_path: str | None, inhibit_cache: bool, root: str = "/",
-                loader: str | None = None) -> Options:
+    def options(self, choice: LoaderChoice) -> Options:
         """How to resolve: --library-path, else the user's LD_LIBRARY_PATH; the root and the
         loader named on the command line, from where the user is."""
         # Here: +107 ms CPU on --help at the top (benchmarks/START.md).
         from bazel_ldfix.loader.closure import Options
 
-        value = library_path if library_path is not None else self.env.get("LD_LIBRARY_PATH")
-        return Options(value, inhibit_cache, os.path.normpath(os.path.join(self.cwd, root)),
-                       self.cwd, self.user_path(loader))
+        value = choice.library_path if choice.library_path is not None \
+            else self.env.get("LD_LIBRARY_PATH")
+        return Options(value, choice.inhibit_cache,
+                       os.path.normpath(os.path.join(self.cwd, choice.root)), self.cwd,
+                       self.user_path(choice.loader))
 
     def loaders(self, loader: str | None = None) -> LoaderFactory:
         """This machine's loader for each file modelled, or the one --loader names."""

@@ -5,6 +5,7 @@ words for a file the loader's terse error describes."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import os
@@ -17,7 +18,7 @@ import click
 from bazel_ldfix import PROG, outputbase
 from bazel_ldfix.errors import BadInputError, BuildStepError, NotElfError
 from bazel_ldfix.quoting import printable
-from bazel_ldfix.session import BazelChoice, Session
+from bazel_ldfix.session import BazelChoice, LoaderChoice, Session
 
 if TYPE_CHECKING:
     from bazel_ldfix.bazel.options import OptionNames
@@ -312,15 +313,42 @@ def force_local_option(func: Callable[..., Any]) -> Callable[..., Any]:
                              "tests run on this machine).")(func)
 
 
-def loader_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The environment options of `resolve`, for commands that resolve a closure."""
-    func = click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
-                        help="Resolve as if DIR were / (a sysroot or container image).")(func)
-    func = click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")(func)
-    func = click.option("--library-path", metavar="P", default=None,
-                        help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path)."
-                        )(func)
-    return func
+def loader_choice(*, root: bool = True, loader: bool = True, inhibit_default: bool = False
+                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options that say how a command's files are resolved, packed into one
+    :class:`~bazel_ldfix.session.LoaderChoice` given as ``model``: --library-path,
+    --inhibit-cache (``inhibit_default``: on unless --use-cache), and --root and --loader
+    where the command has them."""
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        names = ("library_path", "inhibit_cache", *(("root",) if root else ()),
+                 *(("loader",) if loader else ()))
+        func = _packed(func, names, "model", LoaderChoice)
+        if loader:
+            func = loader_option(func)
+        if root:
+            func = click.option("--root", type=click.Path(exists=True, file_okay=False),
+                                default="/",
+                                help="Resolve as if DIR were / (a sysroot or container "
+                                     "image).")(func)
+        if inhibit_default:
+            func = click.option("--inhibit-cache/--use-cache", default=True, show_default=True,
+                                help="Leave /etc/ld.so.cache out, so that it cannot hide a "
+                                     "missing library.")(func)
+        else:
+            func = click.option("--inhibit-cache", is_flag=True,
+                                help="Ignore /etc/ld.so.cache.")(func)
+        return click.option("--library-path", metavar="P", default=None,
+                            help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path)."
+                            )(func)
+
+    return decorate
+
+
+def options_into(cls: type[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command's parameters named like the fields of the frozen dataclass ``cls``, made
+    one ``options``: the command reads its options from one value."""
+    names = tuple(field.name for field in dataclasses.fields(cls))
+    return lambda func: _packed(func, names, "options", cls)
 
 
 def explain_bad(exc: BadInputError) -> str:

@@ -4,28 +4,24 @@ from __future__ import annotations
 
 import click
 
-from bazel_ldfix.cli.arguments import explain_bad, loader_option
+from bazel_ldfix.cli.arguments import explain_bad, loader_choice
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader import realloader
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.render.resolved import check_text, checks_json, matrix_json, matrix_text
-from bazel_ldfix.session import Session
+from bazel_ldfix.session import LoaderChoice, Session
 
 
 @click.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--library-path", metavar="P", default=None,
-              help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path).")
-@click.option("--inhibit-cache/--use-cache", default=True, show_default=True,
-              help="Leave /etc/ld.so.cache out, so that it cannot hide a missing library.")
 @click.option("--matrix", "matrix_dirs", metavar="DIR", multiple=True,
               help="Which of these directories are needed (repeatable).")
-@loader_option
+@loader_choice(root=False, inhibit_default=True)
 @pass_session
-def check(session: Session, files: tuple[str, ...], as_json: bool, library_path: str | None,
-          inhibit_cache: bool, matrix_dirs: tuple[str, ...], loader: str | None) -> int:
+def check(session: Session, files: tuple[str, ...], as_json: bool,
+          matrix_dirs: tuple[str, ...], model: LoaderChoice) -> int:
     """Run the real loader on FILES (never the files themselves) and compare with the model.
 
     Exit 0 when everything loads, 1 when something is missing (or the real loader crashed
@@ -36,7 +32,7 @@ def check(session: Session, files: tuple[str, ...], as_json: bool, library_path:
       bazel-ldfix check bazel-bin/app/vendor_test
       bazel-ldfix check --matrix /opt/a/lib --matrix /opt/b/lib bazel-bin/app/vendor_test
     """
-    options = session.options(library_path, inhibit_cache, "/", loader)
+    options = session.options(model)
     host = session.cuda
     bad = False
     if matrix_dirs:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import click
 
 from bazel_ldfix.cli.arguments import (
     BazelCommand,
     github_option,
     loader_option,
+    options_into,
     output_base_option,
 )
 from bazel_ldfix.cli.process import pass_session
@@ -17,6 +20,25 @@ from bazel_ldfix.render import brief, diagnosis
 from bazel_ldfix.render.github import enabled as github_enabled
 from bazel_ldfix.render.github import run_annotations
 from bazel_ldfix.session import Session
+
+
+@dataclass(frozen=True)
+class DiagnoseOptions:
+    """How ``bazel-ldfix diagnose`` was asked to run."""
+
+    patterns: tuple[str, ...] = ()
+    """Target patterns: only the failed tests they match."""
+    bep: str | None = None
+    """--bep: the test results of this --build_event_json_file."""
+    log_files: tuple[str, ...] = ()
+    """--log: these test logs."""
+    output_base: str | None = None
+    """--output-base: look for libraries here."""
+    as_json: bool = False
+    verbose: bool = False
+    github: bool | None = None
+    """--github/--no-github (None: when GITHUB_ACTIONS=true)."""
+    loader: str | None = None
 
 
 @click.command("diagnose", cls=BazelCommand)
@@ -32,9 +54,8 @@ from bazel_ldfix.session import Session
 @github_option
 @loader_option
 @pass_session
-def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
-             log_files: tuple[str, ...], output_base: str | None, as_json: bool,
-             verbose: bool, github: bool | None, loader: str | None) -> int:
+@options_into(DiagnoseOptions)
+def diagnose(session: Session, options: DiagnoseOptions) -> int:
     """Explain why failed tests could not load their libraries, and how to fix it.
 
     By default, the failed tests of the last `bazel test` in this workspace; target
@@ -55,29 +76,29 @@ def diagnose(session: Session, patterns: tuple[str, ...], bep: str | None,
         """The command of bazel-ldfix's own that ran the last Bazel command, if one did."""
         return runvalues.recall_own(session.store, base)
 
-    found = logs.find(session.cwd, bep=bep, log_files=log_files,
-                      output_base=output_base, patterns=patterns, own=own)
-    if patterns and not found.logs:
-        every = logs.find(session.cwd, bep=bep, log_files=log_files,
-                          output_base=output_base, patterns=())
+    found = logs.find(session.cwd, bep=options.bep, log_files=options.log_files,
+                      output_base=options.output_base, patterns=options.patterns, own=own)
+    if options.patterns and not found.logs:
+        every = logs.find(session.cwd, bep=options.bep, log_files=options.log_files,
+                          output_base=options.output_base, patterns=())
         raise BadInputError(report.unmatched_patterns(
-            patterns, every, logs.package_of(session.cwd)))
+            options.patterns, every, logs.package_of(session.cwd)))
     ran_with = None
     if found.command_log is not None and found.output_base is not None:
         # The run was a `bazel-ldfix test`'s: it recorded what each test was given.
         ran_with = runvalues.recall(session.store, found.output_base)
-    loaders = session.loaders(loader)
+    loaders = session.loaders(options.loader)
     result = report.diagnose(found, ran_with=ran_with, loaders=loaders,
-                                 session=session.for_repair())
-    if as_json:
+                             session=session.for_repair())
+    if options.as_json:
         session.show(diagnosis.to_json(result))
-    elif verbose:
+    elif options.verbose:
         session.show(diagnosis.to_text(result, color=session.color, prog=session.prog))
     else:
         session.show(brief.to_text(result, color=session.color, prog=session.prog))
-    if github_enabled(github, session.env):
+    if github_enabled(options.github, session.env):
         # Not into the JSON on stdout: the runner reads stderr as well.
-        out = session.say if as_json else session.show
+        out = session.say if options.as_json else session.show
         for line in run_annotations(session.cwd, session.env.get("GITHUB_WORKSPACE"),
                                 result.findings, prog=session.prog):
             out(line)

@@ -6,22 +6,21 @@ import shutil
 
 import click
 
-from bazel_ldfix.cli.arguments import loader_options
+from bazel_ldfix.cli.arguments import loader_choice
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.linkage import gate, kinds, names
 from bazel_ldfix.linkage.duplicates import find_dupes
 from bazel_ldfix.render import linkage
-from bazel_ldfix.session import Session
+from bazel_ldfix.session import LoaderChoice, Session
 
 
 @click.command("dupes")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@loader_options
+@loader_choice(loader=False)
 @pass_session
-def dupes(session: Session, file: str, as_json: bool, library_path: str | None,
-          inhibit_cache: bool, root: str) -> int:
+def dupes(session: Session, file: str, as_json: bool, model: LoaderChoice) -> int:
     """Dynamic symbols defined by more than one object of FILE's load, and which split state.
 
     Thread-local and data objects first. Exit 0 when interposition unifies every duplicate,
@@ -36,7 +35,7 @@ def dupes(session: Session, file: str, as_json: bool, library_path: str | None,
     if found.kind not in gate.LINKED_KINDS:
         raise BadInputError(f"{file}: {found.kind.words}, not a linked ELF object "
                             "(a shared object or a program)")
-    report = find_dupes(file, session.options(library_path, inhibit_cache, root))
+    report = find_dupes(file, session.options(model))
     demangled: dict[str, str] = {}
     program = shutil.which("c++filt")
     if program is not None:  # names are shown demangled when a demangler is there

@@ -19,7 +19,7 @@ from bazel_ldfix.buildfix.change import Plan
 from bazel_ldfix.buildfix.definitions import defines_repository
 from bazel_ldfix.buildfix.edit import write
 from bazel_ldfix.buildfix.planner import Shape, TestMissing, plan_fix
-from bazel_ldfix.cli.arguments import PASSTHROUGH, BazelArgsCommand, bazel_choice
+from bazel_ldfix.cli.arguments import PASSTHROUGH, BazelArgsCommand, bazel_choice, options_into
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.diagnosis import model as diagnosis_model
 from bazel_ldfix.errors import CannotEditError
@@ -63,8 +63,8 @@ class FixOptions:
                    "and why) instead of diffs.")
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
-def fix(session: Session, bazel: BazelChoice, write: bool, check: bool, verify: bool,
-        interface: bool, as_json: bool, bazel_args: tuple[str, ...]) -> int:
+@options_into(FixOptions)
+def fix(session: Session, options: FixOptions, bazel_args: tuple[str, ...]) -> int:
     """Make the hermetic BUILD change that lets the tests of `bazel test BAZEL_ARGS` load.
 
     Prints a unified diff of each file it would edit, and describes what it cannot edit.
@@ -81,11 +81,10 @@ def fix(session: Session, bazel: BazelChoice, write: bool, check: bool, verify: 
       bazel-ldfix fix --write --verify -- //... -//app:ext_test
       bazel-ldfix fix --json //app:vendor_test
     """
-    if check and (write or verify):
+    if options.check and (options.write or options.verify):
         raise click.UsageError("--check changes nothing; it cannot go with --write/--verify")
-    if verify and not write:
+    if options.verify and not options.write:
         raise click.UsageError("--verify runs the tests after --write")
-    options = FixOptions(bazel, write, check, verify, interface, as_json)
     return run(session.for_repair(), bazel_args, options)
 
 

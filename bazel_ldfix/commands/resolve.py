@@ -4,30 +4,24 @@ from __future__ import annotations
 
 import click
 
-from bazel_ldfix.cli.arguments import explain_bad, loader_option
+from bazel_ldfix.cli.arguments import explain_bad, loader_choice
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.errors import BadInputError
 from bazel_ldfix.loader.closure import resolve_file, unversioned_files
 from bazel_ldfix.quoting import printable
 from bazel_ldfix.render.resolved import resolution_tree, resolutions_json
-from bazel_ldfix.session import Session
+from bazel_ldfix.session import LoaderChoice, Session
 
 
 @click.command("resolve")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a tree.")
-@click.option("--library-path", metavar="P", default=None,
-              help="Use P instead of $LD_LIBRARY_PATH (as ld.so --library-path).")
-@click.option("--inhibit-cache", is_flag=True, help="Ignore /etc/ld.so.cache.")
-@click.option("--root", type=click.Path(exists=True, file_okay=False), default="/",
-              help="Resolve as if DIR were / (a sysroot or container image).")
 @click.option("-v", "--verbose", is_flag=True,
               help="Show the system libraries too (folded by default, as libtree does).")
-@loader_option
+@loader_choice()
 @pass_session
-def resolve(session: Session, files: tuple[str, ...], as_json: bool,
-            library_path: str | None, inhibit_cache: bool, root: str, verbose: bool,
-            loader: str | None) -> int:
+def resolve(session: Session, files: tuple[str, ...], as_json: bool, verbose: bool,
+            model: LoaderChoice) -> int:
     """Show how the loader finds each shared object FILES need, and why it misses any.
 
     Exit 0 when everything resolves, 1 when something is missing, 2 for bad input.
@@ -37,7 +31,7 @@ def resolve(session: Session, files: tuple[str, ...], as_json: bool,
       bazel-ldfix resolve bazel-bin/app/vendor_test
       bazel-ldfix resolve --library-path /opt/sdk/lib --json bazel-bin/app/vendor_test
     """
-    options = session.options(library_path, inhibit_cache, root, loader)
+    options = session.options(model)
     results = []
     bad = False
     for path in files:

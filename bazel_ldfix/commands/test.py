@@ -3,6 +3,7 @@ the diagnosis of what still failed in the loader, and the one rerun."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from bazel_ldfix.cli.arguments import (
     bazel_options,
     force_local_option,
     github_option,
+    options_into,
 )
 from bazel_ldfix.cli.process import pass_session
 from bazel_ldfix.given import flags
@@ -50,7 +52,8 @@ class TestOptions:
     no_repair: bool = False
     rerun_failures: bool = False
     force_local_path: bool = False
-    github: bool = False
+    github: bool | None = None
+    """--github/--no-github (None: when GITHUB_ACTIONS=true)."""
 
 
 @click.command("test", cls=BazelArgsCommand, context_settings=PASSTHROUGH)
@@ -67,9 +70,8 @@ class TestOptions:
 @github_option
 @click.argument("bazel_args", nargs=-1, type=click.UNPROCESSED)
 @pass_session
-def test(session: Session, bazel: BazelChoice, prepend: bool, dry_run: bool, no_repair: bool,
-         rerun_failures: bool, force_local_path: bool, github: bool | None,
-         bazel_args: tuple[str, ...]) -> int:
+@options_into(TestOptions)
+def test(session: Session, options: TestOptions, bazel_args: tuple[str, ...]) -> int:
     """Run `bazel test BAZEL_ARGS` with the libraries its tests need on LD_LIBRARY_PATH.
 
     BAZEL_ARGS are what you would give `bazel test`. The options of bazel-ldfix (below)
@@ -89,9 +91,8 @@ def test(session: Session, bazel: BazelChoice, prepend: bool, dry_run: bool, no_
       bazel-ldfix test -- //... -//app:ext_test
       bazel-ldfix test --quiet --no-repair //app:vendor_test
     """
-    options = TestOptions(bazel, prepend, dry_run, no_repair, rerun_failures,
-                          force_local_path, github_enabled(github, session.env))
-    return run(session.for_repair(), bazel_args, options)
+    github = github_enabled(options.github, session.env)
+    return run(session.for_repair(), bazel_args, dataclasses.replace(options, github=github))
 
 
 def run(session: Session, bazel_args: Sequence[str], options: TestOptions) -> int:

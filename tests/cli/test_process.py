@@ -16,7 +16,7 @@ from terminal import on_terminal
 
 from bazel_ldfix import cli
 from bazel_ldfix.cli.process import prog_of
-from bazel_ldfix.session import BazelChoice, Session, of_process
+from bazel_ldfix.session import BazelChoice, LoaderChoice, Session, of_process
 
 
 def session_under_bazel_run(user_dir: Path, **env: str) -> Session:
@@ -26,7 +26,7 @@ def session_under_bazel_run(user_dir: Path, **env: str) -> Session:
 
 def test_relative_paths_are_the_users_not_the_processs(tmp_path: Path) -> None:
     session = session_under_bazel_run(tmp_path, LD_LIBRARY_PATH="/opt/a")
-    options = session.options(None, False, "sysroot", "tools/ld.so")
+    options = session.options(LoaderChoice(None, False, "sysroot", "tools/ld.so"))
     assert (options.root, options.cwd, options.loader) == (
         str(tmp_path / "sysroot"), str(tmp_path), str(tmp_path / "tools" / "ld.so"))
     assert options.library_path == "/opt/a"        # the user's LD_LIBRARY_PATH
@@ -38,8 +38,8 @@ def test_relative_paths_are_the_users_not_the_processs(tmp_path: Path) -> None:
 
 def test_library_path_option_wins_over_the_environment(tmp_path: Path) -> None:
     session = session_under_bazel_run(tmp_path, LD_LIBRARY_PATH="/opt/a")
-    assert session.options("/opt/b", True, "/").library_path == "/opt/b"
-    assert session.options("", True, "/").library_path == ""   # given empty: empty
+    assert session.options(LoaderChoice("/opt/b", True)).library_path == "/opt/b"
+    assert session.options(LoaderChoice("", True)).library_path == ""   # given empty: empty
 
 
 def test_bazel_is_the_option_then_the_environment_then_bazel(tmp_path: Path) -> None:
