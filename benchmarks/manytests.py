@@ -1,6 +1,7 @@
 """A Bazel workspace of many ``cc_test``s that share a few SDK libraries.
 
-    .venv/bin/python benchmarks/manytests.py DIR [--tests 1000] [--own 50] [--build]
+    .venv/bin/python benchmarks/manytests.py DIR [--tests 1000] [--own 50]
+        [--header-libraries 0] [--build]
 
 Writes, under ``DIR``:
 
@@ -12,7 +13,10 @@ Writes, under ``DIR``:
 * ``ws/`` the workspace: packages ``t0``, ``t1``, ... of 100 tests each; every test links
   ``sdka`` and ``sdkb``, every other one also ``sdkc``, and every ``tests // own``-th one
   its own library. Every test fails to load under plain ``bazel test`` (the SONAMEs are
-  not staged) and passes with the repair.
+  not staged) and passes with the repair;
+* with ``--header-libraries N``, N header-only ``cc_library`` rules more, spread evenly
+  over the tests of each package (8 per test for 8,000 over 1,000 tests), each test
+  depending on its own: a graph whose analysis costs what a larger project's does.
 
 The workspace has its own output_base (``DIR/output-base``); ``--build`` runs
 ``bazel build //...`` once (about a minute per 1,000 tests here).
@@ -76,7 +80,7 @@ def offline_rc() -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(top: str, tests: int = 1000, own: int = 50) -> str:
+def write(top: str, tests: int = 1000, own: int = 50, header_libraries: int = 0) -> str:
     """Write the SDKs and the workspace; the workspace's directory."""
     sdk = os.path.join(top, "sdk")
     ws = os.path.join(top, "ws")
@@ -116,6 +120,11 @@ def write(top: str, tests: int = 1000, own: int = 50) -> str:
                     f.write(f"int sdka_value(void); int own{n}_value(void);\n"
                             f"int main(void){{return sdka_value() == 11 && "
                             f"own{n}_value() == 1 ? 0 : 1;}}\n")
+            for h in _headers_of(i, tests, header_libraries):
+                with open(os.path.join(pkg, f"h{h}.h"), "w") as f:
+                    f.write(f"#define H{h} {h}\n")
+                rules.append(f'cc_library(name = "h{h}", hdrs = ["h{h}.h"])\n')
+                deps.append(f":h{h}")
             rules.append(f'cc_test(name = "test{i}", srcs = ["{src}"], '
                          f"deps = {json.dumps(deps)})\n")
         with open(os.path.join(pkg, "test.c"), "w") as f:
@@ -129,14 +138,21 @@ def write(top: str, tests: int = 1000, own: int = 50) -> str:
     return ws
 
 
+def _headers_of(test: int, tests: int, libraries: int) -> range:
+    """The header-only libraries test number ``test`` depends on: an even share."""
+    return range(test * libraries // tests, (test + 1) * libraries // tests)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dir")
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--own", type=int, default=50)
+    parser.add_argument("--header-libraries", type=int, default=0,
+                        help="header-only cc_library rules the tests depend on")
     parser.add_argument("--build", action="store_true", help="bazel build //... once")
     args = parser.parse_args(argv)
-    ws = write(os.path.abspath(args.dir), args.tests, args.own)
+    ws = write(os.path.abspath(args.dir), args.tests, args.own, args.header_libraries)
     print(ws)
     if args.build:
         return subprocess.run(["bazel", "build", "//..."], cwd=ws, check=False).returncode
