@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--own", type=int, default=50)
     parser.add_argument("--only", choices=sorted(VARIANTS))
+    parser.add_argument("--fill-only", action="store_true",
+                        help="write the workspaces and fill their disk caches, time nothing")
     args = parser.parse_args(argv)
     root = os.path.abspath(args.dir)
     out = [f"Load average (1, 5, 15 min) at the start: {loadavg()}.", ""]
@@ -192,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{variant}: filling the disk cache", file=sys.stderr)
             for name in commands.argv:
                 commands.fresh(name)
+            if args.fill_only:
+                continue
             fresh = pairs(commands, args.pairs, "fresh")
             warm = pairs(commands, args.warm_pairs, "warm")
         finally:
